@@ -1,0 +1,29 @@
+# Two commands: `make run` serves the agent, `make test` runs every test.
+# Both create ./.venv on first use (Python 3.11+, no root, no API keys).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: run test bench simulate clean-data
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+run: $(VENV)/.installed
+	$(PY) main.py serve
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed
+	$(PY) -m bench.run_all
+
+simulate: $(VENV)/.installed
+	$(PY) main.py simulate scenarios/greeting_callback.yaml
+
+clean-data:
+	rm -rf .data

@@ -1,0 +1,180 @@
+"""One settings object for the whole service, read from the environment and `.env`.
+
+Every component reads its configuration from here; nothing else parses env vars.
+Provider choice per component defaults to ``auto``: the cloud provider when its
+key is set, else the local engine, so the service runs with no keys at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+STTProvider = Literal["auto", "deepgram", "local"]
+TTSProvider = Literal["auto", "elevenlabs", "local"]
+LLMProvider = Literal["auto", "anthropic", "openai", "local"]
+
+# Engineering-level fallback vocabulary: the third keyterm layer (seed 000, Layer 1).
+DEFAULT_SYSTEM_KEYTERMS = (
+    "appointment",
+    "reschedule",
+    "cancel",
+    "doctor",
+    "clinic",
+    "insurance",
+    "prescription",
+    "date of birth",
+)
+
+
+class Settings(BaseSettings):
+    """Service configuration. Field names map to upper-case environment variables."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", validate_default=True
+    )
+
+    # --- Service ---------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=7860, ge=1, le=65535)
+    public_url: str | None = Field(
+        default=None,
+        description="Public base URL Twilio reaches (https://…); used for signature "
+        "validation and the media stream URL. Unset: derived from the request.",
+    )
+    data_dir: Path = Path(".data")
+    log_level: str = "INFO"
+
+    # --- Database --------------------------------------------------------------
+    database_url: SecretStr | None = Field(
+        default=None, description="PostgreSQL with pgvector. Unset: embedded PostgreSQL 16."
+    )
+    db_write_retries: int = Field(default=5, ge=0)
+    db_write_timeout_s: float = Field(default=5.0, gt=0)
+
+    # --- Providers -------------------------------------------------------------
+    stt_provider: STTProvider = "auto"
+    tts_provider: TTSProvider = "auto"
+    llm_provider: LLMProvider = "auto"
+
+    deepgram_api_key: SecretStr | None = None
+    deepgram_model: str = "nova-3-general"
+
+    elevenlabs_api_key: SecretStr | None = None
+    elevenlabs_voice_id: str = "21m00Tcm4TlvDq8ikWAM"
+    elevenlabs_model: str = "eleven_flash_v2_5"
+
+    anthropic_api_key: SecretStr | None = None
+    anthropic_model: str = "claude-sonnet-4-6"
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = Field(
+        default=None, description="Any OpenAI-compatible server (llama.cpp, Ollama, vLLM)."
+    )
+    openai_model: str = "gpt-4.1-mini"
+
+    google_api_key: SecretStr | None = None
+
+    local_tts_voice: str = "en-us"
+    local_tts_words_per_minute: int = Field(default=165, ge=80, le=450)
+
+    # --- Telephony -------------------------------------------------------------
+    twilio_account_sid: str | None = None
+    twilio_auth_token: SecretStr | None = None
+    twilio_api_base_url: str | None = Field(
+        default=None, description="Override Twilio's REST base URL (tests use a local fake)."
+    )
+    twilio_validate_signature: bool = Field(
+        default=True, description="Disabling accepts unsigned webhooks; logs a warning."
+    )
+    daily_api_key: SecretStr | None = None
+
+    # --- Call behaviour --------------------------------------------------------
+    system_keyterms: list[str] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
+    max_call_duration_s: float = Field(default=1800.0, gt=0)
+    start_message_timeout_s: float = Field(default=10.0, gt=0)
+    ws_max_message_bytes: int = Field(default=64 * 1024, ge=1024)
+    ws_max_bad_messages: int = Field(default=50, ge=1)
+    allow_open_eval_sessions: bool = Field(
+        default=False,
+        description="Let `pipecat eval` open text sessions on /ws without a call created "
+        "by a signed /voice/answer. Development only.",
+    )
+
+    @field_validator("system_keyterms", mode="before")
+    @classmethod
+    def _split_keyterms(cls, value: object) -> object:
+        """Accept a comma-separated string as well as a JSON list."""
+        if isinstance(value, str) and not value.strip().startswith("["):
+            return [term.strip() for term in value.split(",") if term.strip()]
+        return value
+
+    @property
+    def recordings_dir(self) -> Path:
+        return self.data_dir / "recordings"
+
+    @property
+    def embedded_db_dir(self) -> Path:
+        return self.data_dir / "pg"
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """Which provider a component uses, and why (logged once at start-up)."""
+
+    component: str
+    provider: str
+    reason: str
+
+
+def _choose(
+    component: str, requested: str, cloud: str, cloud_ready: bool, key_name: str
+) -> ProviderChoice:
+    if requested == "auto":
+        if cloud_ready:
+            return ProviderChoice(component, cloud, f"auto: {key_name} is set")
+        return ProviderChoice(component, "local", f"auto: {key_name} is not set")
+    if requested == cloud and not cloud_ready:
+        raise ValueError(f"{component.upper()}_PROVIDER={cloud} needs {key_name}")
+    return ProviderChoice(component, requested, f"{component.upper()}_PROVIDER={requested}")
+
+
+def resolve_providers(settings: Settings) -> dict[str, ProviderChoice]:
+    """Decide the STT, TTS and LLM providers from the settings."""
+    stt = _choose(
+        "stt", settings.stt_provider, "deepgram", settings.deepgram_api_key is not None,
+        "DEEPGRAM_API_KEY",
+    )
+    tts = _choose(
+        "tts", settings.tts_provider, "elevenlabs", settings.elevenlabs_api_key is not None,
+        "ELEVENLABS_API_KEY",
+    )
+    if settings.llm_provider == "auto":
+        if settings.anthropic_api_key is not None:
+            llm = ProviderChoice("llm", "anthropic", "auto: ANTHROPIC_API_KEY is set")
+        elif settings.openai_api_key is not None or settings.openai_base_url:
+            llm = ProviderChoice("llm", "openai", "auto: OPENAI_API_KEY/OPENAI_BASE_URL is set")
+        else:
+            llm = ProviderChoice(
+                "llm", "local", "auto: no ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL"
+            )
+    elif settings.llm_provider == "anthropic":
+        llm = _choose("llm", "anthropic", "anthropic", settings.anthropic_api_key is not None,
+                      "ANTHROPIC_API_KEY")
+    elif settings.llm_provider == "openai":
+        ready = settings.openai_api_key is not None or bool(settings.openai_base_url)
+        llm = _choose("llm", "openai", "openai", ready, "OPENAI_API_KEY or OPENAI_BASE_URL")
+    else:
+        llm = ProviderChoice("llm", "local", "LLM_PROVIDER=local")
+    return {"stt": stt, "tts": tts, "llm": llm}
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (tests build their own `Settings` instead)."""
+    return Settings()
