@@ -7,13 +7,14 @@ key is set, else the local engine, so the service runs with no keys at all.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 STTProvider = Literal["auto", "deepgram", "local"]
 TTSProvider = Literal["auto", "elevenlabs", "local"]
@@ -95,8 +96,11 @@ class Settings(BaseSettings):
     daily_api_key: SecretStr | None = None
 
     # --- Call behaviour --------------------------------------------------------
-    system_keyterms: list[str] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
+    system_keyterms: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
     max_call_duration_s: float = Field(default=1800.0, gt=0)
+    idle_timeout_s: float = Field(
+        default=300.0, gt=0, description="End a call after this long with no speech at all."
+    )
     start_message_timeout_s: float = Field(default=10.0, gt=0)
     ws_max_message_bytes: int = Field(default=64 * 1024, ge=1024)
     ws_max_bad_messages: int = Field(default=50, ge=1)
@@ -110,7 +114,9 @@ class Settings(BaseSettings):
     @classmethod
     def _split_keyterms(cls, value: object) -> object:
         """Accept a comma-separated string as well as a JSON list."""
-        if isinstance(value, str) and not value.strip().startswith("["):
+        if isinstance(value, str):
+            if value.strip().startswith("["):
+                return json.loads(value)
             return [term.strip() for term in value.split(",") if term.strip()]
         return value
 

@@ -1,0 +1,23 @@
+"""Liveness and readiness: database reachability and the active providers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from api.deps import get_runtime
+from services.runtime import AppRuntime
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health")
+async def health(runtime: AppRuntime = Depends(get_runtime)) -> JSONResponse:
+    db_ok = await runtime.db.ping()
+    body = {
+        "status": "ok" if db_ok else "degraded",
+        "database": {"ok": db_ok, "embedded": runtime.db.embedded},
+        "providers": runtime.plan.snapshot(),
+        "active_calls": len(runtime.active_calls),
+    }
+    return JSONResponse(body, status_code=200 if db_ok else 503)

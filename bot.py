@@ -1,0 +1,189 @@
+"""The per-call Pipecat pipeline: one factory for production, tests, the simulator and benchmarks.
+
+    transport in -> [text bridge | STT] -> before_context layers -> user aggregator
+    (Silero VAD + smart-turn v3) -> before_llm layers -> fallback responder -> LLM
+    -> after_llm layers -> TTS -> greeting player -> transport out -> stereo recorder
+    -> call controller -> assistant aggregator
+
+Later issues insert the intelligence processors (emotion, observers, safety,
+director, navigator, filler, stripper, tone) through `IntelligenceLayers`, the
+named place between STT and TTS. `python bot.py -t webrtc|daily|twilio` runs the
+same pipeline under Pipecat's development runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.frames.frames import Frame, TTSSpeakFrame
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.services.llm_service import LLMService
+from pipecat.services.stt_service import STTService
+from pipecat.services.tts_service import TTSService
+from pipecat.transports.base_transport import BaseTransport
+from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from config import Settings
+from processors.call_controller import CallController
+from processors.call_recorder import CallRecorder
+from processors.fallback_responder import FallbackResponder
+from processors.greeting import GreetingPlayer, PrerenderedSpeech
+from processors.text_input import TextInputBridge
+from services.call_session import CallSession, SessionMode
+from services.prompts import render_prompt
+from services.providers import ProviderPlan, build_llm, build_stt, build_tts
+from services.recording import StereoRecording
+
+PHONE_SAMPLE_RATE = 8000
+
+# Typed lines end their turn almost at once; there is no speech to wait for.
+TEXT_TURN_TIMEOUT_S = 0.05
+
+
+@dataclass
+class IntelligenceLayers:
+    """The named place for the intelligence processors, each list in pipeline order."""
+
+    before_context: list[FrameProcessor] = field(default_factory=list)
+    before_llm: list[FrameProcessor] = field(default_factory=list)
+    after_llm: list[FrameProcessor] = field(default_factory=list)
+
+
+def no_layers(_session: CallSession) -> IntelligenceLayers:
+    """This issue adds none; later issues return their processors here."""
+    return IntelligenceLayers()
+
+
+@dataclass
+class ServiceOverrides:
+    """Replace providers (tests and benchmarks use instant fakes; production never does)."""
+
+    stt: STTService | None = None
+    tts: TTSService | None = None
+    llm: LLMService | None = None
+    llm_available: bool | None = None
+
+
+@dataclass
+class CallPipeline:
+    """What the caller of `build_call_pipeline` needs to run and finish a call."""
+
+    worker: PipelineWorker
+    recorder: CallRecorder
+    recording: StereoRecording | None
+    controller: CallController
+    initial_frames: list[Frame] = field(default_factory=list)
+
+
+def _user_params(session: CallSession) -> LLMUserAggregatorParams:
+    if session.is_audio:
+        # Default turn strategies: VAD + transcription start, smart-turn v3 stop.
+        vad = SileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
+        return LLMUserAggregatorParams(vad_analyzer=vad)
+    return LLMUserAggregatorParams(
+        user_turn_strategies=UserTurnStrategies(
+            start=[TranscriptionUserTurnStartStrategy()],
+            stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=TEXT_TURN_TIMEOUT_S)],
+        )
+    )
+
+
+def build_call_pipeline(
+    transport: BaseTransport,
+    session: CallSession,
+    *,
+    settings: Settings,
+    plan: ProviderPlan,
+    greeting: PrerenderedSpeech | None = None,
+    greeting_text: str | None = None,
+    layers: Callable[[CallSession], IntelligenceLayers] = no_layers,
+    overrides: ServiceOverrides | None = None,
+    recordings_dir: Path | None = None,
+    audio_in_sample_rate: int = PHONE_SAMPLE_RATE,
+    audio_out_sample_rate: int = PHONE_SAMPLE_RATE,
+) -> CallPipeline:
+    """Assemble the pipeline and its worker for one call."""
+    overrides = overrides or ServiceOverrides()
+    system_instruction = render_prompt("system.md", clinic_name=session.clinic_name)
+
+    llm = overrides.llm or build_llm(plan, settings, system_instruction)
+    llm_available = overrides.llm_available
+    if llm_available is None:
+        llm_available = llm is not None
+    tts = overrides.tts or build_tts(plan, settings, session.voice)
+    stt = None
+    if session.is_audio:
+        stt = overrides.stt or build_stt(plan, settings, session.keyterms)
+
+    context = LLMContext()
+    user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
+        context, user_params=_user_params(session)
+    )
+    chosen = layers(session)
+    controller = CallController(session, max_duration_s=settings.max_call_duration_s)
+    recording = None
+    if session.is_audio and recordings_dir is not None:
+        recording = StereoRecording(session, recordings_dir)
+
+    processors: list[FrameProcessor] = [transport.input()]
+    processors.append(stt if stt is not None else TextInputBridge())
+    processors += chosen.before_context
+    processors.append(user_aggregator)
+    processors += chosen.before_llm
+    processors.append(FallbackResponder(session, llm_available=llm_available))
+    if llm is not None:
+        processors.append(llm)
+    processors += chosen.after_llm
+    processors += [tts, GreetingPlayer(session, greeting), transport.output()]
+    if recording is not None:
+        processors.append(recording.processor)
+    processors += [controller, assistant_aggregator]
+
+    recorder = CallRecorder(session)
+    worker = PipelineWorker(
+        Pipeline(processors),
+        params=PipelineParams(
+            audio_in_sample_rate=audio_in_sample_rate,
+            audio_out_sample_rate=audio_out_sample_rate,
+            enable_metrics=True,
+        ),
+        observers=[recorder],
+        enable_rtvi=session.mode is not SessionMode.PHONE,
+        idle_timeout_secs=settings.idle_timeout_s,
+    )
+    initial_frames: list[Frame] = []
+    if greeting is None and greeting_text:
+        # Not pre-rendered in time: synthesize it live, first thing after start.
+        session.log.event("greeting", prerendered=False)
+        initial_frames.append(TTSSpeakFrame(greeting_text))
+    return CallPipeline(
+        worker=worker, recorder=recorder, recording=recording, controller=controller,
+        initial_frames=initial_frames,
+    )
+
+
+async def bot(runner_args) -> None:
+    """Pipecat development runner entry point (`python bot.py -t webrtc|daily|twilio`)."""
+    from services.dev_runner import run_dev_session
+
+    await run_dev_session(runner_args)
+
+
+if __name__ == "__main__":
+    from pipecat.runner.run import main
+
+    main()

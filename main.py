@@ -1,0 +1,164 @@
+"""The service: FastAPI app factory and the command line.
+
+    python main.py [serve]                        run the service (default)
+    python main.py migrate                        apply database migrations
+    python main.py seed-demo                      create the demo workspace and clinic
+    python main.py api-key create --workspace W   print a new API key once
+    python main.py simulate SCRIPT.yaml [...]     play a caller against a running service
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from loguru import logger
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from config import Settings
+
+
+def configure_logging(settings: Settings) -> None:
+    logger.remove()
+    logger.add(sys.stderr, level=settings.log_level.upper())
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan."""
+    from api import calls, health, media_stream, voice
+    from services.runtime import AppRuntime
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.runtime = await AppRuntime.start(settings)
+        try:
+            yield
+        finally:
+            await app.state.runtime.close()
+
+    app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
+    for module in (health, voice, media_stream, calls):
+        app.include_router(module.router)
+    return app
+
+
+def serve(settings: Settings) -> int:
+    import uvicorn
+
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        ws_max_size=max(settings.ws_max_message_bytes * 4, 1 << 20),
+        log_level=settings.log_level.lower(),
+        lifespan="on",
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+async def _with_database(settings: Settings, action) -> int:
+    from db.migrations import apply_migrations
+    from db.pool import Database
+
+    db = await Database.connect(settings)
+    try:
+        await apply_migrations(db.pool)
+        return await action(db)
+    finally:
+        await db.close()
+
+
+def migrate(settings: Settings) -> int:
+    async def action(db) -> int:
+        print("migrations are up to date")
+        return 0
+
+    return asyncio.run(_with_database(settings, action))
+
+
+def seed(settings: Settings) -> int:
+    from db.seed import seed_demo
+
+    async def action(db) -> int:
+        result = await seed_demo(db.pool)
+        print(f"demo workspace ready: {result}")
+        return 0
+
+    return asyncio.run(_with_database(settings, action))
+
+
+def create_key(settings: Settings, workspace: str, name: str) -> int:
+    from db import repositories as repo
+
+    async def action(db) -> int:
+        found = await repo.get_workspace_by_name(db.pool, workspace)
+        if found is None:
+            print(f"no workspace named {workspace!r}", file=sys.stderr)
+            return 2
+        key = await repo.create_api_key(db.pool, found["id"], name)
+        print(key)  # shown once; only its hash is stored
+        return 0
+
+    return asyncio.run(_with_database(settings, action))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from services.simulator import add_simulate_arguments
+
+    parser = argparse.ArgumentParser(prog="main.py", description="Clinic voice agent")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", help="run the service (default)")
+    sub.add_parser("migrate", help="apply database migrations")
+    sub.add_parser("seed-demo", help="create the demo workspace and clinic")
+    api_key = sub.add_parser("api-key", help="manage API keys")
+    api_key_sub = api_key.add_subparsers(dest="api_key_command", required=True)
+    create = api_key_sub.add_parser("create", help="create a key and print it once")
+    create.add_argument("--workspace", required=True)
+    create.add_argument("--name", default="cli")
+    add_simulate_arguments(sub.add_parser("simulate", help="play a caller script"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in err['loc']).upper()}: {err['msg']}"
+            for err in error.errors()
+        )
+        print(f"invalid settings: {problems}", file=sys.stderr)
+        return 2
+    except SettingsError as error:
+        print(f"invalid settings: {error} ({error.__cause__})", file=sys.stderr)
+        return 2
+    configure_logging(settings)
+    command = args.command or "serve"
+    try:
+        if command == "serve":
+            return serve(settings)
+        if command == "migrate":
+            return migrate(settings)
+        if command == "seed-demo":
+            return seed(settings)
+        if command == "api-key":
+            return create_key(settings, args.workspace, args.name)
+        if command == "simulate":
+            from services.simulator import run_simulate
+
+            return run_simulate(args)
+    except ValueError as error:  # e.g. a provider requested without its key
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The one place that ends a call.
+
+Other processors ask for the end with an `EndCallFrame` behind their goodbye; the
+controller, sitting after the output transport, waits a short grace period so the
+telephone network finishes playing the audio, then ends the pipeline (which hangs
+up the phone call through Twilio when credentials exist). It also enforces the
+maximum call duration on the clock, so a silent caller is ended too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from loguru import logger
+from pipecat.frames.frames import EndFrame, EndWorkerFrame, Frame, StartFrame, TTSSpeakFrame
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from processors.frames import EndCallFrame
+from services.call_session import CallSession, CompletionReason
+from services.prompts import render_prompt
+
+
+class CallController(FrameProcessor):
+    """Ends the call after the goodbye has played, or when the call runs too long."""
+
+    def __init__(
+        self, session: CallSession, *, max_duration_s: float, grace_s: float = 0.6, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        self._session = session
+        self._max_duration_s = max_duration_s
+        self._grace_s = grace_s
+        self._timer: asyncio.Task | None = None
+        self._ending = False
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, EndCallFrame):
+            await self._end(CompletionReason(frame.reason))
+            return
+        if isinstance(frame, StartFrame):
+            self._timer = self.create_task(self._duration_limit(), name="max_call_duration")
+        elif isinstance(frame, EndFrame) and self._timer is not None:
+            await self.cancel_task(self._timer)
+            self._timer = None
+        await self.push_frame(frame, direction)
+
+    async def cleanup(self) -> None:
+        await super().cleanup()
+        if self._timer is not None:
+            await self.cancel_task(self._timer)
+            self._timer = None
+
+    async def _end(self, reason: CompletionReason) -> None:
+        if self._ending:
+            return
+        self._ending = True
+        if self._session.completion_reason is None:
+            self._session.completion_reason = reason
+        self._session.log.event("call_end_requested", reason=reason.value)
+        if self._session.is_audio:
+            await asyncio.sleep(self._grace_s)  # let the network play the last audio
+        logger.info(f"call {self._session.call_id}: ending ({reason.value})")
+        await self.push_frame(EndWorkerFrame(reason=reason.value), FrameDirection.UPSTREAM)
+
+    async def _duration_limit(self) -> None:
+        await asyncio.sleep(self._max_duration_s)
+        logger.info(f"call {self._session.call_id}: maximum duration reached")
+        self._session.log.event("max_duration_reached", limit_s=self._max_duration_s)
+        goodbye = render_prompt("max_duration.txt")
+        # Enter at the pipeline source so the goodbye is synthesized, then end after it.
+        await self.pipeline_worker.queue_frames(
+            [TTSSpeakFrame(goodbye), EndCallFrame(reason=CompletionReason.MAX_DURATION.value)]
+        )

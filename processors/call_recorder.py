@@ -1,0 +1,207 @@
+"""Records every turn of a call with the seed's five-layer timing model.
+
+An observer, not a processor: Pipecat feeds observers from their own queue, so the
+recorder never delays a frame. Times are milliseconds from the pipeline start,
+read from the pipeline clock stamped on each push.
+
+Timing fields (all ms, see docs/ARCHITECTURE.md "Call record"):
+- caller turn: user_speech_start_ms / user_speech_end_ms (VAD speech boundaries).
+- agent turn: engine_ms (caller turn end -> first response text), nav_ms (navigator
+  decision, filled by the context-graph engine), render_ms (first response text ->
+  first synthesized audio), audio_ttfb_ms (caller turn end -> first agent audio),
+  agent_speech_start_ms / agent_speech_end_ms (when the agent audio played).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    ErrorFrame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    StartFrame,
+    TranscriptionFrame,
+    TTSAudioRawFrame,
+    TTSTextFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.observers.base_observer import BaseObserver, FramePushed
+
+from services.call_session import CallSession
+
+
+@dataclass
+class _CallerTurn:
+    text: list[str] = field(default_factory=list)
+    speech_start_ms: int | None = None
+    speech_end_ms: int | None = None
+
+
+@dataclass
+class _AgentTurn:
+    reference_ms: int | None  # end of the caller turn this answers, if any
+    llm_text: list[str] = field(default_factory=list)
+    spoken_words: list[str] = field(default_factory=list)
+    first_text_ms: int | None = None
+    first_audio_ms: int | None = None
+    speech_start_ms: int | None = None
+    speech_end_ms: int | None = None
+    nav_ms: int | None = None
+    interrupted: bool = False
+
+    def text(self) -> str:
+        spoken = " ".join(word.strip() for word in self.spoken_words if word.strip())
+        return spoken or "".join(self.llm_text).strip()
+
+
+def _delta(later: int | None, earlier: int | None) -> int | None:
+    if later is None or earlier is None:
+        return None
+    return max(0, later - earlier)
+
+
+class CallRecorder(BaseObserver):
+    """Turns pipeline frames into caller and agent turn records."""
+
+    def __init__(self, session: CallSession, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._session = session
+        self._t0_ns: int | None = None
+        self._caller = _CallerTurn()
+        self._agent: _AgentTurn | None = None
+        self._last_caller_end_ms: int | None = None
+
+    def _ms(self, timestamp_ns: int) -> int:
+        if self._t0_ns is None:
+            self._t0_ns = timestamp_ns
+        return (timestamp_ns - self._t0_ns) // 1_000_000
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        if not data.first_push:
+            return
+        frame = data.frame
+        if isinstance(frame, StartFrame):
+            self._t0_ns = data.timestamp
+            return
+        now = self._ms(data.timestamp)
+
+        if isinstance(frame, (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame)):
+            if self._caller.speech_start_ms is None:
+                self._caller.speech_start_ms = now
+        elif isinstance(frame, VADUserStoppedSpeakingFrame):
+            self._caller.speech_end_ms = now
+        elif isinstance(frame, TranscriptionFrame):
+            if frame.text.strip():
+                self._caller.text.append(frame.text.strip())
+            if self._caller.speech_start_ms is None:
+                self._caller.speech_start_ms = now
+        elif isinstance(frame, UserStoppedSpeakingFrame):
+            self._close_caller_turn(now)
+        elif isinstance(frame, InterruptionFrame):
+            self._on_interruption(now)
+        elif isinstance(frame, LLMFullResponseStartFrame):
+            self._agent_turn()
+        elif isinstance(frame, LLMTextFrame):
+            turn = self._agent_turn()
+            turn.llm_text.append(frame.text)
+            if turn.first_text_ms is None:
+                turn.first_text_ms = now
+        elif isinstance(frame, TTSTextFrame):
+            turn = self._agent_turn()
+            turn.spoken_words.append(frame.text)
+            if turn.first_text_ms is None:
+                turn.first_text_ms = now
+        elif isinstance(frame, TTSAudioRawFrame):
+            turn = self._agent_turn()
+            if turn.first_audio_ms is None:
+                turn.first_audio_ms = now
+        elif isinstance(frame, BotStartedSpeakingFrame):
+            turn = self._agent_turn()
+            if turn.speech_start_ms is None:
+                turn.speech_start_ms = now
+        elif isinstance(frame, BotStoppedSpeakingFrame):
+            if self._agent is not None and self._agent.speech_start_ms is not None:
+                self._agent.speech_end_ms = now
+                self._close_agent_turn()
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            if not self._session.is_audio:
+                self._close_agent_turn()
+        elif isinstance(frame, ErrorFrame):
+            self._session.log.event(
+                "pipeline_error",
+                source=type(data.source).__name__,
+                fatal=bool(frame.fatal),
+                error=str(frame.error)[:300],
+            )
+
+    def record_nav_ms(self, nav_ms: int) -> None:
+        """The context-graph navigator reports its decision time for the coming turn."""
+        self._agent_turn().nav_ms = nav_ms
+
+    async def flush(self) -> None:
+        """Write whatever turn is still open (call ended mid-turn)."""
+        if self._caller.text:
+            self._close_caller_turn(self._caller.speech_end_ms)
+        if self._agent is not None:
+            self._agent.interrupted = self._agent.speech_end_ms is None and self._session.is_audio
+            self._close_agent_turn()
+
+    def _agent_turn(self) -> _AgentTurn:
+        if self._agent is None:
+            self._agent = _AgentTurn(reference_ms=self._last_caller_end_ms)
+            self._last_caller_end_ms = None
+        return self._agent
+
+    def _on_interruption(self, now: int) -> None:
+        agent = self._agent
+        if agent is not None and agent.speech_start_ms is not None:
+            agent.interrupted = True
+            agent.speech_end_ms = now
+            self._close_agent_turn()
+
+    def _close_caller_turn(self, now: int | None) -> None:
+        caller = self._caller
+        self._caller = _CallerTurn()
+        text = " ".join(caller.text).strip()
+        if not text:
+            return
+        end_ms = caller.speech_end_ms if caller.speech_end_ms is not None else now
+        self._last_caller_end_ms = now
+        # A new caller turn closes any agent turn still waiting for its audio.
+        if self._agent is not None and self._agent.text():
+            self._close_agent_turn()
+        self._session.log.turn(
+            speaker_id="caller",
+            speaker_role="caller",
+            text=text,
+            user_speech_start_ms=caller.speech_start_ms,
+            user_speech_end_ms=end_ms,
+        )
+
+    def _close_agent_turn(self) -> None:
+        agent, self._agent = self._agent, None
+        if agent is None:
+            return
+        text = agent.text()
+        if not text:
+            return
+        self._session.log.turn(
+            speaker_id="agent",
+            speaker_role="agent",
+            text=text,
+            interrupted=agent.interrupted,
+            engine_ms=_delta(agent.first_text_ms, agent.reference_ms),
+            nav_ms=agent.nav_ms,
+            render_ms=_delta(agent.first_audio_ms, agent.first_text_ms),
+            audio_ttfb_ms=_delta(agent.first_audio_ms, agent.reference_ms),
+            agent_speech_start_ms=agent.speech_start_ms,
+            agent_speech_end_ms=agent.speech_end_ms,
+        )

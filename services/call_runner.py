@@ -1,0 +1,248 @@
+"""Runs one call on the shared `/ws` endpoint: a Twilio media stream or an eval text session.
+
+The first message decides which: Pipecat's `eval-connect` means a text session
+(the simulator's `--text` mode or `pipecat eval`), anything else is read as a
+Twilio stream. Both run the same pipeline from `bot.build_call_pipeline`; both
+end in `finish_call`, which closes the call record with a reason whatever
+happened, and flushes the record writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+
+from fastapi import WebSocket
+from loguru import logger
+from pipecat.evals.fastapi_transport import EvalFastAPIWebsocketTransport
+from pipecat.evals.serializer import EvalConnectionFlags, EvalSerializer, parse_eval_connect
+from pipecat.evals.transport import EvalTransportParams
+from pipecat.serializers.twilio import TwilioFrameSerializer
+from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
+from pipecat.workers.runner import WorkerRunner
+from starlette.websockets import WebSocketDisconnect
+
+from bot import PHONE_SAMPLE_RATE, CallPipeline, build_call_pipeline
+from db import repositories as repo
+from processors.greeting import PrerenderedSpeech
+from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
+from services.runtime import AppRuntime, CallProfile
+from services.twilio_media import SafeTwilioFrameSerializer, read_stream_start
+
+# The pre-rendered greeting must be ready almost at once or we synthesize live.
+GREETING_WAIT_S = 0.05
+FLUSH_TIMEOUT_S = 10.0
+POLICY_VIOLATION = 1008
+
+
+async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime) -> None:
+    """Entry point of `WS /ws`."""
+    await websocket.accept()
+    settings = runtime.settings
+    try:
+        first = await asyncio.wait_for(websocket.receive_text(), settings.start_message_timeout_s)
+    except (TimeoutError, WebSocketDisconnect, RuntimeError):
+        logger.warning("media stream: closed or silent before its first message")
+        await _close(websocket, "no first message")
+        return
+    flags = _eval_flags(first)
+    if flags is not None:
+        await _serve_text_session(websocket, runtime, flags)
+    else:
+        await _serve_phone_call(websocket, runtime, first)
+
+
+def _eval_flags(message: str) -> EvalConnectionFlags | None:
+    try:
+        return parse_eval_connect(json.loads(message))
+    except (ValueError, TypeError):
+        return None
+
+
+async def _close(websocket: WebSocket, reason: str) -> None:
+    try:
+        await websocket.close(code=POLICY_VIOLATION, reason=reason)
+    except RuntimeError:
+        pass  # already closed by the peer
+
+
+async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
+    """The call created by the signed answer webhook that this stream claims to be."""
+    if not call_id:
+        return None
+    try:
+        call = await asyncio.wait_for(repo.get_call(runtime.db.pool, call_id), 2.0)
+    except Exception as error:
+        logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
+        return None
+    if call is None or call.get("connected_at") is not None or call.get("ended_at") is not None:
+        return None
+    return call
+
+
+async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: str) -> None:
+    settings = runtime.settings
+    start = await read_stream_start(
+        websocket, first=first, timeout_s=settings.start_message_timeout_s,
+        max_bytes=settings.ws_max_message_bytes, max_bad=settings.ws_max_bad_messages,
+    )
+    if start is None:
+        await _close(websocket, "no valid start message")
+        return
+    call_id = start.custom_parameters.get("call_id")
+    call = await _known_call(runtime, call_id)
+    if call is None:
+        logger.warning("media stream: start for an unknown or finished call; closing")
+        await _close(websocket, "unknown call")
+        return
+    profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
+        call_id, call.get("to_number")
+    )
+    session = _new_session(runtime, profile, SessionMode.PHONE, call_sid=start.call_sid)
+    for kind in start.bad_messages:
+        session.log.event("bad_input", kind=kind, where="before start")
+
+    has_credentials = bool(settings.twilio_account_sid and settings.twilio_auth_token and start.call_sid)
+    serializer = SafeTwilioFrameSerializer(
+        start.stream_sid,
+        call_sid=start.call_sid,
+        account_sid=settings.twilio_account_sid if has_credentials else None,
+        auth_token=settings.twilio_auth_token.get_secret_value() if has_credentials else None,
+        base_url=settings.twilio_api_base_url,
+        params=TwilioFrameSerializer.InputParams(auto_hang_up=has_credentials),
+        session=session,
+        max_message_bytes=settings.ws_max_message_bytes,
+        max_bad=settings.ws_max_bad_messages,
+    )
+    transport = FastAPIWebsocketTransport(
+        websocket,
+        FastAPIWebsocketParams(
+            audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
+            serializer=serializer, session_timeout=None,
+        ),
+    )
+    greeting = await runtime.greetings.get(
+        runtime.plan.tts_identity(settings, profile.voice), profile.greeting, PHONE_SAMPLE_RATE,
+        timeout_s=GREETING_WAIT_S,
+    )
+    call_pipeline = build_call_pipeline(
+        transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
+        greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
+    )
+    _end_on_disconnect(transport, session, call_pipeline)
+    await run_call(call_pipeline, session, runtime)
+
+
+async def _serve_text_session(
+    websocket: WebSocket, runtime: AppRuntime, flags: EvalConnectionFlags
+) -> None:
+    call_id = websocket.query_params.get("call_id")
+    call = await _known_call(runtime, call_id)
+    if call is None:
+        if call_id or not runtime.settings.allow_open_eval_sessions:
+            logger.warning("text session: no matching call from /voice/answer; closing")
+            await _close(websocket, "text sessions need a call created by /voice/answer")
+            return
+        profile = await runtime.resolve_profile("", None)
+        call_id = await repo.create_call(
+            runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
+            call_sid=None, direction="eval", from_number=None, to_number=None, status="ringing",
+        )
+        profile.call_id = call_id
+    else:
+        profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
+            call_id, call.get("to_number")
+        )
+    session = _new_session(runtime, profile, SessionMode.TEXT)
+    params = EvalTransportParams(audio_in_enabled=False, audio_out_enabled=False)
+    params.serializer = EvalSerializer()
+    transport = EvalFastAPIWebsocketTransport(websocket, params, flags)
+    # Text sessions have no audio: the greeting is its words alone.
+    greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
+    call_pipeline = build_call_pipeline(
+        transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
+        greeting_text=profile.greeting,
+    )
+    _end_on_disconnect(transport, session, call_pipeline)
+    await run_call(call_pipeline, session, runtime)
+
+
+def _new_session(
+    runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None
+) -> CallSession:
+    log = CallLog(profile.call_id, runtime.writer)
+    session = CallSession(
+        call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
+        greeting=profile.greeting, workspace_id=profile.workspace_id,
+        service_id=profile.service_id, call_sid=call_sid, keyterms=profile.keyterms,
+        voice=profile.voice, config_snapshot=profile.snapshot(runtime.plan),
+    )
+    log.update_call(
+        status="in_progress", connected_at=datetime.now(UTC),
+        config_snapshot={**session.config_snapshot, "transport": mode.value},
+    )
+    log.event("call_started", mode=mode.value)
+    for problem in profile.settings_problems:
+        log.event("voice_settings_invalid", problem=problem)
+    return session
+
+
+def _end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeline) -> None:
+    @transport.event_handler("on_client_disconnected")
+    async def _on_disconnected(_transport, _websocket) -> None:
+        if not session.caller_hung_up and session.completion_reason is None:
+            session.completion_reason = CompletionReason.CALLER_DISCONNECTED
+        await call_pipeline.worker.cancel()
+
+
+async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime) -> None:
+    """Run the pipeline to its end, whatever ends it, then close the record."""
+    session.log.restart_clock()
+    started = datetime.now(UTC)
+    task = asyncio.current_task()
+    runtime.active_calls[session.call_id] = task
+    runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+    try:
+        await runner.add_workers(call_pipeline.worker)
+        if call_pipeline.initial_frames:
+            await call_pipeline.worker.queue_frames(call_pipeline.initial_frames)
+        await runner.run()
+    except asyncio.CancelledError:
+        session.completion_reason = session.completion_reason or CompletionReason.SERVER_SHUTDOWN
+        await call_pipeline.worker.cancel()
+    except Exception as error:
+        logger.exception(f"call {session.call_id}: pipeline failed")
+        session.log.event("pipeline_failed", error=type(error).__name__)
+        session.completion_reason = session.completion_reason or CompletionReason.PIPELINE_ERROR
+    finally:
+        runtime.active_calls.pop(session.call_id, None)
+        await finish_call(call_pipeline, session, runtime, started)
+
+
+def completion_reason(session: CallSession) -> CompletionReason:
+    if session.completion_reason is not None:
+        return session.completion_reason
+    if session.caller_hung_up:
+        return CompletionReason.CALLER_HANGUP
+    return CompletionReason.CALLER_DISCONNECTED
+
+
+async def finish_call(
+    call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime, started: datetime
+) -> None:
+    """Close the call record: open turns, recording, reason, duration; then flush."""
+    await call_pipeline.recorder.flush()
+    if call_pipeline.recording is not None:
+        await call_pipeline.recording.wait_written()
+    reason = completion_reason(session)
+    ended = datetime.now(UTC)
+    if session.bad_messages:
+        session.log.event("bad_input_total", count=session.bad_messages)
+    session.log.event("call_ended", reason=reason.value)
+    session.log.update_call(
+        status="completed", ended_at=ended, completion_reason=reason.value,
+        duration_s=round((ended - started).total_seconds(), 3),
+    )
+    logger.info(f"call {session.call_id}: ended ({reason.value})")
+    await runtime.writer.flush(FLUSH_TIMEOUT_S)

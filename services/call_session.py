@@ -1,0 +1,104 @@
+"""The typed per-call state, owned by the session and handed to the processors that need it.
+
+One object instead of a shared dict of string keys: every field has a type and a
+single writer. Everything that must reach the database goes through `CallLog`,
+which stamps sequence numbers and call-relative times and hands records to the
+off-path `CallRecordWriter`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from loguru import logger
+
+from db.writer import CallRecordWriter, CallUpdate, EventRecord, TurnRecord
+from services.voice_settings import VoiceSettings
+
+
+class SessionMode(StrEnum):
+    """How the caller reaches the pipeline."""
+
+    PHONE = "phone"  # Twilio Media Streams, 8 kHz μ-law
+    TEXT = "text"  # eval/RTVI text over the same WebSocket, no audio
+    WEBRTC = "webrtc"  # developer runner: browser, Daily room
+
+
+class CompletionReason(StrEnum):
+    """Why a call ended, as stored in `calls.completion_reason`."""
+
+    AGENT_HANGUP = "agent_hangup"
+    CALLER_HANGUP = "caller_hangup"
+    CALLER_DISCONNECTED = "caller_disconnected"
+    MAX_DURATION = "max_duration"
+    PROTOCOL_ERROR = "protocol_error"
+    START_TIMEOUT = "start_timeout"
+    PIPELINE_ERROR = "pipeline_error"
+    SERVER_SHUTDOWN = "server_shutdown"
+
+
+class CallLog:
+    """Append-only call record for one call: events and turns, with seq and timing."""
+
+    def __init__(self, call_id: str, writer: CallRecordWriter | None) -> None:
+        self.call_id = call_id
+        self._writer = writer
+        self._event_seq = itertools.count(1)
+        self._turn_seq = itertools.count(1)
+        self._started = time.monotonic()
+
+    def restart_clock(self) -> None:
+        """Call time zero is when the media stream starts, not when the record was made."""
+        self._started = time.monotonic()
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._started) * 1000)
+
+    def event(self, type_: str, **data: Any) -> None:
+        """Record something that happened (failures, fallbacks, bad input). Never raises."""
+        record = EventRecord(
+            call_id=self.call_id, seq=next(self._event_seq), type=type_, data=data,
+            at_ms=self.elapsed_ms(),
+        )
+        self._submit(record)
+
+    def turn(self, **fields: Any) -> None:
+        self._submit(TurnRecord(call_id=self.call_id, seq=next(self._turn_seq), **fields))
+
+    def update_call(self, **fields: Any) -> None:
+        self._submit(CallUpdate(call_id=self.call_id, fields=fields))
+
+    def _submit(self, record: Any) -> None:
+        if self._writer is None:
+            logger.debug(f"call {self.call_id}: no writer, dropping {type(record).__name__}")
+            return
+        self._writer.submit(record)
+
+
+@dataclass
+class CallSession:
+    """Everything the pipeline needs to know about one call."""
+
+    call_id: str
+    mode: SessionMode
+    log: CallLog
+    clinic_name: str = "the clinic"
+    greeting: str = ""
+    workspace_id: str | None = None
+    service_id: str | None = None
+    call_sid: str | None = None
+    keyterms: list[str] = field(default_factory=list)
+    voice: VoiceSettings = field(default_factory=VoiceSettings)
+    config_snapshot: dict[str, Any] = field(default_factory=dict)
+    # Set once, by the call controller, when the agent decides to end the call.
+    completion_reason: CompletionReason | None = None
+    caller_hung_up: bool = False
+    bad_messages: int = 0
+
+    @property
+    def is_audio(self) -> bool:
+        return self.mode is not SessionMode.TEXT

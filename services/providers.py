@@ -1,0 +1,118 @@
+"""Builds the STT, TTS and LLM services for a call from the settings.
+
+Cloud providers are Pipecat's own services; local ones are real engines
+(PocketSphinx, eSpeak NG). With no LLM the fallback responder answers (see
+processors/fallback_responder.py), so a call is never silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loguru import logger
+from pipecat.services.llm_service import LLMService
+from pipecat.services.stt_service import STTService
+from pipecat.services.tts_service import TTSService
+from pipecat.transcriptions.language import Language
+
+from config import ProviderChoice, Settings, resolve_providers
+from services.voice_settings import VoiceSettings
+
+
+@dataclass(frozen=True)
+class ProviderPlan:
+    """The providers chosen once at start-up; every call uses the same plan."""
+
+    stt: ProviderChoice
+    tts: ProviderChoice
+    llm: ProviderChoice
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProviderPlan:
+        choices = resolve_providers(settings)
+        return cls(stt=choices["stt"], tts=choices["tts"], llm=choices["llm"])
+
+    def log(self) -> None:
+        """One line per component: which provider and why (never the key itself)."""
+        for choice in (self.stt, self.tts, self.llm):
+            logger.info(f"provider {choice.component}: {choice.provider} ({choice.reason})")
+
+    def snapshot(self) -> dict[str, str]:
+        return {"stt": self.stt.provider, "tts": self.tts.provider, "llm": self.llm.provider}
+
+    @property
+    def has_llm(self) -> bool:
+        return self.llm.provider != "local"
+
+    def tts_identity(self, settings: Settings, voice: VoiceSettings) -> str:
+        """What makes a rendering reusable: provider, voice and speed."""
+        if self.tts.provider == "elevenlabs":
+            return f"elevenlabs:{voice.voice_id or settings.elevenlabs_voice_id}:{voice.speed}"
+        return f"espeak:{settings.local_tts_voice}:{settings.local_tts_words_per_minute}:{voice.speed}"
+
+
+def build_stt(plan: ProviderPlan, settings: Settings, keyterms: list[str]) -> STTService:
+    """Speech-to-text with the call's merged keyterms."""
+    if plan.stt.provider == "deepgram":
+        from pipecat.services.deepgram.stt import DeepgramSTTService
+
+        return DeepgramSTTService(
+            api_key=settings.deepgram_api_key.get_secret_value(),
+            settings=DeepgramSTTService.Settings(
+                model=settings.deepgram_model,
+                language=Language.EN_US,
+                keyterm=keyterms or None,
+                smart_format=True,
+                interim_results=True,
+                endpointing=300,
+                utterance_end_ms=1000,
+            ),
+        )
+    from services.local_stt import PocketSphinxSTTService
+
+    return PocketSphinxSTTService(keyterms=keyterms)
+
+
+def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> TTSService:
+    """Text-to-speech at the workspace's voice and speed."""
+    if plan.tts.provider == "elevenlabs":
+        from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+
+        return ElevenLabsTTSService(
+            api_key=settings.elevenlabs_api_key.get_secret_value(),
+            settings=ElevenLabsTTSService.Settings(
+                voice=voice.voice_id or settings.elevenlabs_voice_id,
+                model=settings.elevenlabs_model,
+                speed=voice.speed,
+            ),
+        )
+    from services.local_tts import EspeakTTSService
+
+    return EspeakTTSService(
+        settings=EspeakTTSService.Settings(voice=settings.local_tts_voice, speed=voice.speed)
+    )
+
+
+def build_llm(plan: ProviderPlan, settings: Settings, system_instruction: str) -> LLMService | None:
+    """The engage LLM, or None when the fallback responder must answer."""
+    if plan.llm.provider == "anthropic":
+        from pipecat.services.anthropic.llm import AnthropicLLMService
+
+        return AnthropicLLMService(
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            settings=AnthropicLLMService.Settings(
+                model=settings.anthropic_model, system_instruction=system_instruction
+            ),
+        )
+    if plan.llm.provider == "openai":
+        from pipecat.services.openai.llm import OpenAILLMService
+
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
+        return OpenAILLMService(
+            api_key=key,
+            base_url=settings.openai_base_url,
+            settings=OpenAILLMService.Settings(
+                model=settings.openai_model, system_instruction=system_instruction
+            ),
+        )
+    return None

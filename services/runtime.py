@@ -1,0 +1,176 @@
+"""Process-wide state of the service: settings, database, record writer, providers, caches.
+
+Created once at start-up (FastAPI lifespan or the dev runner) and closed at
+shutdown, which flushes every queued call record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from config import Settings
+from db import repositories as repo
+from db.migrations import apply_migrations
+from db.pool import Database
+from db.seed import is_empty, seed_demo
+from db.writer import CallRecordWriter
+from services import dev_credentials
+from services.greeting_cache import GreetingCache
+from services.keyterms import merge_keyterms
+from services.prompts import render_prompt
+from services.providers import ProviderPlan
+from services.voice_settings import VoiceSettings, parse_voice_settings
+
+# Seed 000: a pre-warmed call that never connects expires after 30 s.
+PREWARM_TTL_S = 30.0
+DB_LOOKUP_TIMEOUT_S = 2.0
+
+
+@dataclass
+class CallProfile:
+    """What a call needs before its audio starts, resolved while the phone rings."""
+
+    call_id: str
+    workspace_id: str | None
+    service_id: str | None
+    clinic_name: str
+    greeting: str
+    keyterms: list[str]
+    voice: VoiceSettings
+    settings_problems: list[str] = field(default_factory=list)
+    created: float = field(default_factory=time.monotonic)
+
+    def snapshot(self, plan: ProviderPlan) -> dict[str, Any]:
+        """The configuration this call ran with (stored in calls.config_snapshot)."""
+        return {
+            "providers": plan.snapshot(),
+            "service_id": self.service_id,
+            "voice_settings": self.voice.model_dump(mode="json"),
+            "keyterms": self.keyterms,
+        }
+
+
+class AppRuntime:
+    """Shared by every call in the process."""
+
+    def __init__(self, settings: Settings, db: Database, writer: CallRecordWriter) -> None:
+        self.settings = settings
+        self.db = db
+        self.writer = writer
+        self.plan = ProviderPlan.from_settings(settings)
+        self.greetings = GreetingCache(self._local_renderer())
+        self._profiles: dict[str, CallProfile] = {}
+        self.active_calls: dict[str, asyncio.Task] = {}
+
+    @classmethod
+    async def start(cls, settings: Settings) -> AppRuntime:
+        db = await Database.connect(settings)
+        applied = await apply_migrations(db.pool)
+        if applied:
+            logger.info(f"database migrations applied: {applied}")
+        if db.embedded and await is_empty(db.pool):
+            await seed_demo(db.pool)
+            logger.info("empty embedded database: demo workspace created")
+        writer = CallRecordWriter(db.pool, settings)
+        await writer.start()
+        await writer.replay_spool()
+        runtime = cls(settings, db, writer)
+        runtime.plan.log()
+        if not settings.twilio_validate_signature:
+            logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
+        elif dev_credentials.uses_dev_twilio_token(settings):
+            logger.info("TWILIO_AUTH_TOKEN not set: webhooks use the local development token")
+        if db.embedded:
+            await runtime._ensure_dev_api_key()
+        return runtime
+
+    async def close(self) -> None:
+        for task in list(self.active_calls.values()):
+            task.cancel()
+        if self.active_calls:
+            await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
+        await self.writer.close(timeout=self.settings.db_write_timeout_s * 2)
+        await self.db.close()
+
+    # --- Calls -----------------------------------------------------------------
+
+    async def resolve_profile(self, call_id: str, to_number: str | None) -> CallProfile:
+        """Workspace, clinic, keyterms and voice settings for a call; defaults if the DB is slow."""
+        try:
+            return await asyncio.wait_for(self._load_profile(call_id, to_number), DB_LOOKUP_TIMEOUT_S)
+        except Exception as error:
+            logger.warning(f"call {call_id}: profile lookup failed ({type(error).__name__}); defaults")
+            return self._default_profile(call_id, None, None, "the clinic", [], None)
+
+    async def _load_profile(self, call_id: str, to_number: str | None) -> CallProfile:
+        service = await repo.find_service_by_phone(self.db.pool, to_number) if to_number else None
+        if service is None:
+            service = await repo.default_service(self.db.pool, None)
+        if service is None:
+            return self._default_profile(call_id, None, None, "the clinic", [], None)
+        raw = await repo.get_voice_settings_raw(self.db.pool, service["workspace_id"])
+        return self._default_profile(
+            call_id, service["workspace_id"], service["id"], service["name"],
+            list(service.get("keyterms") or []), raw, greeting=service.get("greeting"),
+        )
+
+    def _default_profile(
+        self, call_id: str, workspace_id: str | None, service_id: str | None, clinic: str,
+        service_keyterms: list[str], raw_voice: Any, greeting: str | None = None,
+    ) -> CallProfile:
+        voice, problems = parse_voice_settings(raw_voice)
+        return CallProfile(
+            call_id=call_id,
+            workspace_id=workspace_id,
+            service_id=service_id,
+            clinic_name=clinic,
+            greeting=greeting or render_prompt("greeting.txt", clinic_name=clinic),
+            keyterms=merge_keyterms(service_keyterms, voice.keyterms, self.settings.system_keyterms),
+            voice=voice,
+            settings_problems=problems,
+        )
+
+    def remember_profile(self, profile: CallProfile) -> None:
+        """Keep a profile resolved at answer time for the media stream (30 s TTL)."""
+        now = time.monotonic()
+        for key in [k for k, p in self._profiles.items() if now - p.created > PREWARM_TTL_S]:
+            del self._profiles[key]
+        self._profiles[profile.call_id] = profile
+
+    def take_profile(self, call_id: str) -> CallProfile | None:
+        profile = self._profiles.pop(call_id, None)
+        if profile is not None and time.monotonic() - profile.created > PREWARM_TTL_S:
+            return None
+        return profile
+
+    # --- Helpers ---------------------------------------------------------------
+
+    def _local_renderer(self):
+        if self.plan.tts.provider != "local":
+            return None
+        wpm = self.settings.local_tts_words_per_minute
+        voice = self.settings.local_tts_voice
+
+        async def render(text: str, sample_rate: int) -> bytes:
+            from services.espeak import synthesize_pcm
+
+            return await synthesize_pcm(text, sample_rate, voice=voice, words_per_minute=wpm)
+
+        return render
+
+    async def _ensure_dev_api_key(self) -> None:
+        """Embedded development database: keep a working API key for the simulator."""
+        existing = dev_credentials.read_dev_api_key(self.settings)
+        if existing and await repo.verify_api_key(self.db.pool, existing):
+            return
+        workspace = await repo.get_workspace_by_name(self.db.pool, "demo")
+        if workspace is None:
+            return
+        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)")
+        dev_credentials.write_dev_api_key(self.settings, key)
+        logger.info(f"development API key written to {dev_credentials.dev_api_key_path(self.settings)}")

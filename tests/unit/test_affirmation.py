@@ -1,0 +1,25 @@
+"""Yes/no understanding of a caller's reply."""
+
+import pytest
+
+from services.affirmation import Answer, classify_answer
+
+
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ("Yes please", Answer.YES),
+        ("yeah that would be great", Answer.YES),
+        ("Sure, go ahead.", Answer.YES),
+        ("no thank you", Answer.NO),
+        ("Nope.", Answer.NO),
+        ("not really", Answer.NO),
+        ("I don't know", Answer.UNCLEAR),
+        ("maybe later", Answer.UNCLEAR),
+        ("what are your hours", Answer.UNCLEAR),
+        ("nobody is home", Answer.UNCLEAR),  # "no" inside a word is not a no
+        ("I'd like to book", Answer.UNCLEAR),
+    ],
+)
+def test_reply_is_classified(reply, expected):
+    assert classify_answer(reply) is expected

@@ -1,0 +1,58 @@
+"""Provider choice per component and settings parsing."""
+
+import pytest
+from pydantic import ValidationError
+
+from config import Settings, resolve_providers
+
+
+def make(**values) -> Settings:
+    return Settings(_env_file=None, **values)
+
+
+def test_auto_uses_local_engines_when_no_keys_are_set():
+    choices = resolve_providers(make())
+    assert {name: c.provider for name, c in choices.items()} == {
+        "stt": "local", "tts": "local", "llm": "local",
+    }
+    assert "DEEPGRAM_API_KEY is not set" in choices["stt"].reason
+
+
+def test_auto_uses_cloud_providers_when_their_keys_are_set():
+    choices = resolve_providers(
+        make(deepgram_api_key="dg", elevenlabs_api_key="el", anthropic_api_key="an")
+    )
+    assert (choices["stt"].provider, choices["tts"].provider, choices["llm"].provider) == (
+        "deepgram", "elevenlabs", "anthropic",
+    )
+    assert "is set" in choices["llm"].reason
+
+
+def test_openai_compatible_server_is_chosen_by_base_url_alone():
+    choices = resolve_providers(make(openai_base_url="http://127.0.0.1:8080/v1"))
+    assert choices["llm"].provider == "openai"
+
+
+def test_explicit_local_wins_over_a_present_key():
+    choices = resolve_providers(make(deepgram_api_key="dg", stt_provider="local"))
+    assert choices["stt"].provider == "local"
+
+
+def test_requesting_a_cloud_provider_without_its_key_is_a_clear_error():
+    with pytest.raises(ValueError, match="DEEPGRAM_API_KEY"):
+        resolve_providers(make(stt_provider="deepgram"))
+
+
+def test_unknown_provider_name_is_rejected():
+    with pytest.raises(ValidationError):
+        make(tts_provider="festival")
+
+
+def test_system_keyterms_accept_a_comma_separated_list(monkeypatch):
+    monkeypatch.setenv("SYSTEM_KEYTERMS", "MRI, x-ray ,  physio")
+    assert Settings(_env_file=None).system_keyterms == ["MRI", "x-ray", "physio"]
+
+
+def test_secrets_never_appear_in_the_settings_repr():
+    settings = make(anthropic_api_key="sk-ant-very-secret")
+    assert "very-secret" not in repr(settings)
