@@ -1,0 +1,36 @@
+# The service image: embedded-database default, bring DATABASE_URL and keys in production.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOST=0.0.0.0 \
+    PORT=7860 \
+    DATA_DIR=/data
+
+WORKDIR /app
+
+# Build tools only for wheels that compile; removed in the same layer.
+COPY pyproject.toml README.md ./
+COPY bot.py main.py config.py ./
+COPY processors processors
+COPY flows flows
+COPY services services
+COPY api api
+COPY db db
+COPY prompts prompts
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends build-essential \
+    && pip install --no-cache-dir . \
+    && apt-get purge -y build-essential && apt-get autoremove -y \
+    && rm -rf /var/lib/apt/lists/*
+
+# PostgreSQL refuses to run as root: the embedded database needs an ordinary user.
+RUN useradd --create-home --uid 10001 agent && mkdir -p /data && chown agent /data
+USER agent
+VOLUME ["/data"]
+EXPOSE 7860
+
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
+    CMD python -c "import urllib.request,os; urllib.request.urlopen(f'http://127.0.0.1:{os.environ[\"PORT\"]}/health', timeout=4)"
+
+CMD ["python", "main.py", "serve"]

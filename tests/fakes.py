@@ -1,0 +1,113 @@
+"""Instant, deterministic stand-ins for cloud services, used by tests and benchmarks.
+
+They go through Pipecat's real machinery (context aggregators, TTS base class), so a
+test that passes with them exercises the real frame flow, not a shortcut.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import AsyncGenerator, Callable
+
+from pipecat.frames.frames import (
+    Frame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TranscriptionFrame,
+    TTSAudioRawFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.llm_service import LLMService
+from pipecat.services.stt_service import SegmentedSTTService
+from pipecat.services.tts_service import TTSService
+from pipecat.utils.time import time_now_iso8601
+
+from processors.fallback_responder import last_user_text
+
+
+class ScriptedLLM(LLMService):
+    """Answers each context with `reply(last_user_text)`, streamed word by word."""
+
+    def __init__(self, reply: Callable[[str], str] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._reply = reply or (lambda text: f"You said: {text}.")
+        self.contexts_seen = 0
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            self.contexts_seen += 1
+            await self.push_frame(LLMFullResponseStartFrame())
+            words = self._reply(last_user_text(frame)).split(" ")
+            for index, word in enumerate(words):
+                await self.push_frame(LLMTextFrame(word if index == 0 else " " + word))
+            await self.push_frame(LLMFullResponseEndFrame())
+        else:
+            await self.push_frame(frame, direction)
+
+
+class FailingLLM(LLMService):
+    """An LLM whose provider rejects every request (e.g. an invalid API key)."""
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            await self.push_error(error_msg="401 invalid x-api-key")
+        else:
+            await self.push_frame(frame, direction)
+
+
+def tone(duration_s: float, sample_rate: int, frequency: float = 220.0) -> bytes:
+    """A quiet sine tone as PCM16 mono (stands in for speech audio)."""
+    count = int(duration_s * sample_rate)
+    return b"".join(
+        struct.pack("<h", int(3000 * math.sin(2 * math.pi * frequency * i / sample_rate)))
+        for i in range(count)
+    )
+
+
+class InstantTTS(TTSService):
+    """Returns 60 ms of tone per word at once: synthesis costs nothing."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(push_start_frame=True, push_stop_frames=True, **kwargs)
+
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        words = max(1, len(text.split()))
+        yield TTSAudioRawFrame(
+            audio=tone(0.06 * words, self.sample_rate), sample_rate=self.sample_rate,
+            num_channels=1, context_id=context_id,
+        )
+
+
+class InstantSTT(SegmentedSTTService):
+    """Transcribes every VAD-segmented utterance as the next scripted line, at once."""
+
+    def __init__(self, lines: list[str] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._lines = list(lines or [])
+        self._count = 0
+
+    async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
+        text = self._lines[self._count % len(self._lines)] if self._lines else "hello"
+        self._count += 1
+        yield TranscriptionFrame(text, "caller", time_now_iso8601(), finalized=True)
+
+
+class CollectingWriter:
+    """Captures call records instead of writing them (for processor tests)."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def submit(self, record) -> None:
+        self.records.append(record)
+
+    def of_type(self, name: str) -> list:
+        return [r for r in self.records if type(r).__name__ == name]
+
+    def events(self, type_: str | None = None) -> list:
+        return [e for e in self.of_type("EventRecord") if type_ is None or e.type == type_]
