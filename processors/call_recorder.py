@@ -21,12 +21,12 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     ErrorFrame,
     InterruptionFrame,
-    LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
     StartFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
+    TTSStoppedFrame,
     TTSTextFrame,
     UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
@@ -131,8 +131,9 @@ class CallRecorder(BaseObserver):
             if self._agent is not None and self._agent.speech_start_ms is not None:
                 self._agent.speech_end_ms = now
                 self._close_agent_turn()
-        elif isinstance(frame, LLMFullResponseEndFrame):
-            if not self._session.is_audio:
+        elif isinstance(frame, TTSStoppedFrame):
+            # Text sessions have no bot-speaking frames: the synthesized words end the turn.
+            if not self._session.is_audio and self._agent is not None and self._agent.spoken_words:
                 self._close_agent_turn()
         elif isinstance(frame, ErrorFrame):
             self._session.log.event(

@@ -15,6 +15,7 @@ from loguru import logger
 from pipecat.frames.frames import (
     ErrorFrame,
     Frame,
+    LLMConfigureOutputFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -91,6 +92,7 @@ class FallbackResponder(FrameProcessor):
         self._active = not llm_available
         self._dialogue = CallbackDialogue(session.clinic_name)
         self._pending_context: LLMContextFrame | None = None
+        self._skip_tts = False
         if self._active:
             session.log.event("llm_unavailable", reason="no LLM provider configured")
 
@@ -100,6 +102,8 @@ class FallbackResponder(FrameProcessor):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
+        if isinstance(frame, LLMConfigureOutputFrame):
+            self._skip_tts = frame.skip_tts  # text sessions: words only, as an LLM would do
         if isinstance(frame, LLMContextFrame) and direction is FrameDirection.DOWNSTREAM:
             if self._active:
                 await self._respond(last_user_text(frame))
@@ -127,7 +131,9 @@ class FallbackResponder(FrameProcessor):
     async def _respond(self, caller_text: str) -> None:
         text, end_call = self._dialogue.reply(caller_text)
         await self.push_frame(LLMFullResponseStartFrame())
-        await self.push_frame(LLMTextFrame(text))
+        reply = LLMTextFrame(text)
+        reply.skip_tts = self._skip_tts
+        await self.push_frame(reply)
         await self.push_frame(LLMFullResponseEndFrame())
         if self._dialogue.callback_requested:
             self._session.log.event("callback_requested", source="fallback_responder")

@@ -28,7 +28,7 @@ from db import repositories as repo
 from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
 from services.runtime import AppRuntime, CallProfile
-from services.twilio_media import SafeTwilioFrameSerializer, read_stream_start
+from services.twilio_media import SafeTwilioFrameSerializer, StreamStart, read_stream_start
 
 # The pre-rendered greeting must be ready almost at once or we synthesize live.
 GREETING_WAIT_S = 0.05
@@ -103,6 +103,19 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
     for kind in start.bad_messages:
         session.log.event("bad_input", kind=kind, where="before start")
 
+    try:
+        call_pipeline = await _phone_pipeline(websocket, runtime, session, profile, start)
+    except Exception as error:
+        await _abort_call(websocket, runtime, session, error)
+        return
+    await run_call(call_pipeline, session, runtime)
+
+
+async def _phone_pipeline(
+    websocket: WebSocket, runtime: AppRuntime, session: CallSession, profile: CallProfile,
+    start: StreamStart,
+) -> CallPipeline:
+    settings = runtime.settings
     has_credentials = bool(settings.twilio_account_sid and settings.twilio_auth_token and start.call_sid)
     serializer = SafeTwilioFrameSerializer(
         start.stream_sid,
@@ -131,7 +144,21 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
     )
     _end_on_disconnect(transport, session, call_pipeline)
-    await run_call(call_pipeline, session, runtime)
+    return call_pipeline
+
+
+async def _abort_call(
+    websocket: WebSocket, runtime: AppRuntime, session: CallSession, error: Exception
+) -> None:
+    """The pipeline could not be built: close the record with a reason, close the socket."""
+    logger.exception(f"call {session.call_id}: pipeline could not start")
+    session.log.event("pipeline_failed", stage="setup", error=type(error).__name__)
+    session.log.update_call(
+        status="completed", ended_at=datetime.now(UTC),
+        completion_reason=CompletionReason.PIPELINE_ERROR.value,
+    )
+    await runtime.writer.flush(FLUSH_TIMEOUT_S)
+    await _close(websocket, "internal error")
 
 
 async def _serve_text_session(
@@ -155,16 +182,20 @@ async def _serve_text_session(
             call_id, call.get("to_number")
         )
     session = _new_session(runtime, profile, SessionMode.TEXT)
-    params = EvalTransportParams(audio_in_enabled=False, audio_out_enabled=False)
-    params.serializer = EvalSerializer()
-    transport = EvalFastAPIWebsocketTransport(websocket, params, flags)
-    # Text sessions have no audio: the greeting is its words alone.
-    greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
-    call_pipeline = build_call_pipeline(
-        transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
-        greeting_text=profile.greeting,
-    )
-    _end_on_disconnect(transport, session, call_pipeline)
+    try:
+        params = EvalTransportParams(audio_in_enabled=False, audio_out_enabled=False)
+        params.serializer = EvalSerializer()
+        transport = EvalFastAPIWebsocketTransport(websocket, params, flags)
+        # Text sessions have no audio: the greeting is its words alone.
+        greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
+        call_pipeline = build_call_pipeline(
+            transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
+            greeting_text=profile.greeting,
+        )
+        _end_on_disconnect(transport, session, call_pipeline)
+    except Exception as error:
+        await _abort_call(websocket, runtime, session, error)
+        return
     await run_call(call_pipeline, session, runtime)
 
 

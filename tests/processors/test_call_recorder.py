@@ -81,7 +81,7 @@ async def test_a_barge_in_closes_the_agent_turn_as_interrupted_with_what_was_spo
     assert agent.interrupted and agent.text == "Sure, what" and agent.agent_speech_end_ms == 3700
 
 
-async def test_in_text_sessions_the_agent_turn_ends_with_the_response(writer):
+async def test_in_text_sessions_the_agent_turn_ends_at_the_next_caller_turn(writer):
     recorder = CallRecorder(make_session(writer, SessionMode.TEXT))
     clock = Clock()
     await feed(recorder, clock, 0, StartFrame())
@@ -90,8 +90,12 @@ async def test_in_text_sessions_the_agent_turn_ends_with_the_response(writer):
     await feed(recorder, clock, 75, LLMFullResponseStartFrame())
     await feed(recorder, clock, 80, LLMTextFrame("Hi there."))
     await feed(recorder, clock, 81, LLMFullResponseEndFrame())
-    caller, agent = writer.of_type("TurnRecord")
+    await feed(recorder, clock, 90, TTSTextFrame("Hi there.", text_type=TextType.SENTENCE))
+    await feed(recorder, clock, 2000, TranscriptionFrame("bye", "caller", ""))
+    await feed(recorder, clock, 2060, UserStoppedSpeakingFrame())
+    caller, agent, caller_2 = writer.of_type("TurnRecord")
     assert caller.text == "hello" and agent.text == "Hi there." and agent.engine_ms == 10
+    assert caller_2.text == "bye"
 
 
 async def test_an_open_turn_is_written_when_the_call_ends(writer):
