@@ -89,7 +89,8 @@ class CallPipeline:
     initial_frames: list[Frame] = field(default_factory=list)
 
 
-def _user_params(session: CallSession) -> LLMUserAggregatorParams:
+def user_aggregator_params(session: CallSession) -> LLMUserAggregatorParams:
+    """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines."""
     if session.is_audio:
         # Default turn strategies: VAD + transcription start, smart-turn v3 stop.
         vad = SileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
@@ -131,7 +132,7 @@ def build_call_pipeline(
 
     context = LLMContext()
     user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
-        context, user_params=_user_params(session)
+        context, user_params=user_aggregator_params(session)
     )
     chosen = layers(session)
     controller = CallController(session, max_duration_s=settings.max_call_duration_s)

@@ -1,15 +1,19 @@
 """Queries, as plain async functions over the pool. Values come back JSON-ready.
 
-Ids are strings, timestamps ISO-8601 strings; an id that is not a UUID simply
-matches nothing (ids arrive from URLs and WebSocket parameters).
+Ids are strings and timestamps ISO-8601 strings, so API handlers can return rows
+as they are. An id that is not a UUID simply matches nothing: ids arrive from URLs
+and WebSocket parameters, and a malformed one is "not found", not a server error.
+The pool must come from `Database.connect`: its connections carry the json codecs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import uuid
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -17,58 +21,79 @@ import asyncpg
 JsonDict = dict[str, Any]
 
 KEY_PREFIX = "vk"
-# Columns a caller may change on a call record (anything else is a programming error).
+_KEY_SHAPE = re.compile(r"^vk_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}$")
+MAX_LIST_LIMIT = 500
+
+# Columns a caller may change on a call record; anything else is a programming error.
 CALL_UPDATE_COLUMNS = frozenset({
     "status", "twilio_status", "twilio_duration_s", "connected_at", "ended_at", "duration_s",
     "completion_reason", "final_state", "config_snapshot", "recording_path",
 })
+# Child rows in a call detail: table, key, order. Their own id/call_id are noise there.
+_CALL_CHILDREN = (
+    ("turns", "turns", "seq"),
+    ("transitions", "state_transitions", "seq"),
+    ("tool_calls", "tool_calls", "started_ms NULLS LAST, id"),
+    ("events", "call_events", "seq"),
+)
+_CHILD_HIDDEN = frozenset({"id", "call_id", "created_at"})
+
+
+# --- Conversions ---------------------------------------------------------------
 
 
 def _plain(value: Any) -> Any:
+    """A database value as JSON-ready Python."""
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value
 
 
-def _row(record: asyncpg.Record | None) -> JsonDict | None:
-    return None if record is None else {key: _plain(value) for key, value in record.items()}
+def _row(record: Mapping[str, Any]) -> JsonDict:
+    return {key: _plain(value) for key, value in record.items()}
 
 
-def _rows(records: list[asyncpg.Record]) -> list[JsonDict]:
+def _row_or_none(record: Mapping[str, Any] | None) -> JsonDict | None:
+    return None if record is None else _row(record)
+
+
+def _rows(records: Iterable[Mapping[str, Any]]) -> list[JsonDict]:
     return [_row(record) for record in records]
 
 
 def as_uuid(value: str | uuid.UUID | None) -> uuid.UUID | None:
-    if isinstance(value, uuid.UUID):
+    """The UUID an id names, or None when it is not one."""
+    if value is None or isinstance(value, uuid.UUID):
         return value
     try:
         return uuid.UUID(str(value))
-    except (ValueError, TypeError):
+    except ValueError:
         return None
 
 
 def hash_api_key(plaintext: str) -> str:
-    return hashlib.sha256(plaintext.encode()).hexdigest()
+    """Keys are stored only as SHA-256 hex: a database leak does not leak keys."""
+    return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
 
 
-# --- Workspaces ------------------------------------------------------------------
+# --- Workspaces ----------------------------------------------------------------
 
 
 async def create_workspace(pool: asyncpg.Pool, name: str) -> JsonDict:
-    return _row(await pool.fetchrow(
-        "INSERT INTO workspaces (name) VALUES ($1) RETURNING *", name
-    ))
+    """A new workspace; raises `asyncpg.UniqueViolationError` when the name is taken."""
+    return _row(await pool.fetchrow("INSERT INTO workspaces (name) VALUES ($1) RETURNING *", name))
 
 
 async def get_workspace_by_name(pool: asyncpg.Pool, name: str) -> JsonDict | None:
-    return _row(await pool.fetchrow("SELECT * FROM workspaces WHERE name = $1", name))
+    return _row_or_none(await pool.fetchrow("SELECT * FROM workspaces WHERE name = $1", name))
 
 
 async def ensure_workspace(pool: asyncpg.Pool, name: str) -> JsonDict:
+    """The workspace with this name, created if missing (safe under concurrency)."""
     return _row(await pool.fetchrow(
         """INSERT INTO workspaces (name) VALUES ($1)
            ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING *""",
@@ -76,11 +101,11 @@ async def ensure_workspace(pool: asyncpg.Pool, name: str) -> JsonDict:
     ))
 
 
-# --- API keys --------------------------------------------------------------------
+# --- API keys ------------------------------------------------------------------
 
 
 async def create_api_key(pool: asyncpg.Pool, workspace_id: str, name: str = "") -> str:
-    """Create a key and return its plaintext, which is never stored."""
+    """Create a key and return its plaintext `vk_<prefix8>_<secret>`, which is never stored."""
     prefix = secrets.token_hex(4)
     plaintext = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     await pool.execute(
@@ -91,7 +116,9 @@ async def create_api_key(pool: asyncpg.Pool, workspace_id: str, name: str = "") 
 
 
 async def verify_api_key(pool: asyncpg.Pool, plaintext: str) -> str | None:
-    """The workspace id of a valid, unrevoked key, else None."""
+    """The workspace id of a valid, unrevoked key (and mark it used), else None."""
+    if not _KEY_SHAPE.match(plaintext):
+        return None
     workspace_id = await pool.fetchval(
         """UPDATE api_keys SET last_used_at = now()
            WHERE key_hash = $1 AND revoked_at IS NULL RETURNING workspace_id""",
@@ -101,39 +128,51 @@ async def verify_api_key(pool: asyncpg.Pool, plaintext: str) -> str | None:
 
 
 async def revoke_api_key(pool: asyncpg.Pool, plaintext: str) -> bool:
-    status = await pool.execute(
-        "UPDATE api_keys SET revoked_at = now() WHERE key_hash = $1 AND revoked_at IS NULL",
+    """Revoke a key; False when it is unknown or already revoked."""
+    revoked = await pool.fetchval(
+        """UPDATE api_keys SET revoked_at = now()
+           WHERE key_hash = $1 AND revoked_at IS NULL RETURNING id""",
         hash_api_key(plaintext),
     )
-    return status.endswith(" 1")
+    return revoked is not None
 
 
-# --- Voice settings --------------------------------------------------------------
+# --- Voice settings ------------------------------------------------------------
 
 
-async def get_voice_settings_raw(pool: asyncpg.Pool, workspace_id: str | None) -> Any:
-    if as_uuid(workspace_id) is None:
+async def get_voice_settings_raw(pool: asyncpg.Pool, workspace_id: str | None) -> Any | None:
+    """The workspace's settings JSON as stored (None when unset); parsing is elsewhere."""
+    workspace = as_uuid(workspace_id)
+    if workspace is None:
         return None
     return await pool.fetchval(
-        "SELECT settings FROM voice_settings WHERE workspace_id = $1", as_uuid(workspace_id)
+        "SELECT settings FROM voice_settings WHERE workspace_id = $1", workspace
     )
 
 
 async def set_voice_settings(pool: asyncpg.Pool, workspace_id: str, settings: Any) -> None:
+    """Replace the workspace's settings JSON."""
     await pool.execute(
         """INSERT INTO voice_settings (workspace_id, settings) VALUES ($1, $2)
-           ON CONFLICT (workspace_id) DO UPDATE SET settings = $2, updated_at = now()""",
+           ON CONFLICT (workspace_id)
+           DO UPDATE SET settings = EXCLUDED.settings, updated_at = now()""",
         as_uuid(workspace_id), settings,
     )
 
 
-# --- Services --------------------------------------------------------------------
+# --- Services ------------------------------------------------------------------
 
 
 async def create_service(
-    pool: asyncpg.Pool, workspace_id: str, name: str, *, phone_number: str | None = None,
-    keyterms: list[str] | None = None, greeting: str | None = None,
+    pool: asyncpg.Pool,
+    workspace_id: str,
+    name: str,
+    *,
+    phone_number: str | None = None,
+    keyterms: list[str] | None = None,
+    greeting: str | None = None,
 ) -> JsonDict:
+    """Create the workspace's service `name`, or update it in place (so seeding can re-run)."""
     return _row(await pool.fetchrow(
         """INSERT INTO services (workspace_id, name, phone_number, keyterms, greeting)
            VALUES ($1, $2, $3, $4, $5)
@@ -145,28 +184,52 @@ async def create_service(
     ))
 
 
+async def get_service_by_name(
+    pool: asyncpg.Pool, workspace_id: str, name: str
+) -> JsonDict | None:
+    workspace = as_uuid(workspace_id)
+    if workspace is None:
+        return None
+    return _row_or_none(await pool.fetchrow(
+        "SELECT * FROM services WHERE workspace_id = $1 AND name = $2", workspace, name
+    ))
+
+
 async def find_service_by_phone(pool: asyncpg.Pool, phone_number: str) -> JsonDict | None:
-    return _row(await pool.fetchrow("SELECT * FROM services WHERE phone_number = $1", phone_number))
+    """The service an inbound call to `phone_number` reaches."""
+    return _row_or_none(
+        await pool.fetchrow("SELECT * FROM services WHERE phone_number = $1", phone_number)
+    )
 
 
 async def default_service(pool: asyncpg.Pool, workspace_id: str | None) -> JsonDict | None:
     """The oldest service (of a workspace, or overall): where unknown numbers land."""
     if workspace_id is None:
-        return _row(await pool.fetchrow("SELECT * FROM services ORDER BY created_at LIMIT 1"))
-    return _row(await pool.fetchrow(
-        "SELECT * FROM services WHERE workspace_id = $1 ORDER BY created_at LIMIT 1",
+        return _row_or_none(
+            await pool.fetchrow("SELECT * FROM services ORDER BY created_at, id LIMIT 1")
+        )
+    return _row_or_none(await pool.fetchrow(
+        "SELECT * FROM services WHERE workspace_id = $1 ORDER BY created_at, id LIMIT 1",
         as_uuid(workspace_id),
     ))
 
 
-# --- Calls -----------------------------------------------------------------------
+# --- Calls ---------------------------------------------------------------------
 
 
 async def create_call(
-    pool: asyncpg.Pool, *, workspace_id: str | None, service_id: str | None,
-    call_sid: str | None, direction: str, from_number: str | None, to_number: str | None,
-    status: str, config_snapshot: JsonDict | None = None,
+    pool: asyncpg.Pool,
+    *,
+    workspace_id: str | None,
+    service_id: str | None,
+    call_sid: str | None,
+    direction: str,
+    from_number: str | None,
+    to_number: str | None,
+    status: str,
+    config_snapshot: JsonDict | None = None,
 ) -> str:
+    """Create the call row (before its pipeline starts, so child records can refer to it)."""
     call_id = await pool.fetchval(
         """INSERT INTO calls (workspace_id, service_id, call_sid, direction, from_number,
                               to_number, status, config_snapshot)
@@ -178,71 +241,90 @@ async def create_call(
 
 
 async def get_call(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:
-    if as_uuid(call_id) is None:
+    call = as_uuid(call_id)
+    if call is None:
         return None
-    return _row(await pool.fetchrow("SELECT * FROM calls WHERE id = $1", as_uuid(call_id)))
+    return _row_or_none(await pool.fetchrow("SELECT * FROM calls WHERE id = $1", call))
 
 
 async def find_call_by_sid(pool: asyncpg.Pool, call_sid: str | None) -> JsonDict | None:
+    """The call Twilio knows by `call_sid`."""
     if not call_sid:
         return None
-    return _row(await pool.fetchrow("SELECT * FROM calls WHERE call_sid = $1", call_sid))
+    return _row_or_none(await pool.fetchrow("SELECT * FROM calls WHERE call_sid = $1", call_sid))
 
 
-def call_update_sql(fields: dict[str, Any]) -> tuple[str, list[Any]]:
-    """`SET a = $2, b = $3` for an allow-listed set of columns ($1 is the call id)."""
+def call_update_sql(fields: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """SQL for an update of allow-listed columns; $1 is the call id, $2 when it was made.
+
+    An update older than the row's `updated_at` (a replayed one) only fills columns
+    that are still NULL, so it can never roll the call back to an earlier state.
+    """
     unknown = set(fields) - CALL_UPDATE_COLUMNS
     if unknown:
         raise ValueError(f"not updatable call columns: {sorted(unknown)}")
-    names = sorted(fields)
-    assignments = ", ".join(f"{name} = ${index}" for index, name in enumerate(names, start=2))
-    return f"UPDATE calls SET {assignments} WHERE id = $1", [fields[name] for name in names]
-
-
-async def update_call(pool: asyncpg.Pool, call_id: str, **fields: Any) -> None:
     if not fields:
-        return
+        raise ValueError("a call update needs at least one column")
+    names = sorted(fields)
+    assignments = ", ".join(
+        f"{name} = CASE WHEN updated_at > $2 THEN COALESCE({name}, ${index}) ELSE ${index} END"
+        for index, name in enumerate(names, start=3)
+    )
+    sql = f"UPDATE calls SET {assignments}, updated_at = GREATEST(updated_at, $2) WHERE id = $1"
+    return sql, [fields[name] for name in names]
+
+
+async def update_call(pool: asyncpg.Pool, call_id: str, **fields: Any) -> bool:
+    """Change allow-listed columns now; False when no such call exists."""
+    if not fields:
+        return False
     sql, values = call_update_sql(fields)
-    await pool.execute(sql, as_uuid(call_id), *values)
+    call = as_uuid(call_id)
+    if call is None:
+        return False
+    status = await pool.execute(sql, call, datetime.now(UTC), *values)
+    return status == "UPDATE 1"
 
 
 async def list_calls(
     pool: asyncpg.Pool, workspace_id: str, *, limit: int = 50, before: datetime | None = None
 ) -> list[JsonDict]:
-    """Newest first; `before` pages back through history."""
+    """The workspace's calls, newest first; `before` (a `started_at`) pages back."""
+    workspace = as_uuid(workspace_id)
+    if workspace is None:
+        return []
     return _rows(await pool.fetch(
-        """SELECT id, call_sid, direction, status, started_at, connected_at, ended_at,
-                  duration_s, completion_reason, final_state, recording_path,
+        """SELECT id, service_id, call_sid, direction, status, started_at, connected_at,
+                  ended_at, duration_s, completion_reason, final_state, recording_path,
                   (SELECT count(*) FROM turns t WHERE t.call_id = calls.id) AS turn_count
            FROM calls
            WHERE workspace_id = $1 AND ($2::timestamptz IS NULL OR started_at < $2)
-           ORDER BY started_at DESC LIMIT $3""",
-        as_uuid(workspace_id), before, limit,
+           ORDER BY started_at DESC, id DESC LIMIT $3""",
+        workspace, before, max(1, min(limit, MAX_LIST_LIMIT)),
     ))
 
 
 async def get_call_detail(pool: asyncpg.Pool, call_id: str, workspace_id: str) -> JsonDict | None:
-    """The full record of one of the workspace's calls: turns, transitions, tools, events."""
-    call_uuid = as_uuid(call_id)
-    if call_uuid is None:
+    """One of the workspace's calls with its turns, transitions, tool calls and events.
+
+    None for an unknown call and for another workspace's call alike, so a caller
+    cannot probe which call ids exist.
+    """
+    call_uuid, workspace = as_uuid(call_id), as_uuid(workspace_id)
+    if call_uuid is None or workspace is None:
         return None
-    async with pool.acquire() as conn:
-        call = _row(await conn.fetchrow(
-            "SELECT * FROM calls WHERE id = $1 AND workspace_id = $2", call_uuid,
-            as_uuid(workspace_id),
+    async with pool.acquire() as conn, conn.transaction(readonly=True, isolation="repeatable_read"):
+        call = _row_or_none(await conn.fetchrow(
+            "SELECT * FROM calls WHERE id = $1 AND workspace_id = $2", call_uuid, workspace
         ))
         if call is None:
             return None
-        drop = ("id", "call_id", "created_at")
-
-        async def children(table: str, order: str) -> list[JsonDict]:
-            rows = _rows(await conn.fetch(
+        for key, table, order in _CALL_CHILDREN:
+            rows = await conn.fetch(
                 f"SELECT * FROM {table} WHERE call_id = $1 ORDER BY {order}", call_uuid
-            ))
-            return [{k: v for k, v in row.items() if k not in drop} for row in rows]
-
-        call["turns"] = await children("turns", "seq")
-        call["transitions"] = await children("state_transitions", "seq")
-        call["tool_calls"] = await children("tool_calls", "started_ms NULLS LAST, id")
-        call["events"] = await children("call_events", "seq")
+            )
+            call[key] = [
+                {name: value for name, value in _row(row).items() if name not in _CHILD_HIDDEN}
+                for row in rows
+            ]
     return call

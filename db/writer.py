@@ -2,320 +2,345 @@
 
 `submit` never blocks and never raises, so observers and processors can call it from
 the voice path. A background task writes in batches; every write is idempotent
-(unique keys + ON CONFLICT DO NOTHING, or an UPDATE), so retrying after a timeout
-cannot duplicate anything. A batch that keeps failing is retried record by record,
-and what still fails is appended to a spool file on disk, re-applied at the next
-start. A DB hiccup costs latency in the background, never audio, never records.
+(see `db.records`), so retrying after a timeout cannot duplicate anything. A batch
+that keeps failing is appended to a spool file (`DATA_DIR/spool/`), which
+`replay_spool` re-applies at the next start; a record the database rejects outright
+(a bad value, a missing call) goes to `rejected.jsonl` instead of being retried
+forever. A DB hiccup costs latency in the background, never audio, never records.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import time
-from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
+from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 from loguru import logger
 
 from config import Settings
-from db.repositories import as_uuid, call_update_sql
+from db.records import (
+    CallUpdate,
+    EventRecord,
+    Record,
+    ToolCallRecord,
+    TransitionRecord,
+    TurnRecord,
+    describe,
+    is_record,
+    record_from_line,
+    record_to_line,
+    write_records,
+)
+from db.spool import REJECTED_NAME, append_lines, claimed_files
+
+__all__ = [
+    "CallRecordWriter", "CallUpdate", "EventRecord", "Record", "ToolCallRecord",
+    "TransitionRecord", "TurnRecord",
+]
 
 BATCH_SIZE = 200
 QUEUE_LIMIT = 10_000
+BACKOFF_BASE_S = 0.1
 MAX_BACKOFF_S = 5.0
-# Errors that no retry can fix (a missing call row, a bad value): spill at once.
-PERMANENT_ERRORS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, ValueError)
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    call_id: str
-    seq: int
-    speaker_id: str
-    speaker_role: str
-    text: str
-    interrupted: bool = False
-    user_speech_start_ms: int | None = None
-    user_speech_end_ms: int | None = None
-    engine_ms: int | None = None
-    nav_ms: int | None = None
-    render_ms: int | None = None
-    audio_ttfb_ms: int | None = None
-    agent_speech_start_ms: int | None = None
-    agent_speech_end_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class TransitionRecord:
-    call_id: str
-    seq: int
-    next_state: str
-    previous_state: str | None = None
-    reason: str | None = None
-    at_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class ToolCallRecord:
-    call_id: str
-    tool_call_id: str
-    name: str
-    input: Any = None
-    output: Any = None
-    started_ms: int | None = None
-    duration_ms: int | None = None
-    succeeded: bool | None = None
-    error_class: str | None = None
-    error_message: str | None = None
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    call_id: str
-    seq: int
-    type: str
-    data: dict[str, Any] = field(default_factory=dict)
-    at_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class CallUpdate:
-    call_id: str
-    fields: dict[str, Any]
-
-
-Record = TurnRecord | TransitionRecord | ToolCallRecord | EventRecord | CallUpdate
-RECORD_TYPES: dict[str, type] = {
-    cls.__name__: cls for cls in (TurnRecord, TransitionRecord, ToolCallRecord, EventRecord, CallUpdate)
-}
-# Insert targets and their conflict keys.
-_TABLES = {
-    TurnRecord: ("turns", "(call_id, seq)"),
-    TransitionRecord: ("state_transitions", "(call_id, seq)"),
-    ToolCallRecord: ("tool_calls", "(call_id, tool_call_id)"),
-    EventRecord: ("call_events", "(call_id, seq)"),
-}
-
-
-def _insert_sql(cls: type) -> tuple[str, list[str]]:
-    table, key = _TABLES[cls]
-    columns = [f.name for f in fields(cls)]
-    placeholders = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
-    sql = (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}) "
-        f"ON CONFLICT {key} DO NOTHING"
-    )
-    return sql, columns
-
-
-async def write_record(conn: asyncpg.Connection, record: Record) -> None:
-    """Apply one record; safe to repeat."""
-    if isinstance(record, CallUpdate):
-        sql, values = call_update_sql(record.fields)
-        await conn.execute(sql, as_uuid(record.call_id), *values)
-        return
-    sql, columns = _insert_sql(type(record))
-    values = [getattr(record, column) for column in columns]
-    values[0] = as_uuid(values[0])
-    if as_uuid(record.call_id) is None:
-        raise ValueError("record for a call id that is not a UUID")
-    await conn.execute(sql, *values)
-
-
-# --- Spool files (JSON lines) ------------------------------------------------------
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return {"__datetime__": value.isoformat()}
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    return value
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__datetime__"}:
-            return datetime.fromisoformat(value["__datetime__"])
-        return {k: _decode(v) for k, v in value.items()}
-    return value
-
-
-def record_to_line(record: Record) -> str:
-    body = {k: _encode(v) for k, v in asdict(record).items()}
-    return json.dumps({"type": type(record).__name__, "record": body}, default=str)
-
-
-def record_from_line(line: str) -> Record:
-    item = json.loads(line)
-    cls = RECORD_TYPES[item["type"]]
-    return cls(**{k: _decode(v) for k, v in item["record"].items()})
+# Errors no retry can fix (a missing call row, a value of the wrong type).
+REJECTED_ERRORS: tuple[type[Exception], ...] = (
+    asyncpg.IntegrityConstraintViolationError, asyncpg.DataError, ValueError, TypeError,
+)
 
 
 class CallRecordWriter:
-    """Bounded queue + background writer with retry, spill and replay."""
+    """Bounded queue + one background task: batched, retried, spilled, replayed.
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+    Use from the event loop's thread. Counters: `written`, `retried` (attempts
+    repeated after a failure), `spilled` (to the spool, replayable), `rejected`
+    (refused by the database, kept aside), `replayed` (from the spool).
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        *,
+        queue_limit: int = QUEUE_LIMIT,
+        batch_size: int = BATCH_SIZE,
+        backoff_s: float = BACKOFF_BASE_S,
+    ) -> None:
         self._pool = pool
         self._retries = settings.db_write_retries
         self._timeout = settings.db_write_timeout_s
         self._spool_dir = settings.data_dir / "spool"
-        self._queue: asyncio.Queue[Record] = asyncio.Queue(maxsize=QUEUE_LIMIT)
-        self._unfinished = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._task: asyncio.Task | None = None
+        self._queue_limit = queue_limit
+        self._batch_size = batch_size
+        self._backoff_s = backoff_s
+        self._queue: deque[Record] = deque()
+        self._wakeup = asyncio.Event()
+        self._queued_total = 0  # records ever queued
+        self._done_total = 0  # of those, written/spilled/rejected: always a FIFO prefix
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._overflow_logged = False
         self.written = 0
         self.retried = 0
         self.spilled = 0
+        self.rejected = 0
+        self.replayed = 0
+
+    @property
+    def pending(self) -> int:
+        """Records queued or being written."""
+        return self._queued_total - self._done_total
 
     # --- Public ------------------------------------------------------------------
 
     def submit(self, record: Record) -> None:
-        """Queue a record. Never blocks, never raises; overflow goes to disk."""
+        """Queue a record. Never blocks, never raises; overflow or a closed writer spills."""
         try:
-            self._queue.put_nowait(record)
-            self._unfinished += 1
-            self._idle.clear()
-        except asyncio.QueueFull:
-            logger.warning("call record queue full; spilling to disk")
-            self._spill([record])
-        except Exception as error:  # never let bookkeeping break a call
-            logger.error(f"call record not queued ({type(error).__name__}); spilling")
-            self._spill([record])
+            if not is_record(record):
+                logger.error(f"not a call record ({type(record).__name__}); ignored")
+                return
+            if self._closed or len(self._queue) >= self._queue_limit:
+                self._spill_at_submit(record)
+                return
+            self._queue.append(record)
+            self._queued_total += 1
+            self._wakeup.set()
+        except Exception as error:  # bookkeeping must never break a call
+            logger.error(f"call record not queued ({type(error).__name__})")
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="record-writer")
+        """Start the background task (idempotent)."""
+        if self._task is None and not self._closed:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="call-record-writer"
+            )
 
     async def flush(self, timeout: float) -> bool:
-        """Wait until everything submitted so far is written or spilled."""
+        """Wait until everything submitted so far is written or spilled; False on timeout.
+
+        Later submissions (other calls) do not extend the wait.
+        """
+        target = self._queued_total
+        if self._done_total >= target:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (target, waiter)
+        self._waiters.append(entry)
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(waiter, timeout)
             return True
         except TimeoutError:
             return False
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
 
     async def close(self, timeout: float) -> None:
-        """Flush what we can in `timeout`, spill the rest, stop the task."""
-        flushed = await self.flush(timeout)
+        """Flush what we can within `timeout`, spill the rest, stop the task."""
+        if self._closed:
+            return
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if not flushed:
-            leftover = []
-            while not self._queue.empty():
-                leftover.append(self._queue.get_nowait())
+            await self.flush(timeout)
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()  # an in-flight batch spills itself
+            await asyncio.gather(task, return_exceptions=True)
+        leftover = list(self._queue)
+        self._queue.clear()
+        if leftover:
+            logger.warning(f"writer closed with {len(leftover)} call records unwritten; spilled")
             self._spill(leftover)
-            logger.warning(f"writer closed with {len(leftover)} records spilled to disk")
+            self._finish(len(leftover))
 
     async def replay_spool(self) -> int:
-        """Re-apply spilled records from earlier runs; returns how many were written."""
-        if not self._spool_dir.exists():
-            return 0
-        replayed = 0
-        for path in sorted(self._spool_dir.glob("spool-*.jsonl")):
-            records = []
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    records.append(record_from_line(line))
-                except (ValueError, KeyError, TypeError):
-                    logger.error(f"unreadable spooled record in {path.name}; kept aside")
-                    self._append(self._spool_dir / "rejected.jsonl", [line])
-            rejected = []
-            for record in records:
-                try:
-                    async with self._pool.acquire() as conn:
-                        await asyncio.wait_for(write_record(conn, record), self._timeout)
-                    replayed += 1
-                except PERMANENT_ERRORS:
-                    rejected.append(record_to_line(record))
-                except Exception:
-                    logger.warning(f"spool replay stopped at {path.name}: database unavailable")
-                    return replayed
-            if rejected:
-                logger.error(f"{len(rejected)} spooled records rejected by the database; kept aside")
-                self._append(self._spool_dir / "rejected.jsonl", rejected)
-            path.unlink()
-        if replayed:
-            logger.info(f"replayed {replayed} spooled call records")
-        return replayed
+        """Re-apply records spilled by earlier runs; returns how many were applied."""
+        applied = 0
+        try:
+            with claimed_files(self._spool_dir) as paths:
+                for path in paths:
+                    count, complete = await self._replay_file(path)
+                    applied += count
+                    if not complete:
+                        break
+        except OSError as error:
+            logger.error(f"spool replay skipped: spool unusable ({type(error).__name__})")
+        if applied:
+            logger.info(f"replayed {applied} spooled call records")
+        self.replayed += applied
+        return applied
 
     # --- Background ----------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < BATCH_SIZE and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            await self._wakeup.wait()
+            batch = self._take_batch()
+            if not batch:
+                continue
             try:
                 await self._write_batch(batch)
+            except asyncio.CancelledError:
+                self._spill(batch)  # shutting down mid-batch: keep it on disk
+                raise
+            except Exception as error:  # the writer must outlive any single failure
+                logger.error(f"call record batch failed unexpectedly ({type(error).__name__})")
+                self._spill(batch)
             finally:
-                self._unfinished -= len(batch)
-                if self._unfinished == 0:
-                    self._idle.set()
+                self._finish(len(batch))
+
+    def _take_batch(self) -> list[Record]:
+        batch: list[Record] = []
+        while self._queue and len(batch) < self._batch_size:
+            batch.append(self._queue.popleft())
+        if not self._queue:
+            self._wakeup.clear()
+            self._overflow_logged = False
+        return batch
+
+    def _finish(self, count: int) -> None:
+        self._done_total += count
+        for target, waiter in self._waiters:
+            if target <= self._done_total and not waiter.done():
+                waiter.set_result(None)
+
+    async def _attempt(self, records: Sequence[Record]) -> None:
+        """One bounded attempt: all of `records` in one transaction, or none."""
+        async with asyncio.timeout(self._timeout):
+            async with self._pool.acquire() as conn, conn.transaction():
+                await write_records(conn, records)
 
     async def _write_batch(self, batch: list[Record]) -> None:
-        try:
-            if not await self._write_batch_with_retries(batch):
-                await self._write_individually(batch)
-        except asyncio.CancelledError:
-            self._spill(batch)  # shutting down mid-batch: keep it on disk
-            raise
-
-    async def _write_batch_with_retries(self, batch: list[Record]) -> bool:
-        """True when the batch is written; False to fall back to one-by-one."""
         for attempt in range(self._retries + 1):
             try:
-                async with self._pool.acquire(timeout=self._timeout) as conn:
-                    async with conn.transaction():
-                        for record in batch:
-                            await asyncio.wait_for(write_record(conn, record), self._timeout)
-                self.written += len(batch)
-                return True
-            except PERMANENT_ERRORS:
-                return False  # one bad record spoils the batch: isolate it
+                await self._attempt(batch)
+            except REJECTED_ERRORS:
+                applied, remaining = await self._apply_each(batch)  # isolate the bad record
+                self.written += applied
+                self._spill(remaining)
+                return
             except Exception as error:
+                if attempt == self._retries:
+                    logger.error(
+                        f"{describe(batch)} not written after {attempt + 1} attempts "
+                        f"({type(error).__name__}); spilled to disk"
+                    )
+                    break
                 self.retried += 1
-                delay = min(MAX_BACKOFF_S, 0.1 * 2**attempt)
+                delay = min(MAX_BACKOFF_S, self._backoff_s * 2**attempt)
                 logger.warning(
-                    f"call record batch failed ({type(error).__name__}), retry in {delay:.1f}s"
+                    f"call record batch failed ({type(error).__name__}); "
+                    f"retry {attempt + 1}/{self._retries} in {delay:.2f}s"
                 )
                 await asyncio.sleep(delay)
-        return False
+            else:
+                self.written += len(batch)
+                return
+        self._spill(batch)
 
-    async def _write_individually(self, batch: list[Record]) -> None:
-        failed: list[Record] = []
-        for record in batch:
+    async def _apply_each(self, records: list[Record]) -> tuple[int, list[Record]]:
+        """Record by record, setting aside what the database rejects.
+
+        Returns (applied, not attempted): when the database fails mid-way, the rest
+        is handed back untouched rather than costing a timeout each.
+        """
+        applied = 0
+        for index, record in enumerate(records):
             try:
-                async with self._pool.acquire(timeout=self._timeout) as conn:
-                    await asyncio.wait_for(write_record(conn, record), self._timeout)
-                self.written += 1
+                await self._attempt([record])
+            except REJECTED_ERRORS as error:
+                self._reject(record, error)
             except Exception as error:
-                logger.error(
-                    f"{type(record).__name__} for call {record.call_id} not written "
-                    f"({type(error).__name__}); spilled"
+                logger.warning(
+                    f"database failed while isolating a rejected record ({type(error).__name__})"
                 )
-                failed.append(record)
-        self._spill(failed)
+                return applied, records[index:]
+            else:
+                applied += 1
+        return applied, []
 
-    def _spill(self, records: list[Record]) -> None:
+    # --- Spool -----------------------------------------------------------------------
+
+    def _spool_path(self) -> Path:
+        return self._spool_dir / f"spool-{time.strftime('%Y%m%d')}-{os.getpid()}.jsonl"
+
+    def _spill_at_submit(self, record: Record) -> None:
+        if not self._overflow_logged:  # once per episode, not once per record
+            self._overflow_logged = True
+            reason = "is closed" if self._closed else f"queue is full ({self._queue_limit})"
+            logger.warning(f"call record writer {reason}: spilling records to disk")
+        self._spill([record])
+
+    def _spill(self, records: Sequence[Record]) -> None:
+        """Append records to the spool; never raises (a full disk is logged as loss)."""
         if not records:
             return
-        self.spilled += len(records)
-        stamp = time.strftime("%Y%m%d")
-        self._append(self._spool_dir / f"spool-{stamp}.jsonl", [record_to_line(r) for r in records])
-
-    @staticmethod
-    def _append(path: Path, lines: list[str]) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write("".join(line + "\n" for line in lines))
+            append_lines(self._spool_path(), [record_to_line(record) for record in records])
+            self.spilled += len(records)
+        except Exception as error:
+            logger.critical(f"{describe(records)} LOST: spool unwritable ({type(error).__name__})")
+
+    def _reject(self, record: Record, error: Exception) -> None:
+        self.rejected += 1
+        logger.error(
+            f"{type(record).__name__} for call {record.call_id} rejected by the database "
+            f"({type(error).__name__}); kept in spool/{REJECTED_NAME}"
+        )
+        self._keep_aside([record_to_line(record)])
+
+    def _keep_aside(self, lines: list[str]) -> None:
+        try:
+            append_lines(self._spool_dir / REJECTED_NAME, lines)
+        except Exception as error:
+            logger.critical(f"{len(lines)} rejected call records LOST ({type(error).__name__})")
+
+    async def _replay_file(self, path: Path) -> tuple[int, bool]:
+        """Apply one claimed spool file; (records applied, whether the file is done)."""
+        records = self._read_spool(path)
+        applied = 0
+        for start in range(0, len(records), self._batch_size):
+            chunk = records[start:start + self._batch_size]
+            try:
+                await self._attempt(chunk)
+                applied += len(chunk)
+                continue
+            except REJECTED_ERRORS:
+                done, remaining = await self._apply_each(chunk)
+                applied += done
+            except Exception as error:
+                logger.warning(f"spool replay paused: database down ({type(error).__name__})")
+                remaining = chunk
+            if remaining:
+                self._requeue(path, remaining + records[start + self._batch_size:])
+                return applied, False
+        path.unlink(missing_ok=True)
+        return applied, True
+
+    def _read_spool(self, path: Path) -> list[Record]:
+        records: list[Record] = []
+        unreadable: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                records.append(record_from_line(line))
+            except (ValueError, KeyError, TypeError):  # e.g. a line cut short by a crash
+                unreadable.append(line)
+        if unreadable:
+            logger.error(f"{len(unreadable)} unreadable spool lines kept in spool/{REJECTED_NAME}")
+            self._keep_aside(unreadable)
+        return records
+
+    def _requeue(self, claimed: Path, remaining: list[Record]) -> None:
+        """Keep only what was not applied, so nothing is re-applied (or lost) next time."""
+        try:
+            append_lines(self._spool_path(), [record_to_line(record) for record in remaining])
         except OSError as error:
-            logger.critical(f"call records lost: cannot write spool file ({error})")
+            logger.error(f"spool file kept whole ({type(error).__name__}); replays are idempotent")
+            return
+        claimed.unlink(missing_ok=True)

@@ -1,35 +1,57 @@
-"""Shared fixtures: one embedded PostgreSQL for the whole test session."""
+"""Shared fixtures: one embedded PostgreSQL for the whole test session.
+
+`pg_dsn` starts it once (in a short temp path: its Unix socket lives there), `db`
+is a migrated `Database` on it, and `settings` points a test's own data dir at it.
+Tests share the database, so they create their own workspaces and calls rather
+than assuming empty tables.
+"""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from config import Settings
+from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
 
 
-@pytest.fixture(scope="session")
-def session_data_dir():
-    # Short path: the embedded server's socket lives under it.
-    with tempfile.TemporaryDirectory(prefix="va-") as directory:
-        yield Path(directory)
+def _short_temp_root() -> str | None:
+    """/tmp when present: TMPDIR can be deep enough to overflow a socket path."""
+    return "/tmp" if Path("/tmp").is_dir() else None
 
 
 @pytest.fixture(scope="session")
-async def db(session_data_dir) -> Database:
-    settings = Settings(_env_file=None, data_dir=session_data_dir)
+async def pg_dsn() -> AsyncIterator[str]:
+    """DSN of the session's embedded PostgreSQL 16 + pgvector (stopped at session end)."""
+    with tempfile.TemporaryDirectory(prefix="vapg-", dir=_short_temp_root()) as directory:
+        server = EmbeddedPostgres(Path(directory) / "pg")
+        dsn = await server.start()
+        try:
+            yield dsn
+        finally:
+            await server.stop()
+
+
+@pytest.fixture(scope="session")
+async def db(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Database]:
+    """A `Database` on the session server with every migration applied."""
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path_factory.mktemp("db"), database_url=pg_dsn
+    )
     database = await Database.connect(settings)
     await apply_migrations(database.pool)
-    yield database
-    await database.close()
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 @pytest.fixture
-def settings(tmp_path, db) -> Settings:
-    """Settings for one test, pointing at the session database, with its own data dir."""
-    dsn = db._dsn  # noqa: SLF001 - the fixture shares its server on purpose
-    return Settings(_env_file=None, data_dir=tmp_path, database_url=dsn)
+def settings(tmp_path: Path, pg_dsn: str, db: Database) -> Settings:
+    """Settings for one test: its own data dir, the session's (migrated) database."""
+    return Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)

@@ -6,6 +6,7 @@ test that passes with them exercises the real frame flow, not a shortcut.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from collections.abc import AsyncGenerator, Callable
@@ -21,6 +22,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
+from pipecat.services.settings import LLMSettings, STTSettings, TTSSettings
 from pipecat.services.stt_service import SegmentedSTTService
 from pipecat.services.tts_service import TTSService
 from pipecat.utils.time import time_now_iso8601
@@ -28,11 +30,16 @@ from pipecat.utils.time import time_now_iso8601
 from processors.fallback_responder import last_user_text
 
 
+def _blank(settings_cls):
+    """Service settings with every field set to None: the fakes have no model or voice."""
+    return settings_cls(**{f.name: None for f in dataclasses.fields(settings_cls) if f.init})
+
+
 class ScriptedLLM(LLMService):
     """Answers each context with `reply(last_user_text)`, streamed word by word."""
 
     def __init__(self, reply: Callable[[str], str] | None = None, **kwargs) -> None:
-        super().__init__(**kwargs)
+        super().__init__(settings=_blank(LLMSettings), **kwargs)
         self._reply = reply or (lambda text: f"You said: {text}.")
         self.contexts_seen = 0
 
@@ -51,6 +58,9 @@ class ScriptedLLM(LLMService):
 
 class FailingLLM(LLMService):
     """An LLM whose provider rejects every request (e.g. an invalid API key)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(settings=_blank(LLMSettings), **kwargs)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -73,7 +83,9 @@ class InstantTTS(TTSService):
     """Returns 60 ms of tone per word at once: synthesis costs nothing."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(push_start_frame=True, push_stop_frames=True, **kwargs)
+        super().__init__(
+            push_start_frame=True, push_stop_frames=True, settings=_blank(TTSSettings), **kwargs
+        )
 
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         words = max(1, len(text.split()))
@@ -87,7 +99,7 @@ class InstantSTT(SegmentedSTTService):
     """Transcribes every VAD-segmented utterance as the next scripted line, at once."""
 
     def __init__(self, lines: list[str] | None = None, **kwargs) -> None:
-        super().__init__(**kwargs)
+        super().__init__(settings=_blank(STTSettings), ttfs_p99_latency=0.05, **kwargs)
         self._lines = list(lines or [])
         self._count = 0
 

@@ -1,0 +1,98 @@
+"""An in-memory transport that behaves like a phone line: 20 ms frames in, real-time playback out.
+
+Benchmarks feed the same caller audio into our pipeline and into a bare Pipecat
+pipeline through this transport and compare when the first agent audio comes out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pipecat.frames.frames import InputAudioRawFrame, OutputAudioRawFrame, StartFrame
+from pipecat.transports.base_input import BaseInputTransport
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.transports.base_transport import BaseTransport, TransportParams
+
+FRAME_MS = 20
+
+
+class MemoryInput(BaseInputTransport):
+    async def start(self, frame: StartFrame) -> None:
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def feed(self, pcm: bytes, sample_rate: int) -> None:
+        await self.push_audio_frame(InputAudioRawFrame(audio=pcm, sample_rate=sample_rate, num_channels=1))
+
+
+class MemoryOutput(BaseOutputTransport):
+    """Plays audio at real-time pace and remembers when each chunk went out."""
+
+    def __init__(self, params: TransportParams, **kwargs) -> None:
+        super().__init__(params, **kwargs)
+        self.audio_times: list[float] = []
+        self._next_send = 0.0
+
+    async def start(self, frame: StartFrame) -> None:
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        self.audio_times.append(time.perf_counter())
+        interval = len(frame.audio) / 2 / frame.sample_rate
+        now = time.monotonic()
+        delay = max(0.0, self._next_send - now)
+        await asyncio.sleep(delay)
+        self._next_send = (now if delay == 0 else self._next_send) + interval
+        return True
+
+    def first_audio_after(self, moment: float) -> float | None:
+        return next((t for t in self.audio_times if t >= moment), None)
+
+
+class MemoryTransport(BaseTransport):
+    def __init__(self, sample_rate: int = 8000) -> None:
+        super().__init__()
+        params = TransportParams(
+            audio_in_enabled=True, audio_out_enabled=True,
+            audio_in_sample_rate=sample_rate, audio_out_sample_rate=sample_rate,
+        )
+        self._input = MemoryInput(params)
+        self._output = MemoryOutput(params)
+
+    def input(self) -> MemoryInput:
+        return self._input
+
+    def output(self) -> MemoryOutput:
+        return self._output
+
+
+async def speak(transport: MemoryTransport, pcm: bytes, sample_rate: int, silence_s: float) -> float:
+    """Feed an utterance then silence at real-time pace; returns when speech ended."""
+    step = sample_rate * 2 * FRAME_MS // 1000
+    silence = b"\x00" * step
+    start = time.perf_counter()
+    frames = [pcm[i : i + step].ljust(step, b"\x00") for i in range(0, len(pcm), step)]
+    for index, chunk in enumerate(frames):
+        await _at(start + index * FRAME_MS / 1000)
+        await transport.input().feed(chunk, sample_rate)
+    speech_end = time.perf_counter()
+    for index in range(int(silence_s * 1000 / FRAME_MS)):
+        await _at(speech_end + index * FRAME_MS / 1000)
+        await transport.input().feed(silence, sample_rate)
+    return speech_end
+
+
+async def _at(moment: float) -> None:
+    delay = moment - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]

@@ -1,0 +1,74 @@
+"""eSpeak NG speaks offline: real audio, ordered word timings, prompt aborts, phonemes."""
+
+import numpy as np
+import pytest
+
+from services.espeak import EspeakEngine, EspeakError, SynthesisChunk, synthesize_pcm
+
+pytestmark = pytest.mark.timeout(20)
+
+SENTENCE = "I would like to book an appointment for Tuesday morning."
+
+
+def speak(text: str, **kwargs) -> tuple[bytes, list, object]:
+    chunks: list[SynthesisChunk] = []
+    result = EspeakEngine.shared().synthesize(text, on_chunk=chunks.append, **kwargs)
+    return b"".join(c.audio for c in chunks), [w for c in chunks for w in c.words], result
+
+
+def rms(pcm: bytes) -> float:
+    return float(np.sqrt(np.mean(np.frombuffer(pcm, dtype="<i2").astype(np.float64) ** 2)))
+
+
+def test_a_sentence_becomes_audible_speech_of_plausible_length():
+    engine = EspeakEngine.shared()
+    audio, _, result = speak(SENTENCE)
+    seconds = len(audio) / 2 / engine.native_sample_rate
+    assert engine.native_sample_rate == 22050
+    assert 2.0 < seconds < 6.0  # ten words at 165 words per minute
+    assert rms(audio) > 500
+    assert not result.aborted
+
+
+def test_word_events_follow_the_text_in_order_with_rising_start_times():
+    audio, words, _ = speak(SENTENCE)
+    duration = len(audio) / 2 / EspeakEngine.shared().native_sample_rate
+    assert [w.word for w in words] == SENTENCE.split()
+    starts = [w.start_s for w in words]
+    assert starts == sorted(starts) and starts[0] < 0.2 and starts[-1] < duration
+
+
+def test_faster_speech_is_shorter():
+    slow, _, _ = speak(SENTENCE, words_per_minute=120)
+    fast, _, _ = speak(SENTENCE, words_per_minute=220)
+    assert len(fast) < 0.75 * len(slow)
+
+
+def test_should_stop_aborts_within_a_buffer_and_the_engine_keeps_working():
+    long_text = " ".join([SENTENCE] * 30)  # about two minutes of speech
+    chunks: list[SynthesisChunk] = []
+    result = EspeakEngine.shared().synthesize(
+        long_text, on_chunk=chunks.append, should_stop=lambda: len(chunks) >= 3
+    )
+    assert result.aborted and len(chunks) == 3
+    audio, _, after = speak("Still here.")
+    assert audio and not after.aborted
+
+
+def test_an_unknown_voice_is_an_error_not_a_crash():
+    with pytest.raises(EspeakError):
+        speak("Hello.", voice="no-such-voice")
+    audio, _, _ = speak("Hello.")
+    assert audio
+
+
+def test_phonemes_describe_the_words():
+    phonemes = EspeakEngine.shared().phonemes("Nguyen appointment")
+    assert phonemes.split() == ["n_'u:_j_E_n", "a#_p_'OI_n_t_m_@_n_t"]
+
+
+async def test_synthesize_pcm_returns_the_whole_utterance_at_the_requested_rate():
+    at_8k = await synthesize_pcm(SENTENCE, 8000)
+    at_16k = await synthesize_pcm(SENTENCE, 16000)
+    assert len(at_8k) % 2 == 0 and rms(at_8k) > 500
+    assert abs(len(at_16k) - 2 * len(at_8k)) <= 8
