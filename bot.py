@@ -33,8 +33,13 @@ from pipecat.services.llm_service import LLMService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_transport import BaseTransport
-from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy
-from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
+from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
+from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUserTurnStartStrategy
+from pipecat.turns.user_stop import (
+    SpeechTimeoutUserTurnStopStrategy,
+    TurnAnalyzerUserTurnStopStrategy,
+)
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
@@ -89,12 +94,20 @@ class CallPipeline:
     initial_frames: list[Frame] = field(default_factory=list)
 
 
-def user_aggregator_params(session: CallSession) -> LLMUserAggregatorParams:
+def user_aggregator_params(
+    session: CallSession, turn_max_silence_s: float = 1.5
+) -> LLMUserAggregatorParams:
     """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines."""
     if session.is_audio:
-        # Default turn strategies: VAD + transcription start, smart-turn v3 stop.
         vad = SileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
-        return LLMUserAggregatorParams(vad_analyzer=vad)
+        turn_model = LocalSmartTurnAnalyzerV3(params=SmartTurnParams(stop_secs=turn_max_silence_s))
+        return LLMUserAggregatorParams(
+            vad_analyzer=vad,
+            user_turn_strategies=UserTurnStrategies(
+                start=[VADUserTurnStartStrategy(), TranscriptionUserTurnStartStrategy()],
+                stop=[TurnAnalyzerUserTurnStopStrategy(turn_analyzer=turn_model)],
+            ),
+        )
     return LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(
             start=[TranscriptionUserTurnStartStrategy()],
@@ -132,7 +145,7 @@ def build_call_pipeline(
 
     context = LLMContext()
     user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
-        context, user_params=user_aggregator_params(session)
+        context, user_params=user_aggregator_params(session, settings.turn_max_silence_s)
     )
     chosen = layers(session)
     controller = CallController(session, max_duration_s=settings.max_call_duration_s)

@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     # --- Call behaviour --------------------------------------------------------
     system_keyterms: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
     max_call_duration_s: float = Field(default=1800.0, gt=0)
+    turn_max_silence_s: float = Field(
+        default=1.5, gt=0, le=5,
+        description="Longest silence before a turn the end-of-turn model thinks unfinished "
+        "is ended anyway (Pipecat's default is 3 s: too much dead air for short answers).",
+    )
     idle_timeout_s: float = Field(
         default=300.0, gt=0, description="End a call after this long with no speech at all."
     )

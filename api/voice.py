@@ -68,7 +68,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     # Render the greeting while the phone rings.
     runtime.greetings.warm(
         runtime.plan.tts_identity(runtime.settings, profile.voice), profile.greeting,
-        PHONE_SAMPLE_RATE,
+        PHONE_SAMPLE_RATE, profile.voice.speed,
     )
     twiml = stream_twiml(media_stream_url(request, runtime.settings), call_id)
     return Response(twiml, media_type="application/xml")

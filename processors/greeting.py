@@ -70,5 +70,7 @@ class GreetingPlayer(FrameProcessor):
                     )
                 )
         text = TTSTextFrame(speech.text, text_type=TextType.SENTENCE, context_id=context_id)
+        # Without audio the bot never "speaks", so RTVI would hold the words forever.
+        text.skip_tts = not self._session.is_audio
         await self.push_frame(text)
         await self.push_frame(TTSStoppedFrame(context_id=context_id))

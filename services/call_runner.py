@@ -137,7 +137,7 @@ async def _phone_pipeline(
     )
     greeting = await runtime.greetings.get(
         runtime.plan.tts_identity(settings, profile.voice), profile.greeting, PHONE_SAMPLE_RATE,
-        timeout_s=GREETING_WAIT_S,
+        timeout_s=GREETING_WAIT_S, speed=profile.voice.speed,
     )
     call_pipeline = build_call_pipeline(
         transport, session, settings=settings, plan=runtime.plan, greeting=greeting,

@@ -15,7 +15,7 @@ from loguru import logger
 
 from processors.greeting import PrerenderedSpeech
 
-Renderer = Callable[[str, int], Awaitable[bytes]]
+Renderer = Callable[[str, int, float], Awaitable[bytes]]  # text, sample rate, speed
 
 MAX_ENTRIES = 256
 
@@ -28,24 +28,24 @@ class GreetingCache:
         self._ready: OrderedDict[tuple[str, str, int], PrerenderedSpeech] = OrderedDict()
         self._pending: dict[tuple[str, str, int], asyncio.Task[PrerenderedSpeech | None]] = {}
 
-    def warm(self, voice_key: str, text: str, sample_rate: int) -> None:
+    def warm(self, voice_key: str, text: str, sample_rate: int, speed: float = 1.0) -> None:
         """Start rendering in the background (no-op if cached, in flight or not renderable)."""
         key = (voice_key, text, sample_rate)
         if self._renderer is None or key in self._ready or key in self._pending:
             return
-        task = asyncio.get_running_loop().create_task(self._render(key))
+        task = asyncio.get_running_loop().create_task(self._render(key, speed))
         self._pending[key] = task
         task.add_done_callback(lambda _t: self._pending.pop(key, None))
 
     async def get(
-        self, voice_key: str, text: str, sample_rate: int, *, timeout_s: float
+        self, voice_key: str, text: str, sample_rate: int, *, timeout_s: float, speed: float = 1.0
     ) -> PrerenderedSpeech | None:
         """The rendering if it is (or becomes) ready within `timeout_s`, else None."""
         key = (voice_key, text, sample_rate)
         if key in self._ready:
             self._ready.move_to_end(key)
             return self._ready[key]
-        self.warm(voice_key, text, sample_rate)
+        self.warm(voice_key, text, sample_rate, speed)
         task = self._pending.get(key)
         if task is None:
             return None
@@ -55,10 +55,10 @@ class GreetingCache:
             logger.info("greeting render not ready in time; synthesizing live")
             return None
 
-    async def _render(self, key: tuple[str, str, int]) -> PrerenderedSpeech | None:
+    async def _render(self, key: tuple[str, str, int], speed: float) -> PrerenderedSpeech | None:
         _voice, text, sample_rate = key
         try:
-            audio = await self._renderer(text, sample_rate)
+            audio = await self._renderer(text, sample_rate, speed)
         except Exception as error:  # a failed render only costs latency, never the greeting
             logger.warning(f"greeting render failed ({type(error).__name__}); synthesizing live")
             return None

@@ -89,7 +89,8 @@ def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> T
     from services.local_tts import EspeakTTSService
 
     return EspeakTTSService(
-        settings=EspeakTTSService.Settings(voice=settings.local_tts_voice, speed=voice.speed)
+        settings=EspeakTTSService.Settings(voice=settings.local_tts_voice, speed=voice.speed),
+        base_words_per_minute=settings.local_tts_words_per_minute,
     )
 
 

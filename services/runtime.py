@@ -84,7 +84,13 @@ class AppRuntime:
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):
+            dev_credentials.twilio_auth_token(settings)  # create it now, for the simulator
             logger.info("TWILIO_AUTH_TOKEN not set: webhooks use the local development token")
+        if runtime.plan.stt.provider == "local":
+            # Decoder processes take about a second to spawn: do it before the first call.
+            from services.local_stt import DecoderPool
+
+            asyncio.get_running_loop().create_task(DecoderPool.shared().warm_up())
         if db.embedded:
             await runtime._ensure_dev_api_key()
         return runtime
@@ -156,10 +162,12 @@ class AppRuntime:
         wpm = self.settings.local_tts_words_per_minute
         voice = self.settings.local_tts_voice
 
-        async def render(text: str, sample_rate: int) -> bytes:
+        async def render(text: str, sample_rate: int, speed: float) -> bytes:
             from services.espeak import synthesize_pcm
+            from services.local_tts import words_per_minute_for
 
-            return await synthesize_pcm(text, sample_rate, voice=voice, words_per_minute=wpm)
+            rate = words_per_minute_for(speed, wpm)  # the same rate live synthesis uses
+            return await synthesize_pcm(text, sample_rate, voice=voice, words_per_minute=rate)
 
         return render
 
