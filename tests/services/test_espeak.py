@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from services.espeak import EspeakEngine, EspeakError, SynthesisChunk, synthesize_pcm
+from services.espeak import (
+    EspeakEngine,
+    EspeakError,
+    SynthesisChunk,
+    resample_pcm,
+    synthesize_pcm,
+)
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -68,7 +74,18 @@ def test_phonemes_describe_the_words():
 
 
 async def test_synthesize_pcm_returns_the_whole_utterance_at_the_requested_rate():
-    at_8k = await synthesize_pcm(SENTENCE, 8000)
-    at_16k = await synthesize_pcm(SENTENCE, 16000)
-    assert len(at_8k) % 2 == 0 and rms(at_8k) > 500
-    assert abs(len(at_16k) - 2 * len(at_8k)) <= 8
+    native, _, _ = speak(SENTENCE)
+    native_s = len(native) / 2 / EspeakEngine.shared().native_sample_rate
+    for rate in (8000, 16000):
+        pcm = await synthesize_pcm(SENTENCE, rate)
+        assert len(pcm) % 2 == 0 and rms(pcm) > 500
+        # eSpeak's trailing pause differs by a few samples between runs: allow 20 ms.
+        assert abs(len(pcm) / 2 / rate - native_s) < 0.02
+
+
+def test_resampling_keeps_the_duration_to_the_sample():
+    native, _, _ = speak(SENTENCE)
+    samples = len(native) // 2
+    for rate in (8000, 16000, 24000):
+        resampled = resample_pcm(native, 22050, rate)
+        assert abs(len(resampled) // 2 - samples * rate / 22050) <= 1
