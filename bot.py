@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import Frame, TTSSpeakFrame
 from pipecat.pipeline.pipeline import Pipeline
@@ -34,7 +33,6 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_transport import BaseTransport
 from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
-from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUserTurnStartStrategy
 from pipecat.turns.user_stop import (
     SpeechTimeoutUserTurnStopStrategy,
@@ -52,6 +50,7 @@ from services.call_session import CallSession, SessionMode
 from services.prompts import render_prompt
 from services.providers import ProviderPlan, build_llm, build_stt, build_tts
 from services.recording import StereoRecording
+from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
 
 PHONE_SAMPLE_RATE = 8000
 
@@ -99,8 +98,8 @@ def user_aggregator_params(
 ) -> LLMUserAggregatorParams:
     """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines."""
     if session.is_audio:
-        vad = SileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
-        turn_model = LocalSmartTurnAnalyzerV3(params=SmartTurnParams(stop_secs=turn_max_silence_s))
+        vad = SharedSileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
+        turn_model = SharedSmartTurnAnalyzerV3(params=SmartTurnParams(stop_secs=turn_max_silence_s))
         return LLMUserAggregatorParams(
             vad_analyzer=vad,
             user_turn_strategies=UserTurnStrategies(

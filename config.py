@@ -65,13 +65,23 @@ class Settings(BaseSettings):
 
     deepgram_api_key: SecretStr | None = None
     deepgram_model: str = "nova-3-general"
+    deepgram_base_url: str | None = Field(
+        default=None, description="Override Deepgram's API host (tests use a local fake)."
+    )
 
     elevenlabs_api_key: SecretStr | None = None
     elevenlabs_voice_id: str = "21m00Tcm4TlvDq8ikWAM"
     elevenlabs_model: str = "eleven_flash_v2_5"
+    elevenlabs_url: str = Field(
+        default="wss://api.elevenlabs.io",
+        description="ElevenLabs streaming endpoint (tests use a local fake).",
+    )
 
     anthropic_api_key: SecretStr | None = None
     anthropic_model: str = "claude-sonnet-4-6"
+    anthropic_base_url: str | None = Field(
+        default=None, description="Override Anthropic's API base URL (a gateway, or a test fake)."
+    )
 
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = Field(

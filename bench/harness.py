@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import numpy as np
 from pipecat.frames.frames import InputAudioRawFrame, OutputAudioRawFrame, StartFrame
 from pipecat.transports.base_input import BaseInputTransport
 from pipecat.transports.base_output import BaseOutputTransport
@@ -68,8 +69,20 @@ class MemoryTransport(BaseTransport):
         return self._output
 
 
+def trim_trailing_silence(pcm: bytes, sample_rate: int, voiced_rms: float = 100.0) -> bytes:
+    """Cut the synthesizer's trailing pause so "end of speech" is the end of the voice."""
+    step = sample_rate * 2 * FRAME_MS // 1000
+    samples = np.frombuffer(pcm[: len(pcm) // step * step], dtype="<i2").astype(np.float64)
+    frames = samples.reshape(-1, step // 2)
+    voiced = np.nonzero(np.sqrt((frames**2).mean(axis=1)) > voiced_rms)[0]
+    return pcm[: (int(voiced[-1]) + 1) * step] if len(voiced) else pcm
+
+
 async def speak(transport: MemoryTransport, pcm: bytes, sample_rate: int, silence_s: float) -> float:
-    """Feed an utterance then silence at real-time pace; returns when speech ended."""
+    """Feed an utterance then silence at real-time pace; returns when the voice ended.
+
+    `pcm` should end with its last voiced frame (see `trim_trailing_silence`).
+    """
     step = sample_rate * 2 * FRAME_MS // 1000
     silence = b"\x00" * step
     start = time.perf_counter()

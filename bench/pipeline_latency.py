@@ -2,11 +2,18 @@
 
 Both pipelines get the same caller audio (eSpeak speech at 8 kHz, 20 ms frames at
 real-time pace) through the same in-memory phone transport, with the same instant
-fake STT/LLM/TTS and the same real Silero VAD + smart-turn v3. A turn's latency is
-from the end of the caller's speech to the first agent audio written out, so the
-difference between the two pipelines is what our processors and observers cost.
+fake STT/LLM/TTS and the same real Silero VAD + smart-turn v3. Two clocks per turn:
 
-    python -m bench.pipeline_latency [--turns 15] [--levels 1,10,25,50,75]
+- caller-perceived: from the end of the caller's speech to the first agent audio
+  written out (includes VAD stop time and the end-of-turn model, identical in both);
+- after the turn decision: from the user aggregator pushing the turn's context to
+  the first agent audio written out, which is exactly where our processors and
+  observers sit, without the turn model's run-to-run noise.
+
+The difference between the two pipelines is what our processors and observers cost.
+Bare and ours run in alternating rounds so machine load drifts affect both alike.
+
+    python -m bench.pipeline_latency [--turns 30] [--levels 1,10,25,50,75,100]
 """
 
 from __future__ import annotations
@@ -15,33 +22,56 @@ import argparse
 import asyncio
 import gc
 import random
+import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from loguru import logger
+from pipecat.frames.frames import LLMContextFrame
+from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregator,
+)
 from pipecat.workers.runner import WorkerRunner
 
-from bench.harness import MemoryTransport, percentile, speak
+from bench.harness import MemoryTransport, percentile, speak, trim_trailing_silence
+from bench.report import measured_line, write_section
 from bot import PHONE_SAMPLE_RATE, ServiceOverrides, build_call_pipeline, user_aggregator_params
 from config import Settings
 from services.call_session import CallLog, CallSession, SessionMode
 from services.espeak import synthesize_pcm
 from services.providers import ProviderPlan
+from services.turn_models import load_turn_models
 from tests.fakes import CollectingWriter, InstantSTT, InstantTTS, ScriptedLLM
 
 CALLER_LINE = "Hi, I would like to book an appointment for next Tuesday morning please."
 SILENCE_AFTER_S = 2.5
+ROUND_TURNS = 5
 
 
 @dataclass
 class CallResult:
-    latencies_ms: list[float]
+    latencies_ms: list[float]  # caller-perceived
+    after_decision_ms: list[float]
+
+
+class TurnClock(BaseObserver):
+    """Remembers when the user aggregator decided each turn (pushed its context)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decisions: list[float] = []
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        if isinstance(data.frame, LLMContextFrame) and isinstance(data.source, LLMUserAggregator):
+            self.decisions.append(time.perf_counter())
 
 
 def phone_session() -> CallSession:
@@ -92,20 +122,25 @@ async def run_call(make, speech: bytes, turns: int, start_delay: float) -> CallR
     worker = make(transport)
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     await runner.add_workers(worker)
+    clock = TurnClock()
+    worker.add_observer(clock)
     running = asyncio.create_task(runner.run())
     await asyncio.sleep(0.5)
-    latencies = []
+    result = CallResult([], [])
     for _ in range(turns):
         speech_end = await speak(transport, speech, PHONE_SAMPLE_RATE, SILENCE_AFTER_S)
         first = transport.output().first_audio_after(speech_end)
+        decided = next((t for t in clock.decisions if t >= speech_end), None)
         if first is not None:
-            latencies.append((first - speech_end) * 1000)
+            result.latencies_ms.append((first - speech_end) * 1000)
+            if decided is not None and decided <= first:
+                result.after_decision_ms.append((first - decided) * 1000)
     await worker.cancel()
     await asyncio.wait_for(running, 10)
-    return CallResult(latencies)
+    return result
 
 
-async def run_level(make, speech: bytes, calls: int, turns: int) -> tuple[list[float], int]:
+async def run_level(make, speech: bytes, calls: int, turns: int) -> tuple[CallResult, int]:
     gc.collect()
     before = rss_kib()
     peak = before
@@ -117,15 +152,20 @@ async def run_level(make, speech: bytes, calls: int, turns: int) -> tuple[list[f
             await asyncio.sleep(0.25)
 
     sampler = asyncio.create_task(sample_rss())
+    # Real calls are uncorrelated: spread the starts over one whole turn.
+    turn_period = len(speech) / 2 / PHONE_SAMPLE_RATE + SILENCE_AFTER_S if calls > 1 else 0.0
     results = await asyncio.gather(*[
-        run_call(make, speech, turns, random.uniform(0, 1.5)) for _ in range(calls)
+        run_call(make, speech, turns, random.uniform(0, turn_period)) for _ in range(calls)
     ])
     sampler.cancel()
-    latencies = [value for result in results for value in result.latencies_ms]
-    missing = calls * turns - len(latencies)
+    merged = CallResult(
+        [value for result in results for value in result.latencies_ms],
+        [value for result in results for value in result.after_decision_ms],
+    )
+    missing = calls * turns - len(merged.latencies_ms)
     if missing:
         print(f"  warning: {missing} turns got no answer")
-    return latencies, (peak - before) // max(calls, 1)
+    return merged, (peak - before) // max(calls, 1)
 
 
 def rss_kib() -> int:
@@ -135,53 +175,167 @@ def rss_kib() -> int:
     return 0
 
 
-async def main(turns: int, levels: list[int]) -> dict:
-    speech = await synthesize_pcm(CALLER_LINE, PHONE_SAMPLE_RATE)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    ours = our_worker_factory(workdir)
-    report: dict = {}
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"p50": percentile(values, 50), "p95": percentile(values, 95), "n": len(values)}
 
-    print(f"(a) one call, {turns} turns each: bare Pipecat vs ours")
-    bare_lat, _ = await run_level(bare_worker, speech, 1, turns)
-    our_lat, _ = await run_level(ours, speech, 1, turns)
-    report["added"] = {
-        "bare_p50": percentile(bare_lat, 50), "bare_p95": percentile(bare_lat, 95),
-        "ours_p50": percentile(our_lat, 50), "ours_p95": percentile(our_lat, 95),
-        "turns": turns,
+
+async def added_latency(make_ours, speech: bytes, turns: int) -> dict:
+    """(a) One call at a time, bare and ours in alternating rounds of ROUND_TURNS turns."""
+    bare, ours = CallResult([], []), CallResult([], [])
+    for _ in range(max(1, turns // ROUND_TURNS)):
+        for make, into in ((bare_worker, bare), (make_ours, ours)):
+            result, _ = await run_level(make, speech, 1, ROUND_TURNS)
+            into.latencies_ms += result.latencies_ms
+            into.after_decision_ms += result.after_decision_ms
+    report = {
+        "turns": len(ours.latencies_ms),
+        "perceived": {"bare": _stats(bare.latencies_ms), "ours": _stats(ours.latencies_ms)},
+        "after_decision": {
+            "bare": _stats(bare.after_decision_ms), "ours": _stats(ours.after_decision_ms),
+        },
     }
-    added = report["added"]
-    added["added_p50"] = added["ours_p50"] - added["bare_p50"]
-    added["added_p95"] = added["ours_p95"] - added["bare_p95"]
-    added["ratio_p95"] = added["ours_p95"] / added["bare_p95"]
-    print(f"  bare p50 {added['bare_p50']:.1f} ms p95 {added['bare_p95']:.1f} ms; "
-          f"ours p50 {added['ours_p50']:.1f} ms p95 {added['ours_p95']:.1f} ms; "
-          f"added p95 {added['added_p95']:+.1f} ms (ratio {added['ratio_p95']:.3f})")
+    for clock in ("perceived", "after_decision"):
+        row = report[clock]
+        row["added_p50"] = row["ours"]["p50"] - row["bare"]["p50"]
+        row["added_p95"] = row["ours"]["p95"] - row["bare"]["p95"]
+        row["ratio_p95"] = row["ours"]["p95"] / row["bare"]["p95"]
+        print(f"  {clock:>15}: bare p50 {row['bare']['p50']:.1f} / p95 {row['bare']['p95']:.1f} ms; "
+              f"ours p50 {row['ours']['p50']:.1f} / p95 {row['ours']['p95']:.1f} ms; "
+              f"added p95 {row['added_p95']:+.1f} ms (ratio {row['ratio_p95']:.3f})")
+    return report
 
-    print("(b) concurrent calls at real-time pacing (3 turns each)")
-    report["levels"] = []
+
+async def capacity(make_ours, speech: bytes, levels: list[int]) -> list[dict]:
+    """(b) Concurrent calls at real-time pacing, 3 turns each, until p95 doubles."""
+    rows: list[dict] = []
     baseline_p95 = None
     for calls in levels:
         started = time.perf_counter()
-        latencies, rss_per_call = await run_level(ours, speech, calls, 3)
-        p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
-        baseline_p95 = baseline_p95 or p95
-        row = {"calls": calls, "p50": p50, "p95": p95, "rss_per_call_kib": rss_per_call,
-               "answered": len(latencies), "expected": calls * 3,
-               "wall_s": time.perf_counter() - started}
-        report["levels"].append(row)
-        print(f"  {calls:4d} calls: p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  "
-              f"({p95 / baseline_p95:.2f}x)  RSS/call {rss_per_call / 1024:.1f} MiB  "
-              f"answered {row['answered']}/{row['expected']}")
+        result, rss_per_call = await run_level(make_ours, speech, calls, 3)
+        perceived, after = _stats(result.latencies_ms), _stats(result.after_decision_ms)
+        baseline_p95 = baseline_p95 or perceived["p95"]
+        row = {
+            "calls": calls, "p50": perceived["p50"], "p95": perceived["p95"],
+            "p95_vs_one_call": perceived["p95"] / baseline_p95,
+            "after_decision_p95": after["p95"], "rss_per_call_kib": rss_per_call,
+            "answered": len(result.latencies_ms), "expected": calls * 3,
+            "wall_s": time.perf_counter() - started,
+        }
+        rows.append(row)
+        print(f"  {calls:4d} calls: p50 {row['p50']:7.1f} ms  p95 {row['p95']:7.1f} ms  "
+              f"({row['p95_vs_one_call']:.2f}x)  after decision p95 {row['after_decision_p95']:6.1f} ms  "
+              f"RSS/call {rss_per_call / 1024:.1f} MiB  answered {row['answered']}/{row['expected']}")
+    return rows
+
+
+async def main(turns: int, levels: list[int]) -> dict:
+    logger.remove()
+    logger.add(sys.stderr, level="INFO")  # what `make run` logs
+    speech = trim_trailing_silence(
+        await synthesize_pcm(CALLER_LINE, PHONE_SAMPLE_RATE), PHONE_SAMPLE_RATE
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    ours = our_worker_factory(workdir)
+    load_turn_models()
+    print(f"(a) one call at a time, {turns} turns each: bare Pipecat vs ours")
+    report = {"added": await added_latency(ours, speech, turns)}
+    print("(b) concurrent calls at real-time pacing (3 turns each)")
+    report["levels"] = await capacity(ours, speech, levels)
     return report
+
+
+def sustained_calls(rows: list[dict]) -> int | None:
+    """The most calls measured before p95 doubled over one call (None: doubled at once)."""
+    sustained = None
+    for row in rows:
+        if row["p95_vs_one_call"] >= 2.0 or row["answered"] < row["expected"]:
+            break
+        sustained = row["calls"]
+    return sustained
+
+
+def render(report: dict) -> str:
+    added, rows = report["added"], report["levels"]
+    after = added["after_decision"]
+    verdict = "met" if after["added_p95"] < 5.0 else "NOT met"
+    lines = [
+        "## Per-turn latency our pipeline adds, and calls per process",
+        "",
+        measured_line("python -m bench.pipeline_latency"),
+        "",
+        "Bare Pipecat (transport, STT, user aggregator, LLM, TTS, transport, assistant aggregator) "
+        "and ours (`bot.build_call_pipeline`: text bridge slot, fallback responder, greeting "
+        "player, stereo recorder, call controller, call recorder observer) get the same caller "
+        "audio (eSpeak NG, 8 kHz, 20 ms frames at real-time pace), the same instant fake STT, "
+        "LLM and TTS (`tests/fakes.py`) and the same real Silero VAD + smart-turn v3. Bare and "
+        f"ours alternate in rounds of {ROUND_TURNS} turns, one call at a time.",
+        "",
+        "### (a) Added latency per turn",
+        "",
+        "| Clock | Bare p50 / p95 | Ours p50 / p95 | Added p95 | Ratio p95 |",
+        "|---|---|---|---|---|",
+    ]
+    names = {
+        "after_decision": "turn decided → first agent audio",
+        "perceived": "caller stops speaking → first agent audio",
+    }
+    for clock in ("after_decision", "perceived"):
+        row = added[clock]
+        lines.append(
+            f"| {names[clock]} | {row['bare']['p50']:.1f} / {row['bare']['p95']:.1f} ms "
+            f"| {row['ours']['p50']:.1f} / {row['ours']['p95']:.1f} ms "
+            f"| {row['added_p95']:+.1f} ms | {row['ratio_p95']:.3f} |"
+        )
+    lines += [
+        "",
+        f"{added['turns']} turns each. Target < 5 ms p95 added: **{verdict}** "
+        f"({after['added_p95']:+.1f} ms after the turn decision). The caller-perceived clock "
+        "includes the VAD's 0.2 s stop time and the end-of-turn model, identical in both "
+        "pipelines; its p95 moves by more than our whole cost from run to run, so the decision "
+        "clock is the one that isolates what our processors add.",
+        "",
+        "### (b) Concurrent calls per process",
+        "",
+        "Each call speaks 3 turns at real-time pace; starts are spread over one turn so calls "
+        "are not in lockstep. RSS per call is the peak resident memory over the level's "
+        "baseline, divided by the calls.",
+        "",
+        "| Calls | p50 | p95 | p95 vs one call | Turn decided → audio p95 | RSS / call | Answered |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['calls']} | {row['p50']:.0f} ms | {row['p95']:.0f} ms "
+            f"| {row['p95_vs_one_call']:.2f}× | {row['after_decision_p95']:.1f} ms "
+            f"| {row['rss_per_call_kib'] / 1024:.1f} MiB | {row['answered']}/{row['expected']} |"
+        )
+    sustained = sustained_calls(rows)
+    doubled = next((r["calls"] for r in rows if r["p95_vs_one_call"] >= 2.0), None)
+    lines += [
+        "",
+        f"Sustained before p95 doubles: **{sustained if sustained else 'fewer than the first level'}"
+        f"** calls measured (target ≥ 50)"
+        + (f"; p95 doubled at {doubled} calls." if doubled else
+           f"; p95 had not doubled at the largest level measured ({rows[-1]['calls']})."),
+        "",
+        "Limits: fake cloud services cost nothing here, so real deployments spend their CPU on "
+        "the network clients and, with local voices, on PocketSphinx and eSpeak NG (see the "
+        "speech section); this measures the pipeline, VAD and turn detection per call.",
+    ]
+    return "\n".join(lines)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=15)
-    parser.add_argument("--levels", default="1,10,25,50,75")
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--levels", default="1,10,25,50,75,100")
+    parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = parse_args()
-    asyncio.run(main(args.turns, [int(n) for n in args.levels.split(",")]))
+    result = asyncio.run(main(args.turns, [int(n) for n in args.levels.split(",")]))
+    print(render(result))
+    if not args.no_docs:
+        write_section("pipeline-latency", render(result))

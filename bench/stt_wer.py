@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import os
-import platform
 import re
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import jiwer
 import yaml
@@ -39,6 +35,7 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
 from bench.harness import percentile
+from bench.report import measured_line, write_section
 from services.espeak import synthesize_pcm
 from services.local_stt import (
     CORPUS_FILE,
@@ -52,8 +49,6 @@ from services.local_tts import EspeakTTSService
 
 RATE = 8000
 FRAME_BYTES = RATE * 2 * 20 // 1000
-DOC = Path(__file__).resolve().parent.parent / "docs" / "PERFORMANCE.md"
-START, END = "<!-- stt-wer:start -->", "<!-- stt-wer:end -->"
 KEYTERMS = ["Ozempic", "Metformin", "Dr. Okafor", "Nguyen", "Riverside Clinic"]
 
 # Written the way callers talk, independently of services/data/scheduling_lm.yaml.
@@ -210,27 +205,13 @@ def corpus_overlap() -> int:
     return sum(normalise(u) in corpus for u in UTTERANCES)
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    python = platform.python_version()
-    return f"{os.cpu_count()} CPUs ({model}), Python {python}, {platform.system()}"
-
-
 def report(runs: list[Run], tts_ms: float, overlap: int) -> str:
     main = runs[0]
     keyterm_words = {w for term in KEYTERMS for w in normalise(term).split()} - {"dr", "clinic"}
     lines = [
         "## Offline speech recognition (PocketSphinx) — word error rate",
         "",
-        f"Measured {dt.date.today().isoformat()} on {machine()}. "
-        f"Reproduce with `python -m bench.stt_wer`.",
+        measured_line("python -m bench.stt_wer"),
         "",
         f"{len(UTTERANCES)} scheduling-call utterances (booking, rescheduling, cancelling, dates, "
         "times, names, yes/no, numbers) are spoken by eSpeak NG at 8 kHz and sent through the "
@@ -286,14 +267,6 @@ def report(runs: list[Run], tts_ms: float, overlap: int) -> str:
     return "\n".join(lines)
 
 
-def rewrite_section(markdown: str, section: str) -> str:
-    if START not in markdown or END not in markdown:
-        raise ValueError(f"{DOC} lacks the {START} / {END} markers")
-    head, rest = markdown.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{section}\n{END}{tail}"
-
-
 async def main(models: list[LanguageModelName], write_docs: bool) -> None:
     audio = [await synthesize_pcm(u, RATE) for u in UTTERANCES]
     runs: list[Run] = []
@@ -306,8 +279,7 @@ async def main(models: list[LanguageModelName], write_docs: bool) -> None:
     section = report(runs, tts_ms, overlap)
     print(section)
     if write_docs:
-        DOC.write_text(rewrite_section(DOC.read_text(), section))
-        print(f"\nwrote {DOC}")
+        write_section("stt-wer", section)
 
 
 def cli() -> None:

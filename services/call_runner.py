@@ -28,7 +28,12 @@ from db import repositories as repo
 from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
 from services.runtime import AppRuntime, CallProfile
-from services.twilio_media import SafeTwilioFrameSerializer, StreamStart, read_stream_start
+from services.twilio_media import (
+    SafeTwilioFrameSerializer,
+    StreamStart,
+    TwilioCredentials,
+    read_stream_start,
+)
 
 # The pre-rendered greeting must be ready almost at once or we synthesize live.
 GREETING_WAIT_S = 0.05
@@ -116,14 +121,17 @@ async def _phone_pipeline(
     start: StreamStart,
 ) -> CallPipeline:
     settings = runtime.settings
-    has_credentials = bool(settings.twilio_account_sid and settings.twilio_auth_token and start.call_sid)
+    credentials = None
+    if settings.twilio_account_sid and settings.twilio_auth_token and start.call_sid:
+        credentials = TwilioCredentials(
+            settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
+            settings.twilio_api_base_url,
+        )
     serializer = SafeTwilioFrameSerializer(
         start.stream_sid,
         call_sid=start.call_sid,
-        account_sid=settings.twilio_account_sid if has_credentials else None,
-        auth_token=settings.twilio_auth_token.get_secret_value() if has_credentials else None,
-        base_url=settings.twilio_api_base_url,
-        params=TwilioFrameSerializer.InputParams(auto_hang_up=has_credentials),
+        credentials=credentials,
+        params=TwilioFrameSerializer.InputParams(auto_hang_up=credentials is not None),
         session=session,
         max_message_bytes=settings.ws_max_message_bytes,
         max_bad=settings.ws_max_bad_messages,

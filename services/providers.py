@@ -58,6 +58,7 @@ def build_stt(plan: ProviderPlan, settings: Settings, keyterms: list[str]) -> ST
 
         return DeepgramSTTService(
             api_key=settings.deepgram_api_key.get_secret_value(),
+            base_url=settings.deepgram_base_url or "",
             settings=DeepgramSTTService.Settings(
                 model=settings.deepgram_model,
                 language=Language.EN_US,
@@ -80,6 +81,7 @@ def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> T
 
         return ElevenLabsTTSService(
             api_key=settings.elevenlabs_api_key.get_secret_value(),
+            url=settings.elevenlabs_url,
             settings=ElevenLabsTTSService.Settings(
                 voice=voice.voice_id or settings.elevenlabs_voice_id,
                 model=settings.elevenlabs_model,
@@ -97,10 +99,13 @@ def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> T
 def build_llm(plan: ProviderPlan, settings: Settings, system_instruction: str) -> LLMService | None:
     """The engage LLM, or None when the fallback responder must answer."""
     if plan.llm.provider == "anthropic":
+        from anthropic import AsyncAnthropic
         from pipecat.services.anthropic.llm import AnthropicLLMService
 
+        api_key = settings.anthropic_api_key.get_secret_value()
         return AnthropicLLMService(
-            api_key=settings.anthropic_api_key.get_secret_value(),
+            api_key=api_key,
+            client=AsyncAnthropic(api_key=api_key, base_url=settings.anthropic_base_url),
             settings=AnthropicLLMService.Settings(
                 model=settings.anthropic_model, system_instruction=system_instruction
             ),

@@ -24,6 +24,7 @@ from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
 from services.prompts import render_prompt
 from services.providers import ProviderPlan
+from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, parse_voice_settings
 
 # Seed 000: a pre-warmed call that never connects expires after 30 s.
@@ -81,6 +82,7 @@ class AppRuntime:
         await writer.replay_spool()
         runtime = cls(settings, db, writer)
         runtime.plan.log()
+        load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 from loguru import logger
@@ -28,6 +29,11 @@ from services.call_session import CallSession, CompletionReason
 MAX_RECORDED_BAD_EVENTS = 10
 # 20 ms of 8 kHz μ-law is 160 bytes; allow generous slack for other packetisations.
 MAX_MEDIA_PAYLOAD_BYTES = 8000
+TWILIO_API = "https://api.twilio.com"
+# Ending the call must not hold the pipeline's shutdown for long.
+HANG_UP_TIMEOUT_S = 5.0
+# Twilio's "The requested resource was not found": the call had already ended.
+TWILIO_NOT_FOUND = 20404
 
 
 class BadMessage(Exception):
@@ -145,16 +151,73 @@ async def read_stream_start(
         return None
 
 
+@dataclass(frozen=True)
+class TwilioCredentials:
+    """What hanging up a call through Twilio's REST API needs."""
+
+    account_sid: str
+    auth_token: str
+    base_url: str | None = None
+
+
+async def hang_up_twilio_call(
+    credentials: TwilioCredentials, call_sid: str, *, timeout_s: float = HANG_UP_TIMEOUT_S
+) -> dict[str, Any]:
+    """POST Status=completed to the Call resource; returns the outcome for the call record.
+
+    `outcome` is `completed`, `already_ended` (Twilio error 20404) or `failed`.
+    """
+    root = (credentials.base_url or TWILIO_API).rstrip("/")
+    url = f"{root}/2010-04-01/Accounts/{credentials.account_sid}/Calls/{call_sid}.json"
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as http:
+            response = await http.post(
+                url, data={"Status": "completed"},
+                auth=(credentials.account_sid, credentials.auth_token),
+            )
+    except httpx.HTTPError as error:
+        return {"outcome": "failed", "error": type(error).__name__}
+    if response.status_code == 200:
+        return {"outcome": "completed"}
+    try:
+        code = response.json().get("code")
+    except ValueError:
+        code = None
+    if response.status_code == 404 and code == TWILIO_NOT_FOUND:
+        return {"outcome": "already_ended"}
+    return {"outcome": "failed", "http_status": response.status_code, "twilio_code": code}
+
+
 class SafeTwilioFrameSerializer(TwilioFrameSerializer):
-    """Twilio's serializer, but junk is recorded and dropped instead of ending the stream."""
+    """Twilio's serializer, but junk is recorded and dropped instead of ending the stream.
+
+    Hanging up is ours too: bounded by a timeout and recorded as a `twilio_hangup`
+    event, so a call Twilio keeps open after the pipeline ended is visible.
+    """
 
     def __init__(
-        self, *args: Any, session: CallSession, max_message_bytes: int, max_bad: int, **kwargs: Any
+        self, *args: Any, session: CallSession, max_message_bytes: int, max_bad: int,
+        credentials: TwilioCredentials | None = None, **kwargs: Any,
     ) -> None:
+        if credentials is not None:
+            kwargs.update(
+                account_sid=credentials.account_sid, auth_token=credentials.auth_token,
+                base_url=credentials.base_url,
+            )
         super().__init__(*args, **kwargs)
         self._session = session
         self._max_bytes = max_message_bytes
         self._max_bad = max_bad
+        self._credentials = credentials
+        self._hang_up_call_sid = kwargs.get("call_sid")
+
+    async def _hang_up_call(self) -> None:
+        if self._credentials is None or not self._hang_up_call_sid:
+            return
+        result = await hang_up_twilio_call(self._credentials, self._hang_up_call_sid)
+        self._session.log.event("twilio_hangup", **result)
+        if result["outcome"] == "failed":
+            logger.warning(f"call {self._session.call_id}: Twilio hang-up failed ({result})")
 
     async def deserialize(self, data: str | bytes) -> Frame | None:
         try:

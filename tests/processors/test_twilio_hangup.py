@@ -1,0 +1,101 @@
+"""When the agent ends a call, Twilio is told to hang up (REST API), bounded and recorded."""
+
+import json
+
+import pytest
+from aiohttp import web
+from pipecat.frames.frames import EndFrame, StartFrame
+
+from services.twilio_media import SafeTwilioFrameSerializer, TwilioCredentials, hang_up_twilio_call
+from tests.local_http import serve_http
+from tests.processors.conftest import make_session
+
+ACCOUNT, TOKEN, CALL = "AC" + "1" * 32, "secret-token", "CA" + "2" * 32
+
+
+class FakeTwilioCalls:
+    """Twilio's Call resource as documented: POST Status=completed with HTTP basic auth."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.answer_status = 200
+        self.ended_calls: set[str] = set()
+        self.base_url = ""
+
+    async def update_call(self, request: web.Request) -> web.Response:
+        form = dict(await request.post())
+        auth = request.headers.get("Authorization", "")
+        self.requests.append({"path": request.path, "form": form, "auth": auth})
+        if not auth.startswith("Basic "):
+            return web.json_response({"code": 20003, "status": 401}, status=401)
+        call_sid = request.match_info["call_sid"]
+        if call_sid in self.ended_calls:
+            return web.json_response({"code": 20404, "status": 404}, status=404)
+        if self.answer_status != 200:
+            return web.json_response({"code": 20500, "status": self.answer_status},
+                                     status=self.answer_status)
+        return web.json_response({"sid": call_sid, "status": form.get("Status")})
+
+
+@pytest.fixture
+async def twilio():
+    fake = FakeTwilioCalls()
+    app = web.Application()
+    app.router.add_post(
+        "/2010-04-01/Accounts/{account_sid}/Calls/{call_sid}.json", fake.update_call
+    )
+    async with serve_http(app) as fake.base_url:
+        yield fake
+
+
+def credentials(base_url: str) -> TwilioCredentials:
+    return TwilioCredentials(ACCOUNT, TOKEN, base_url)
+
+
+async def serializer_for(session, base_url: str) -> SafeTwilioFrameSerializer:
+    serializer = SafeTwilioFrameSerializer(
+        "MZ123", call_sid=CALL, credentials=credentials(base_url), session=session,
+        max_message_bytes=4096, max_bad=3,
+    )
+    await serializer.setup(StartFrame(audio_in_sample_rate=8000, audio_out_sample_rate=8000))
+    return serializer
+
+
+async def test_ending_the_pipeline_hangs_up_the_call_once_and_records_it(twilio, writer):
+    serializer = await serializer_for(make_session(writer), twilio.base_url)
+    await serializer.serialize(EndFrame())
+    await serializer.serialize(EndFrame())
+    assert len(twilio.requests) == 1
+    request = twilio.requests[0]
+    assert request["path"] == f"/2010-04-01/Accounts/{ACCOUNT}/Calls/{CALL}.json"
+    assert request["form"] == {"Status": "completed"} and request["auth"].startswith("Basic ")
+    assert [e.data for e in writer.events("twilio_hangup")] == [{"outcome": "completed"}]
+
+
+async def test_a_caller_who_already_hung_up_is_not_hung_up_again(twilio, writer):
+    serializer = await serializer_for(make_session(writer), twilio.base_url)
+    await serializer.deserialize(json.dumps({"event": "stop", "stop": {}}))
+    await serializer.serialize(EndFrame())
+    assert twilio.requests == [] and writer.events("twilio_hangup") == []
+
+
+async def test_a_call_twilio_already_ended_is_not_a_failure(twilio):
+    twilio.ended_calls.add(CALL)
+    assert await hang_up_twilio_call(credentials(twilio.base_url), CALL) == {
+        "outcome": "already_ended"
+    }
+
+
+async def test_a_twilio_error_is_recorded_as_a_failed_hang_up(twilio, writer):
+    twilio.answer_status = 503
+    serializer = await serializer_for(make_session(writer), twilio.base_url)
+    await serializer.serialize(EndFrame())
+    [event] = writer.events("twilio_hangup")
+    assert event.data == {"outcome": "failed", "http_status": 503, "twilio_code": 20500}
+
+
+async def test_an_unreachable_twilio_fails_fast_and_is_recorded(writer):
+    serializer = await serializer_for(make_session(writer), "http://127.0.0.1:9")  # discard port
+    await serializer.serialize(EndFrame())
+    [event] = writer.events("twilio_hangup")
+    assert event.data == {"outcome": "failed", "error": "ConnectError"}

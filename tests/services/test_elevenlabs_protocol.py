@@ -1,0 +1,99 @@
+"""ElevenLabs streaming TTS, against a local fake of its documented multi-stream-input protocol.
+
+The service opens `/v1/text-to-speech/{voice}/multi-stream-input` with the model and
+an output format at the call's rate, authenticates with `xi-api-key`, opens a
+context carrying the workspace's voice speed, streams text, and plays the base64
+audio chunks the server returns until `isFinal`.
+"""
+
+import base64
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from pipecat.frames.frames import TTSAudioRawFrame, TTSSpeakFrame, TTSTextFrame
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import SleepFrame, run_test
+from websockets.asyncio.server import ServerConnection, serve
+
+from config import Settings
+from services.providers import ProviderPlan, build_tts
+from services.voice_settings import VoiceSettings
+from tests.fakes import tone
+
+pytestmark = pytest.mark.timeout(20)
+
+RATE = 8000
+MS_PER_CHAR = 60
+
+
+class FakeElevenLabsStream:
+    """Answers each text message with audio and character alignment; isFinal on close."""
+
+    def __init__(self) -> None:
+        self.path = ""
+        self.api_key = ""
+        self.messages: list[dict] = []
+        self.audio_sent = b""
+
+    async def handle(self, connection: ServerConnection) -> None:
+        self.path = connection.request.path
+        self.api_key = connection.request.headers.get("xi-api-key", "")
+        async for raw in connection:
+            message = json.loads(raw)
+            self.messages.append(message)
+            context = message.get("context_id")
+            text = message.get("text", "")
+            if text.strip() and context:
+                audio = tone(len(text) * MS_PER_CHAR / 1000, RATE)
+                self.audio_sent += audio
+                await connection.send(json.dumps({
+                    "audio": base64.b64encode(audio).decode(),
+                    "alignment": {
+                        "chars": list(text),
+                        "charStartTimesMs": [i * MS_PER_CHAR for i in range(len(text))],
+                        "charDurationsMs": [MS_PER_CHAR] * len(text),
+                    },
+                    "contextId": context,
+                }))
+            if message.get("close_context") or message.get("flush"):
+                await connection.send(json.dumps({"isFinal": True, "contextId": context}))
+
+    @property
+    def query(self) -> dict[str, list[str]]:
+        return parse_qs(urlsplit(self.path).query)
+
+
+@pytest.fixture
+async def elevenlabs():
+    fake = FakeElevenLabsStream()
+    async with serve(fake.handle, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        fake.url = f"ws://127.0.0.1:{port}"
+        yield fake
+
+
+async def test_agent_speech_is_synthesized_in_the_workspace_voice_at_the_phone_rate(elevenlabs):
+    settings = Settings(
+        _env_file=None, elevenlabs_api_key="el-test-key", elevenlabs_url=elevenlabs.url
+    )
+    voice = VoiceSettings(voice_id="clinicVoice01", speed=0.9)
+    tts = build_tts(ProviderPlan.from_settings(settings), settings, voice)
+
+    down, _ = await run_test(
+        tts,
+        frames_to_send=[TTSSpeakFrame("Your appointment is on Tuesday."), SleepFrame(sleep=1.0)],
+        pipeline_params=PipelineParams(audio_out_sample_rate=RATE),
+    )
+
+    audio = b"".join(f.audio for f in down if isinstance(f, TTSAudioRawFrame))
+    assert audio and audio == elevenlabs.audio_sent
+    assert [f.text for f in down if isinstance(f, TTSTextFrame)] == [
+        "Your", "appointment", "is", "on", "Tuesday."
+    ]
+    assert urlsplit(elevenlabs.path).path == "/v1/text-to-speech/clinicVoice01/multi-stream-input"
+    assert elevenlabs.query["model_id"] == ["eleven_flash_v2_5"]
+    assert elevenlabs.query["output_format"] == ["pcm_8000"]
+    assert elevenlabs.api_key == "el-test-key"
+    context_init = next(m for m in elevenlabs.messages if "voice_settings" in m)
+    assert context_init["voice_settings"]["speed"] == 0.9
