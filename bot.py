@@ -1,9 +1,9 @@
 """The per-call Pipecat pipeline: one factory for production, tests, the simulator and benchmarks.
 
-    transport in -> [text bridge | STT] -> before_context layers -> user aggregator
-    (Silero VAD + smart-turn v3) -> before_llm layers -> fallback responder -> LLM
-    -> after_llm layers -> TTS -> greeting player -> transport out -> stereo recorder
-    -> call controller -> assistant aggregator
+    transport in -> caller audio tap -> [text bridge | STT] -> before_context layers
+    -> user aggregator (Silero VAD + smart-turn v3) -> caller audio stop -> before_llm
+    layers -> fallback responder -> LLM -> after_llm layers -> TTS -> greeting player
+    -> transport out -> agent audio tap -> call controller -> assistant aggregator
 
 Later issues insert the intelligence processors (emotion, observers, safety,
 director, navigator, filler, stripper, tone) through `IntelligenceLayers`, the
@@ -13,12 +13,18 @@ same pipeline under Pipecat's development runner.
 
 from __future__ import annotations
 
+import services.process_env  # noqa: F401  (first: sets native thread counts)
+
+# isort: split
+
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
 from pipecat.audio.vad.vad_analyzer import VADParams
-from pipecat.frames.frames import Frame, TTSSpeakFrame
+from pipecat.frames.frames import ErrorFrame, Frame, TTSSpeakFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -26,13 +32,11 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMContextAggregatorPair,
     LLMUserAggregatorParams,
 )
-from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_transport import BaseTransport
-from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
 from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUserTurnStartStrategy
 from pipecat.turns.user_stop import (
     SpeechTimeoutUserTurnStopStrategy,
@@ -41,12 +45,13 @@ from pipecat.turns.user_stop import (
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
+from processors.audio_taps import AgentAudioTap, CallerAudioStop, CallerAudioTap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
 from processors.fallback_responder import FallbackResponder
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.text_input import TextInputBridge
-from services.call_session import CallSession, SessionMode
+from services.call_session import CallSession, CompletionReason, SessionMode
 from services.prompts import render_prompt
 from services.providers import ProviderPlan, build_llm, build_stt, build_tts
 from services.recording import StereoRecording
@@ -150,12 +155,16 @@ def build_call_pipeline(
     controller = CallController(session, max_duration_s=settings.max_call_duration_s)
     recording = None
     if session.is_audio and recordings_dir is not None:
-        recording = StereoRecording(session, recordings_dir)
+        recording = StereoRecording(session, recordings_dir, audio_in_sample_rate)
 
     processors: list[FrameProcessor] = [transport.input()]
+    if recording is not None:
+        processors.append(CallerAudioTap(recording))
     processors.append(stt if stt is not None else TextInputBridge())
     processors += chosen.before_context
     processors.append(user_aggregator)
+    if session.is_audio:
+        processors.append(CallerAudioStop())
     processors += chosen.before_llm
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:
@@ -163,7 +172,7 @@ def build_call_pipeline(
     processors += chosen.after_llm
     processors += [tts, GreetingPlayer(session, greeting), transport.output()]
     if recording is not None:
-        processors.append(recording.processor)
+        processors.append(AgentAudioTap(recording))
     processors += [controller, assistant_aggregator]
 
     recorder = CallRecorder(session)
@@ -175,9 +184,13 @@ def build_call_pipeline(
             enable_metrics=True,
         ),
         observers=[recorder],
+        # Our recorder times every turn; Pipecat's turn tracker would observe every
+        # frame hop a second time for tracing we do not use.
+        enable_turn_tracking=False,
         enable_rtvi=session.mode is not SessionMode.PHONE,
         idle_timeout_secs=settings.idle_timeout_s,
     )
+    record_worker_events(worker, session)
     initial_frames: list[Frame] = []
     if greeting is None and greeting_text:
         # Not pre-rendered in time: synthesize it live, first thing after start.
@@ -187,6 +200,24 @@ def build_call_pipeline(
         worker=worker, recorder=recorder, recording=recording, controller=controller,
         initial_frames=initial_frames,
     )
+
+
+def record_worker_events(worker: PipelineWorker, session: CallSession) -> None:
+    """Why the worker ended a call by itself (silence, a fatal error) goes into the record.
+
+    The errors themselves are `pipeline_error` events from the call recorder.
+    """
+
+    @worker.event_handler("on_idle_timeout")
+    async def _on_idle(_worker) -> None:
+        session.log.event("idle_timeout")
+        if session.completion_reason is None:
+            session.completion_reason = CompletionReason.IDLE_TIMEOUT
+
+    @worker.event_handler("on_pipeline_error")
+    async def _on_error(_worker, frame: ErrorFrame) -> None:
+        if frame.fatal and session.completion_reason is None:
+            session.completion_reason = CompletionReason.PIPELINE_ERROR
 
 
 async def bot(runner_args) -> None:

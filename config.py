@@ -108,6 +108,12 @@ class Settings(BaseSettings):
     # --- Call behaviour --------------------------------------------------------
     system_keyterms: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
     max_call_duration_s: float = Field(default=1800.0, gt=0)
+    max_concurrent_calls: int = Field(
+        default=20, ge=1,
+        description="Calls this process carries at once; one more is told the lines are busy. "
+        "Past its capacity a process falls behind real time and callers would hear silence "
+        "(docs/PERFORMANCE.md has the measured capacity).",
+    )
     turn_max_silence_s: float = Field(
         default=1.5, gt=0, le=5,
         description="Longest silence before a turn the end-of-turn model thinks unfinished "

@@ -9,6 +9,11 @@
 
 from __future__ import annotations
 
+import services.process_env  # noqa: F401  (first: sets native thread counts)
+
+# isort: split
+
+
 import argparse
 import asyncio
 import sys
@@ -49,6 +54,10 @@ def create_app(settings: Settings) -> FastAPI:
 
 def serve(settings: Settings) -> int:
     import uvicorn
+
+    from config import resolve_providers
+
+    resolve_providers(settings)  # a provider forced without its key: a clear error, not a crash
 
     config = uvicorn.Config(
         create_app(settings),

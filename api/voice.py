@@ -13,6 +13,8 @@ from bot import PHONE_SAMPLE_RATE
 from db import repositories as repo
 from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
+from services.call_session import CallLog, CompletionReason
+from services.prompts import render_prompt
 from services.redaction import mask_phone
 from services.runtime import AppRuntime
 
@@ -20,9 +22,6 @@ router = APIRouter(prefix="/voice", tags=["voice"])
 
 DB_TIMEOUT_S = 2.0
 TERMINAL_STATUSES = {"completed", "busy", "failed", "no-answer", "canceled"}
-UNAVAILABLE_MESSAGE = (
-    "We're sorry, our scheduling line is having a technical problem. Please call again shortly."
-)
 
 
 def stream_twiml(stream_url: str, call_id: str) -> str:
@@ -36,12 +35,24 @@ def stream_twiml(stream_url: str, call_id: str) -> str:
     return str(response)
 
 
-def unavailable_twiml() -> str:
-    """Never silence: if we cannot take the call, say so before hanging up."""
+def say_and_hang_up_twiml(prompt: str) -> str:
+    """Never silence: when we cannot take the call, say why before hanging up."""
     response = VoiceResponse()
-    response.say(UNAVAILABLE_MESSAGE)
+    response.say(render_prompt(prompt))
     response.hangup()
     return str(response)
+
+
+def unavailable_twiml() -> str:
+    return say_and_hang_up_twiml("telephony/unavailable.txt")
+
+
+def busy_twiml() -> str:
+    return say_and_hang_up_twiml("telephony/busy.txt")
+
+
+def _xml(twiml: str) -> Response:
+    return Response(twiml, media_type="application/xml")
 
 
 @router.post("/answer")
@@ -49,6 +60,17 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     form = await verified_form(request, runtime.settings)
     call_sid, to_number = form.get("CallSid"), form.get("To")
     logger.info(f"incoming call to {mask_phone(to_number)} from {mask_phone(form.get('From'))}")
+    try:
+        existing = await asyncio.wait_for(
+            repo.find_call_by_sid(runtime.db.pool, call_sid), DB_TIMEOUT_S
+        )
+    except Exception as error:
+        logger.error(f"answer webhook: cannot look the call up ({type(error).__name__})")
+        return _xml(unavailable_twiml())
+    if existing is not None:
+        return _xml(_answer_again(request, runtime, existing))
+    if not runtime.has_capacity():
+        return _xml(await _turn_away_busy(runtime, form))
     try:
         profile = await runtime.resolve_profile("", to_number)
         call_id = await asyncio.wait_for(
@@ -62,7 +84,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
         )
     except Exception as error:
         logger.error(f"answer webhook: cannot create the call record ({type(error).__name__})")
-        return Response(unavailable_twiml(), media_type="application/xml")
+        return _xml(unavailable_twiml())
     profile.call_id = call_id
     runtime.remember_profile(profile)
     # Render the greeting while the phone rings.
@@ -70,8 +92,39 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
         runtime.plan.tts_identity(runtime.settings, profile.voice), profile.greeting,
         PHONE_SAMPLE_RATE, profile.voice.speed,
     )
-    twiml = stream_twiml(media_stream_url(request, runtime.settings), call_id)
-    return Response(twiml, media_type="application/xml")
+    return _xml(stream_twiml(media_stream_url(request, runtime.settings), call_id))
+
+
+def _answer_again(request: Request, runtime: AppRuntime, call: dict) -> str:
+    """Twilio retried the webhook (e.g. our first answer was slow): same call, same stream."""
+    if call.get("connected_at") is None and call.get("ended_at") is None:
+        logger.info(f"answer webhook repeated for call {call['id']}; answering it again")
+        return stream_twiml(media_stream_url(request, runtime.settings), str(call["id"]))
+    logger.warning(f"answer webhook for call {call['id']}, which already streamed; refusing")
+    return unavailable_twiml()
+
+
+async def _turn_away_busy(runtime: AppRuntime, form) -> str:
+    """At capacity: the caller hears that the lines are busy, and the call is on record."""
+    in_hand = runtime.calls_in_hand()
+    logger.warning(f"at capacity ({in_hand} calls): telling the caller the lines are busy")
+    try:
+        call_id = await asyncio.wait_for(
+            repo.create_call(
+                runtime.db.pool, workspace_id=None, service_id=None, call_sid=form.get("CallSid"),
+                direction="inbound", from_number=form.get("From"), to_number=form.get("To"),
+                status="completed",
+            ),
+            DB_TIMEOUT_S,
+        )
+        log = CallLog(call_id, runtime.writer)
+        log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.settings.max_concurrent_calls)
+        log.update_call(
+            ended_at=datetime.now(UTC), completion_reason=CompletionReason.AT_CAPACITY.value,
+        )
+    except Exception as error:
+        logger.error(f"busy call not recorded ({type(error).__name__})")
+    return busy_twiml()
 
 
 @router.post("/status")

@@ -12,6 +12,10 @@ and `start`, and waits for the first `media` message. The clock starts when
 
 from __future__ import annotations
 
+import services.process_env  # noqa: F401  (first: sets native thread counts)
+
+# isort: split
+
 import argparse
 import asyncio
 import base64

@@ -18,6 +18,10 @@ Bare and ours run in alternating rounds so machine load drifts affect both alike
 
 from __future__ import annotations
 
+import services.process_env  # noqa: F401  (first: sets native thread counts)
+
+# isort: split
+
 import argparse
 import asyncio
 import gc
@@ -26,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loguru import logger
@@ -56,17 +60,31 @@ SILENCE_AFTER_S = 2.5
 ROUND_TURNS = 5
 
 
+# The end-of-turn model sometimes judges a finished sentence unfinished; the turn
+# then ends on the silence fallback (TURN_MAX_SILENCE_S = 1.5 s). Such turns are
+# decided this long after the voice ends or later, whatever the load.
+FALLBACK_DECISION_S = 1.2
+
+
 @dataclass
 class CallResult:
-    latencies_ms: list[float]  # caller-perceived
-    after_decision_ms: list[float]
+    latencies_ms: list[float] = field(default_factory=list)  # caller-perceived, every turn
+    model_closed_ms: list[float] = field(default_factory=list)  # turns the turn model closed
+    after_decision_ms: list[float] = field(default_factory=list)
+    fallback_turns: int = 0
+
+    def extend(self, other: CallResult) -> None:
+        self.latencies_ms += other.latencies_ms
+        self.model_closed_ms += other.model_closed_ms
+        self.after_decision_ms += other.after_decision_ms
+        self.fallback_turns += other.fallback_turns
 
 
 class TurnClock(BaseObserver):
     """Remembers when the user aggregator decided each turn (pushed its context)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(observe_every_push=False)
         self.decisions: list[float] = []
 
     async def on_push_frame(self, data: FramePushed) -> None:
@@ -126,15 +144,21 @@ async def run_call(make, speech: bytes, turns: int, start_delay: float) -> CallR
     worker.add_observer(clock)
     running = asyncio.create_task(runner.run())
     await asyncio.sleep(0.5)
-    result = CallResult([], [])
+    result = CallResult()
     for _ in range(turns):
         speech_end = await speak(transport, speech, PHONE_SAMPLE_RATE, SILENCE_AFTER_S)
         first = transport.output().first_audio_after(speech_end)
         decided = next((t for t in clock.decisions if t >= speech_end), None)
-        if first is not None:
-            result.latencies_ms.append((first - speech_end) * 1000)
-            if decided is not None and decided <= first:
-                result.after_decision_ms.append((first - decided) * 1000)
+        if first is None:
+            continue
+        latency_ms = (first - speech_end) * 1000
+        result.latencies_ms.append(latency_ms)
+        if decided is not None and decided - speech_end >= FALLBACK_DECISION_S:
+            result.fallback_turns += 1
+        else:
+            result.model_closed_ms.append(latency_ms)
+        if decided is not None and decided <= first:
+            result.after_decision_ms.append((first - decided) * 1000)
     await worker.cancel()
     await asyncio.wait_for(running, 10)
     return result
@@ -158,10 +182,9 @@ async def run_level(make, speech: bytes, calls: int, turns: int) -> tuple[CallRe
         run_call(make, speech, turns, random.uniform(0, turn_period)) for _ in range(calls)
     ])
     sampler.cancel()
-    merged = CallResult(
-        [value for result in results for value in result.latencies_ms],
-        [value for result in results for value in result.after_decision_ms],
-    )
+    merged = CallResult()
+    for result in results:
+        merged.extend(result)
     missing = calls * turns - len(merged.latencies_ms)
     if missing:
         print(f"  warning: {missing} turns got no answer")
@@ -181,15 +204,15 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 async def added_latency(make_ours, speech: bytes, turns: int) -> dict:
     """(a) One call at a time, bare and ours in alternating rounds of ROUND_TURNS turns."""
-    bare, ours = CallResult([], []), CallResult([], [])
+    bare, ours = CallResult(), CallResult()
     for _ in range(max(1, turns // ROUND_TURNS)):
         for make, into in ((bare_worker, bare), (make_ours, ours)):
             result, _ = await run_level(make, speech, 1, ROUND_TURNS)
-            into.latencies_ms += result.latencies_ms
-            into.after_decision_ms += result.after_decision_ms
+            into.extend(result)
     report = {
         "turns": len(ours.latencies_ms),
-        "perceived": {"bare": _stats(bare.latencies_ms), "ours": _stats(ours.latencies_ms)},
+        "perceived": {"bare": _stats(bare.model_closed_ms), "ours": _stats(ours.model_closed_ms)},
+        "fallback_turns": {"bare": bare.fallback_turns, "ours": ours.fallback_turns},
         "after_decision": {
             "bare": _stats(bare.after_decision_ms), "ours": _stats(ours.after_decision_ms),
         },
@@ -206,25 +229,27 @@ async def added_latency(make_ours, speech: bytes, turns: int) -> dict:
 
 
 async def capacity(make_ours, speech: bytes, levels: list[int]) -> list[dict]:
-    """(b) Concurrent calls at real-time pacing, 3 turns each, until p95 doubles."""
+    """(b) Concurrent calls at real-time pacing, 3 turns each."""
     rows: list[dict] = []
     baseline_p95 = None
     for calls in levels:
         started = time.perf_counter()
         result, rss_per_call = await run_level(make_ours, speech, calls, 3)
-        perceived, after = _stats(result.latencies_ms), _stats(result.after_decision_ms)
-        baseline_p95 = baseline_p95 or perceived["p95"]
+        closed, after = _stats(result.model_closed_ms), _stats(result.after_decision_ms)
+        baseline_p95 = baseline_p95 or closed["p95"]
         row = {
-            "calls": calls, "p50": perceived["p50"], "p95": perceived["p95"],
-            "p95_vs_one_call": perceived["p95"] / baseline_p95,
+            "calls": calls, "p50": closed["p50"], "p95": closed["p95"],
+            "p95_vs_one_call": closed["p95"] / baseline_p95,
             "after_decision_p95": after["p95"], "rss_per_call_kib": rss_per_call,
             "answered": len(result.latencies_ms), "expected": calls * 3,
+            "fallback_turns": result.fallback_turns,
             "wall_s": time.perf_counter() - started,
         }
         rows.append(row)
         print(f"  {calls:4d} calls: p50 {row['p50']:7.1f} ms  p95 {row['p95']:7.1f} ms  "
               f"({row['p95_vs_one_call']:.2f}x)  after decision p95 {row['after_decision_p95']:6.1f} ms  "
-              f"RSS/call {rss_per_call / 1024:.1f} MiB  answered {row['answered']}/{row['expected']}")
+              f"RSS/call {rss_per_call / 1024:.1f} MiB  answered {row['answered']}/{row['expected']}"
+              f"  fallback {row['fallback_turns']}")
     return rows
 
 
@@ -264,11 +289,12 @@ def render(report: dict) -> str:
         measured_line("python -m bench.pipeline_latency"),
         "",
         "Bare Pipecat (transport, STT, user aggregator, LLM, TTS, transport, assistant aggregator) "
-        "and ours (`bot.build_call_pipeline`: text bridge slot, fallback responder, greeting "
-        "player, stereo recorder, call controller, call recorder observer) get the same caller "
-        "audio (eSpeak NG, 8 kHz, 20 ms frames at real-time pace), the same instant fake STT, "
-        "LLM and TTS (`tests/fakes.py`) and the same real Silero VAD + smart-turn v3. Bare and "
-        f"ours alternate in rounds of {ROUND_TURNS} turns, one call at a time.",
+        "and ours (`bot.build_call_pipeline`: recording taps, caller-audio stop, fallback "
+        "responder, greeting player, call controller, call recorder observer, worker event "
+        "recording) get the same caller audio (eSpeak NG, 8 kHz, 20 ms frames at real-time "
+        "pace), the same instant fake STT, LLM and TTS (`tests/fakes.py`) and the same real "
+        f"Silero VAD + smart-turn v3. Bare and ours alternate in rounds of {ROUND_TURNS} turns, "
+        "one call at a time, in one process with `make run`'s INFO logging.",
         "",
         "### (a) Added latency per turn",
         "",
@@ -286,41 +312,41 @@ def render(report: dict) -> str:
             f"| {row['ours']['p50']:.1f} / {row['ours']['p95']:.1f} ms "
             f"| {row['added_p95']:+.1f} ms | {row['ratio_p95']:.3f} |"
         )
+    fallback = added["fallback_turns"]
     lines += [
         "",
         f"{added['turns']} turns each. Target < 5 ms p95 added: **{verdict}** "
         f"({after['added_p95']:+.1f} ms after the turn decision). The caller-perceived clock "
-        "includes the VAD's 0.2 s stop time and the end-of-turn model, identical in both "
-        "pipelines; its p95 moves by more than our whole cost from run to run, so the decision "
-        "clock is the one that isolates what our processors add.",
+        "adds the VAD's 0.2 s stop time and the end-of-turn model, identical in both pipelines, "
+        "and counts only turns the model closed itself: on this synthetic sentence smart-turn v3 "
+        "sometimes judges the finished sentence unfinished and the turn ends on the 1.5 s "
+        f"silence fallback instead (bare {fallback['bare']}, ours {fallback['ours']} of "
+        f"{added['turns']} turns), a property of the model that neither pipeline changes.",
         "",
         "### (b) Concurrent calls per process",
         "",
         "Each call speaks 3 turns at real-time pace; starts are spread over one turn so calls "
-        "are not in lockstep. RSS per call is the peak resident memory over the level's "
-        "baseline, divided by the calls.",
+        "are not in lockstep. p50/p95 are caller-perceived over turns the model closed; "
+        "RSS per call is the peak resident memory over the level's baseline, divided by "
+        "the calls.",
         "",
-        "| Calls | p50 | p95 | p95 vs one call | Turn decided → audio p95 | RSS / call | Answered |",
-        "|---|---|---|---|---|---|---|",
+        "| Calls | p50 | p95 | p95 vs one call | Turn decided → audio p95 | Fallback turns "
+        "| RSS / call | Answered |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['calls']} | {row['p50']:.0f} ms | {row['p95']:.0f} ms "
             f"| {row['p95_vs_one_call']:.2f}× | {row['after_decision_p95']:.1f} ms "
-            f"| {row['rss_per_call_kib'] / 1024:.1f} MiB | {row['answered']}/{row['expected']} |"
+            f"| {row['fallback_turns']} | {row['rss_per_call_kib'] / 1024:.1f} MiB "
+            f"| {row['answered']}/{row['expected']} |"
         )
     sustained = sustained_calls(rows)
-    doubled = next((r["calls"] for r in rows if r["p95_vs_one_call"] >= 2.0), None)
+    verdict_b = "met" if sustained and sustained >= 50 else "NOT met"
     lines += [
         "",
-        f"Sustained before p95 doubles: **{sustained if sustained else 'fewer than the first level'}"
-        f"** calls measured (target ≥ 50)"
-        + (f"; p95 doubled at {doubled} calls." if doubled else
-           f"; p95 had not doubled at the largest level measured ({rows[-1]['calls']})."),
-        "",
-        "Limits: fake cloud services cost nothing here, so real deployments spend their CPU on "
-        "the network clients and, with local voices, on PocketSphinx and eSpeak NG (see the "
-        "speech section); this measures the pipeline, VAD and turn detection per call.",
+        f"Sustained (every turn answered, p95 under twice one call's): **{sustained or 0}** "
+        f"calls, target ≥ 50: **{verdict_b}**.",
     ]
     return "\n".join(lines)
 

@@ -12,6 +12,10 @@ of docs/PERFORMANCE.md.
 
 from __future__ import annotations
 
+import services.process_env  # noqa: F401  (first: sets native thread counts)
+
+# isort: split
+
 import argparse
 import asyncio
 import re

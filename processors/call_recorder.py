@@ -72,6 +72,9 @@ class CallRecorder(BaseObserver):
     """Turns pipeline frames into caller and agent turn records."""
 
     def __init__(self, session: CallSession, **kwargs) -> None:
+        # First pushes only: a frame's later hops through the pipeline tell us nothing,
+        # and each one would cost a queue round trip per 20 ms audio frame.
+        kwargs.setdefault("observe_every_push", False)
         super().__init__(**kwargs)
         self._session = session
         self._t0_ns: int | None = None
@@ -140,6 +143,7 @@ class CallRecorder(BaseObserver):
                 "pipeline_error",
                 source=type(data.source).__name__,
                 fatal=bool(frame.fatal),
+                category=getattr(frame.category, "value", None),
                 error=str(frame.error)[:300],
             )
 

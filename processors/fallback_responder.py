@@ -22,6 +22,7 @@ from pipecat.frames.frames import (
     LLMTextFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import LLMService
 
 from processors.frames import EndCallFrame
 from services.affirmation import Answer, classify_answer
@@ -112,6 +113,7 @@ class FallbackResponder(FrameProcessor):
         elif (
             isinstance(frame, ErrorFrame)
             and direction is FrameDirection.UPSTREAM
+            and isinstance(frame.processor, LLMService)  # a TTS or transport error is not ours
             and not self._active
             and self._pending_context is not None
         ):

@@ -273,7 +273,7 @@ async def finish_call(
     """Close the call record: open turns, recording, reason, duration; then flush."""
     await call_pipeline.recorder.flush()
     if call_pipeline.recording is not None:
-        await call_pipeline.recording.wait_written()
+        await call_pipeline.recording.save()
     reason = completion_reason(session)
     ended = datetime.now(UTC)
     if session.bad_messages:

@@ -35,6 +35,8 @@ class CompletionReason(StrEnum):
     CALLER_HANGUP = "caller_hangup"
     CALLER_DISCONNECTED = "caller_disconnected"
     MAX_DURATION = "max_duration"
+    IDLE_TIMEOUT = "idle_timeout"
+    AT_CAPACITY = "at_capacity"
     PROTOCOL_ERROR = "protocol_error"
     START_TIMEOUT = "start_timeout"
     PIPELINE_ERROR = "pipeline_error"

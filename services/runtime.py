@@ -150,6 +150,15 @@ class AppRuntime:
             del self._profiles[key]
         self._profiles[profile.call_id] = profile
 
+    def calls_in_hand(self) -> int:
+        """Calls running here plus calls answered and about to stream."""
+        now = time.monotonic()
+        waiting = sum(1 for p in self._profiles.values() if now - p.created <= PREWARM_TTL_S)
+        return len(self.active_calls) + waiting
+
+    def has_capacity(self) -> bool:
+        return self.calls_in_hand() < self.settings.max_concurrent_calls
+
     def take_profile(self, call_id: str) -> CallProfile | None:
         profile = self._profiles.pop(call_id, None)
         if profile is not None and time.monotonic() - profile.created > PREWARM_TTL_S:

@@ -8,6 +8,11 @@ than assuming empty tables.
 
 from __future__ import annotations
 
+import services.process_env  # noqa: F401  (first: sets native thread counts)
+
+# isort: split
+
+
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path

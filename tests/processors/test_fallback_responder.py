@@ -2,6 +2,7 @@
 
 from pipecat.frames.frames import (
     ErrorFrame,
+    Frame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -10,11 +11,12 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 
 from processors.fallback_responder import CallbackDialogue, FallbackResponder
 from processors.frames import EndCallFrame
-from tests.fakes import FailingLLM
+from tests.fakes import FailingLLM, ScriptedLLM
 
 
 def context_frame(text: str) -> LLMContextFrame:
@@ -104,3 +106,25 @@ async def test_an_llm_error_hands_the_turn_to_the_fallback(session, writer):
     assert responder.active
     events = writer.events("llm_unavailable")
     assert events and events[0].data["reason"] == "llm error"
+
+
+class FailingTTSStandIn(FrameProcessor):
+    """Something after the LLM (a TTS, the transport) reporting an error upstream."""
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+        if isinstance(frame, LLMFullResponseEndFrame):
+            await self.push_error(error_msg="speech synthesis failed")
+
+
+async def test_an_error_after_a_good_llm_turn_does_not_hand_the_call_to_the_fallback(
+    session, writer
+):
+    responder = FallbackResponder(session, llm_available=True)
+    pipeline = Pipeline([responder, ScriptedLLM(), FailingTTSStandIn()])
+    down, up = await run_test(pipeline, frames_to_send=[context_frame("move my appointment")])
+    spoken = [f.text for f in down if isinstance(f, LLMTextFrame)]
+    assert "".join(spoken) == "You said: move my appointment."
+    assert any(isinstance(f, ErrorFrame) for f in up)
+    assert not responder.active and writer.events("llm_unavailable") == []

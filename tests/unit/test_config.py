@@ -56,3 +56,15 @@ def test_system_keyterms_accept_a_comma_separated_list(monkeypatch):
 def test_secrets_never_appear_in_the_settings_repr():
     settings = make(anthropic_api_key="sk-ant-very-secret")
     assert "very-secret" not in repr(settings)
+
+
+def test_serving_with_a_provider_forced_but_no_key_exits_with_a_clear_error(
+    monkeypatch, capsys, tmp_path
+):
+    from main import main
+
+    monkeypatch.setenv("STT_PROVIDER", "deepgram")
+    monkeypatch.delenv("DEEPGRAM_API_KEY", raising=False)
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    assert main(["serve"]) == 2
+    assert "STT_PROVIDER=deepgram needs DEEPGRAM_API_KEY" in capsys.readouterr().err

@@ -1,0 +1,64 @@
+"""The answer webhook: a retried webhook is the same call; a full process says the lines are busy."""
+
+import uuid
+import xml.etree.ElementTree as ET
+
+from fastapi.testclient import TestClient
+from twilio.request_validator import RequestValidator
+
+from config import Settings
+from db import repositories as repo
+from main import create_app
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+BASE = "https://agent.example.com"
+
+
+def answer_form() -> dict:
+    return {
+        "CallSid": "CA" + uuid.uuid4().hex, "AccountSid": "AC" + "0" * 32,
+        "From": "+15550100123", "To": "+15550100100", "CallStatus": "ringing",
+    }
+
+
+def post_answer(client: TestClient, form: dict) -> ET.Element:
+    signature = RequestValidator(TOKEN).compute_signature(f"{BASE}/voice/answer", form)
+    response = client.post("/voice/answer", data=form, headers={"X-Twilio-Signature": signature})
+    assert response.status_code == 200
+    return ET.fromstring(response.text)
+
+
+def service(tmp_path, pg_dsn: str, max_calls: int) -> TestClient:
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, database_url=pg_dsn, twilio_auth_token=TOKEN,
+        max_concurrent_calls=max_calls, public_url=BASE,
+    )
+    return TestClient(create_app(settings), base_url=BASE)
+
+
+def streamed_call_id(twiml: ET.Element) -> str:
+    return twiml.find("./Connect/Stream/Parameter").get("value")
+
+
+async def test_a_retried_answer_webhook_connects_the_same_call(tmp_path, pg_dsn, db):
+    form = answer_form()
+    with service(tmp_path, pg_dsn, max_calls=5) as client:
+        first, again = post_answer(client, form), post_answer(client, form)
+    assert streamed_call_id(first) == streamed_call_id(again)
+
+
+async def test_a_caller_beyond_capacity_hears_the_lines_are_busy_and_is_on_record(
+    tmp_path, pg_dsn, db
+):
+    taken, turned_away = answer_form(), answer_form()
+    with service(tmp_path, pg_dsn, max_calls=1) as client:
+        accepted = post_answer(client, taken)
+        busy = post_answer(client, turned_away)
+
+    assert accepted.find("./Connect/Stream") is not None
+    assert busy.find("./Connect") is None
+    assert "lines are busy" in busy.find("Say").text and busy.find("Hangup") is not None
+    record = await repo.find_call_by_sid(db.pool, turned_away["CallSid"])
+    assert record["completion_reason"] == "at_capacity" and record["status"] == "completed"
+    events = await db.pool.fetch("SELECT type FROM call_events WHERE call_id = $1", record["id"])
+    assert [e["type"] for e in events] == ["at_capacity"]
