@@ -7,48 +7,20 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Request, Response
 from loguru import logger
-from twilio.twiml.voice_response import Connect, Stream, VoiceResponse
 
-from bot import PHONE_SAMPLE_RATE
-from db import repositories as repo
 from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
+from bot import PHONE_SAMPLE_RATE
+from db import repositories as repo
 from services.call_session import CallLog, CompletionReason
-from services.prompts import render_prompt
 from services.redaction import mask_phone
 from services.runtime import AppRuntime
+from services.twiml import busy_twiml, stream_twiml, unavailable_twiml
 
 router = APIRouter(prefix="/voice", tags=["voice"])
 
 DB_TIMEOUT_S = 2.0
 TERMINAL_STATUSES = {"completed", "busy", "failed", "no-answer", "canceled"}
-
-
-def stream_twiml(stream_url: str, call_id: str) -> str:
-    """`<Connect><Stream>` with our call id as a custom parameter."""
-    response = VoiceResponse()
-    connect = Connect()
-    stream = Stream(url=stream_url)
-    stream.parameter(name="call_id", value=call_id)
-    connect.append(stream)
-    response.append(connect)
-    return str(response)
-
-
-def say_and_hang_up_twiml(prompt: str) -> str:
-    """Never silence: when we cannot take the call, say why before hanging up."""
-    response = VoiceResponse()
-    response.say(render_prompt(prompt))
-    response.hangup()
-    return str(response)
-
-
-def unavailable_twiml() -> str:
-    return say_and_hang_up_twiml("telephony/unavailable.txt")
-
-
-def busy_twiml() -> str:
-    return say_and_hang_up_twiml("telephony/busy.txt")
 
 
 def _xml(twiml: str) -> Response:

@@ -31,9 +31,11 @@ from services.runtime import AppRuntime, CallProfile
 from services.twilio_media import (
     SafeTwilioFrameSerializer,
     StreamStart,
-    TwilioCredentials,
+    play_twiml_on_call,
     read_stream_start,
+    twilio_credentials,
 )
+from services.twiml import unavailable_twiml
 
 # The pre-rendered greeting must be ready almost at once or we synthesize live.
 GREETING_WAIT_S = 0.05
@@ -72,6 +74,10 @@ async def _close(websocket: WebSocket, reason: str) -> None:
         pass  # already closed by the peer
 
 
+class CallLookupFailed(Exception):
+    """The database could not say whether the stream's call exists."""
+
+
 async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
     """The call created by the signed answer webhook that this stream claims to be."""
     if not call_id:
@@ -80,7 +86,7 @@ async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
         call = await asyncio.wait_for(repo.get_call(runtime.db.pool, call_id), 2.0)
     except Exception as error:
         logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
-        return None
+        raise CallLookupFailed from error
     if call is None or call.get("connected_at") is not None or call.get("ended_at") is not None:
         return None
     return call
@@ -96,7 +102,12 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         await _close(websocket, "no valid start message")
         return
     call_id = start.custom_parameters.get("call_id")
-    call = await _known_call(runtime, call_id)
+    try:
+        call = await _known_call(runtime, call_id)
+    except CallLookupFailed:
+        await tell_caller_unavailable(runtime, start.call_sid)
+        await _close(websocket, "database unavailable")
+        return
     if call is None:
         logger.warning("media stream: start for an unknown or finished call; closing")
         await _close(websocket, "unknown call")
@@ -111,9 +122,25 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
     try:
         call_pipeline = await _phone_pipeline(websocket, runtime, session, profile, start)
     except Exception as error:
-        await _abort_call(websocket, runtime, session, error)
+        await _abort_call(websocket, runtime, session, error, call_sid=start.call_sid)
         return
     await run_call(call_pipeline, session, runtime)
+
+
+async def tell_caller_unavailable(runtime: AppRuntime, call_sid: str | None) -> dict | None:
+    """We cannot run this call: have Twilio say so and hang up, rather than leave silence.
+
+    Needs the account's REST credentials; without them the caller hears silence
+    until Twilio notices the closed stream, and the log says so.
+    """
+    credentials = twilio_credentials(runtime.settings, call_sid)
+    if credentials is None:
+        logger.error("cannot tell the caller: no Twilio credentials to speak through")
+        return None
+    result = await play_twiml_on_call(credentials, call_sid, unavailable_twiml())
+    log = logger.info if result["outcome"] == "completed" else logger.error
+    log(f"told the caller we are unavailable ({result['outcome']})")
+    return result
 
 
 async def _phone_pipeline(
@@ -121,12 +148,7 @@ async def _phone_pipeline(
     start: StreamStart,
 ) -> CallPipeline:
     settings = runtime.settings
-    credentials = None
-    if settings.twilio_account_sid and settings.twilio_auth_token and start.call_sid:
-        credentials = TwilioCredentials(
-            settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
-            settings.twilio_api_base_url,
-        )
+    credentials = twilio_credentials(settings, start.call_sid)
     serializer = SafeTwilioFrameSerializer(
         start.stream_sid,
         call_sid=start.call_sid,
@@ -156,11 +178,15 @@ async def _phone_pipeline(
 
 
 async def _abort_call(
-    websocket: WebSocket, runtime: AppRuntime, session: CallSession, error: Exception
+    websocket: WebSocket, runtime: AppRuntime, session: CallSession, error: Exception,
+    call_sid: str | None = None,
 ) -> None:
-    """The pipeline could not be built: close the record with a reason, close the socket."""
+    """The pipeline could not be built: tell the caller, close the record and the socket."""
     logger.exception(f"call {session.call_id}: pipeline could not start")
     session.log.event("pipeline_failed", stage="setup", error=type(error).__name__)
+    if session.mode is SessionMode.PHONE:
+        told = await tell_caller_unavailable(runtime, call_sid)
+        session.log.event("caller_told_unavailable", **(told or {"outcome": "no_credentials"}))
     session.log.update_call(
         status="completed", ended_at=datetime.now(UTC),
         completion_reason=CompletionReason.PIPELINE_ERROR.value,
@@ -173,7 +199,11 @@ async def _serve_text_session(
     websocket: WebSocket, runtime: AppRuntime, flags: EvalConnectionFlags
 ) -> None:
     call_id = websocket.query_params.get("call_id")
-    call = await _known_call(runtime, call_id)
+    try:
+        call = await _known_call(runtime, call_id)
+    except CallLookupFailed:
+        await _close(websocket, "database unavailable")
+        return
     if call is None:
         if call_id or not runtime.settings.allow_open_eval_sessions:
             logger.warning("text session: no matching call from /voice/answer; closing")

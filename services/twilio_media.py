@@ -18,11 +18,12 @@ from typing import Any
 
 import httpx
 from fastapi import WebSocket
-from starlette.websockets import WebSocketDisconnect
 from loguru import logger
 from pipecat.frames.frames import CancelWorkerFrame, Frame
 from pipecat.serializers.twilio import TwilioFrameSerializer
+from starlette.websockets import WebSocketDisconnect
 
+from config import Settings
 from services.call_session import CallSession, CompletionReason
 
 # Events recorded individually; after this many only the count is kept.
@@ -160,20 +161,21 @@ class TwilioCredentials:
     base_url: str | None = None
 
 
-async def hang_up_twilio_call(
-    credentials: TwilioCredentials, call_sid: str, *, timeout_s: float = HANG_UP_TIMEOUT_S
+async def update_twilio_call(
+    credentials: TwilioCredentials, call_sid: str, form: dict[str, str], *,
+    timeout_s: float = HANG_UP_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """POST Status=completed to the Call resource; returns the outcome for the call record.
+    """POST to the call's Call resource; returns the outcome for the call record.
 
-    `outcome` is `completed`, `already_ended` (Twilio error 20404) or `failed`.
+    `outcome` is `completed` (Twilio took it), `already_ended` (Twilio error 20404)
+    or `failed`.
     """
     root = (credentials.base_url or TWILIO_API).rstrip("/")
     url = f"{root}/2010-04-01/Accounts/{credentials.account_sid}/Calls/{call_sid}.json"
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as http:
             response = await http.post(
-                url, data={"Status": "completed"},
-                auth=(credentials.account_sid, credentials.auth_token),
+                url, data=form, auth=(credentials.account_sid, credentials.auth_token)
             )
     except httpx.HTTPError as error:
         return {"outcome": "failed", "error": type(error).__name__}
@@ -186,6 +188,28 @@ async def hang_up_twilio_call(
     if response.status_code == 404 and code == TWILIO_NOT_FOUND:
         return {"outcome": "already_ended"}
     return {"outcome": "failed", "http_status": response.status_code, "twilio_code": code}
+
+
+async def hang_up_twilio_call(credentials: TwilioCredentials, call_sid: str) -> dict[str, Any]:
+    """End the call at Twilio (Status=completed)."""
+    return await update_twilio_call(credentials, call_sid, {"Status": "completed"})
+
+
+async def play_twiml_on_call(
+    credentials: TwilioCredentials, call_sid: str, twiml: str
+) -> dict[str, Any]:
+    """Replace what the live call is doing with `twiml` (e.g. an apology, then hang up)."""
+    return await update_twilio_call(credentials, call_sid, {"Twiml": twiml})
+
+
+def twilio_credentials(settings: Settings, call_sid: str | None) -> TwilioCredentials | None:
+    """REST credentials for this call, when the account is configured and the call known."""
+    if not (settings.twilio_account_sid and settings.twilio_auth_token and call_sid):
+        return None
+    return TwilioCredentials(
+        settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
+        settings.twilio_api_base_url,
+    )
 
 
 class SafeTwilioFrameSerializer(TwilioFrameSerializer):

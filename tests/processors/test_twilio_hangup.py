@@ -1,11 +1,15 @@
 """When the agent ends a call, Twilio is told to hang up (REST API), bounded and recorded."""
 
 import json
+import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 from aiohttp import web
 from pipecat.frames.frames import EndFrame, StartFrame
 
+from config import Settings
+from services.call_runner import tell_caller_unavailable
 from services.twilio_media import SafeTwilioFrameSerializer, TwilioCredentials, hang_up_twilio_call
 from tests.local_http import serve_http
 from tests.processors.conftest import make_session
@@ -99,3 +103,21 @@ async def test_an_unreachable_twilio_fails_fast_and_is_recorded(writer):
     await serializer.serialize(EndFrame())
     [event] = writer.events("twilio_hangup")
     assert event.data == {"outcome": "failed", "error": "ConnectError"}
+
+
+async def test_a_call_we_cannot_run_is_told_so_by_twilio_instead_of_silence(twilio):
+    settings = Settings(
+        _env_file=None, twilio_account_sid=ACCOUNT, twilio_auth_token=TOKEN,
+        twilio_api_base_url=twilio.base_url,
+    )
+    result = await tell_caller_unavailable(SimpleNamespace(settings=settings), CALL)
+    assert result == {"outcome": "completed"}
+    [request] = twilio.requests
+    twiml = ET.fromstring(request["form"]["Twiml"])
+    assert "technical problem" in twiml.find("Say").text and twiml.find("Hangup") is not None
+
+
+async def test_without_twilio_credentials_there_is_no_one_to_speak_through(twilio):
+    settings = Settings(_env_file=None, twilio_api_base_url=twilio.base_url)
+    assert await tell_caller_unavailable(SimpleNamespace(settings=settings), CALL) is None
+    assert twilio.requests == []

@@ -4,7 +4,6 @@ import base64
 import json
 
 from pipecat.frames.frames import CancelWorkerFrame, InputAudioRawFrame, StartFrame
-from pipecat.processors.frame_processor import FrameProcessorSetup
 
 from services.call_session import CompletionReason
 from services.twilio_media import SafeTwilioFrameSerializer
