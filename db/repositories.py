@@ -247,6 +247,23 @@ async def get_call(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:
     return _row_or_none(await pool.fetchrow("SELECT * FROM calls WHERE id = $1", call))
 
 
+async def claim_call_for_stream(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:
+    """Mark a ringing call connected, once: the one media stream allowed to carry it.
+
+    Atomic, so two streams presenting the same call id cannot both be accepted.
+    None when the call does not exist, already has a stream, or has ended.
+    """
+    call = as_uuid(call_id)
+    if call is None:
+        return None
+    return _row_or_none(await pool.fetchrow(
+        """UPDATE calls SET connected_at = now()
+           WHERE id = $1 AND connected_at IS NULL AND ended_at IS NULL
+           RETURNING *""",
+        call,
+    ))
+
+
 async def find_call_by_sid(pool: asyncpg.Pool, call_sid: str | None) -> JsonDict | None:
     """The call Twilio knows by `call_sid`."""
     if not call_sid:

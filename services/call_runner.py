@@ -79,17 +79,14 @@ class CallLookupFailed(Exception):
 
 
 async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
-    """The call created by the signed answer webhook that this stream claims to be."""
+    """The call created by the signed answer webhook that this stream claims to be (claimed)."""
     if not call_id:
         return None
     try:
-        call = await asyncio.wait_for(repo.get_call(runtime.db.pool, call_id), 2.0)
+        return await asyncio.wait_for(repo.claim_call_for_stream(runtime.db.pool, call_id), 2.0)
     except Exception as error:
         logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
         raise CallLookupFailed from error
-    if call is None or call.get("connected_at") is not None or call.get("ended_at") is not None:
-        return None
-    return call
 
 
 async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: str) -> None:

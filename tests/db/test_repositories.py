@@ -1,5 +1,6 @@
 """Workspaces, API keys, voice settings, services and call records, as the API sees them."""
 
+import asyncio
 import uuid
 from datetime import datetime
 
@@ -221,3 +222,15 @@ async def test_deleting_a_workspace_removes_its_calls_and_their_records(db):
     assert await db.pool.fetchval(
         "SELECT count(*) FROM call_events WHERE call_id = $1::uuid", call_id
     ) == 0
+
+
+async def test_only_one_media_stream_can_claim_a_ringing_call(db):
+    call_id = await new_call(db, await new_workspace(db))
+
+    first, second = await asyncio.gather(
+        repo.claim_call_for_stream(db.pool, call_id), repo.claim_call_for_stream(db.pool, call_id)
+    )
+
+    assert [c is not None for c in (first, second)].count(True) == 1
+    assert (await repo.get_call(db.pool, call_id))["connected_at"] is not None
+    assert await repo.claim_call_for_stream(db.pool, str(uuid.uuid4())) is None
