@@ -5,7 +5,7 @@ import pytest
 from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
 from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 from pipecat.audio.vad.silero import SileroVADAnalyzer
-from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.audio.vad.vad_analyzer import VADParams, VADState
 
 from services.espeak import synthesize_pcm
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
@@ -66,3 +66,17 @@ def test_shared_end_of_turn_model_predicts_like_pipecats(speech):
     ours.set_sample_rate(RATE)
     stock.set_sample_rate(RATE)
     assert ours._predict_endpoint(audio) == pytest.approx(stock._predict_endpoint(audio))
+
+
+async def test_shared_vad_reaches_the_same_states_as_pipecats_without_a_thread_hop(speech):
+    params = VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2)
+    ours, stock = SharedSileroVADAnalyzer(params=params), SileroVADAnalyzer(params=params)
+    for analyzer in (ours, stock):
+        analyzer.set_sample_rate(RATE)
+    frame = RATE * 2 * 20 // 1000
+    states = [
+        (await ours.analyze_audio(speech[i : i + frame]), await stock.analyze_audio(speech[i : i + frame]))
+        for i in range(0, len(speech) - frame, frame)
+    ]
+    assert all(a == b for a, b in states)
+    assert {a for a, _ in states} >= {VADState.QUIET, VADState.SPEAKING}
