@@ -179,17 +179,22 @@ async def _abort_call(
     call_sid: str | None = None,
 ) -> None:
     """The pipeline could not be built: tell the caller, close the record and the socket."""
-    logger.exception(f"call {session.call_id}: pipeline could not start")
-    session.log.event("pipeline_failed", stage="setup", error=type(error).__name__)
     if session.mode is SessionMode.PHONE:
         told = await tell_caller_unavailable(runtime, call_sid)
         session.log.event("caller_told_unavailable", **(told or {"outcome": "no_credentials"}))
+    await close_failed_call(runtime, session, error)
+    await _close(websocket, "internal error")
+
+
+async def close_failed_call(runtime: AppRuntime, session: CallSession, error: Exception) -> None:
+    """A call whose pipeline could not start still gets a closed record saying why."""
+    logger.exception(f"call {session.call_id}: pipeline could not start")
+    session.log.event("pipeline_failed", stage="setup", error=type(error).__name__)
     session.log.update_call(
         status="completed", ended_at=datetime.now(UTC),
         completion_reason=CompletionReason.PIPELINE_ERROR.value,
     )
     await runtime.writer.flush(FLUSH_TIMEOUT_S)
-    await _close(websocket, "internal error")
 
 
 async def _serve_text_session(

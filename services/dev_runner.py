@@ -21,7 +21,7 @@ from bot import PHONE_SAMPLE_RATE, build_call_pipeline
 from config import get_settings
 from db import repositories as repo
 from processors.greeting import PrerenderedSpeech
-from services.call_runner import _end_on_disconnect, _new_session, run_call
+from services.call_runner import _end_on_disconnect, _new_session, close_failed_call, run_call
 from services.call_session import SessionMode
 from services.runtime import AppRuntime
 from services.twilio_media import SafeTwilioFrameSerializer
@@ -101,10 +101,14 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
     greeting = None
     if mode is SessionMode.TEXT:
         greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=rate, audio=b"")
-    call_pipeline = build_call_pipeline(
-        transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
-        greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
-        audio_in_sample_rate=rate, audio_out_sample_rate=rate,
-    )
+    try:
+        call_pipeline = build_call_pipeline(
+            transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
+            greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
+            audio_in_sample_rate=rate, audio_out_sample_rate=rate,
+        )
+    except Exception as error:
+        await close_failed_call(runtime, session, error)
+        raise
     _end_on_disconnect(transport, session, call_pipeline)
     await run_call(call_pipeline, session, runtime)
