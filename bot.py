@@ -17,7 +17,6 @@ import services.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,7 @@ from pipecat.turns.user_stop import (
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
-from processors.audio_taps import AgentAudioTap, CallerAudioStop, CallerAudioTap
+from processors.audio_taps import CallerAudioStop, agent_audio_tap, caller_audio_tap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
 from processors.fallback_responder import FallbackResponder
@@ -159,7 +158,7 @@ def build_call_pipeline(
 
     processors: list[FrameProcessor] = [transport.input()]
     if recording is not None:
-        processors.append(CallerAudioTap(recording))
+        processors.append(caller_audio_tap(recording))
     processors.append(stt if stt is not None else TextInputBridge())
     processors += chosen.before_context
     processors.append(user_aggregator)
@@ -172,7 +171,7 @@ def build_call_pipeline(
     processors += chosen.after_llm
     processors += [tts, GreetingPlayer(session, greeting), transport.output()]
     if recording is not None:
-        processors.append(AgentAudioTap(recording))
+        processors.append(agent_audio_tap(recording))
     processors += [controller, assistant_aggregator]
 
     recorder = CallRecorder(session)

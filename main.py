@@ -13,7 +13,6 @@ import services.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
-
 import argparse
 import asyncio
 import sys

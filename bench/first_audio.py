@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import base64
 import json
-import secrets
 import statistics
 import tempfile
 import time
@@ -40,6 +39,7 @@ from tests.e2e.service_process import start_service
 
 WARM_UP_S = 3.0  # the speech-recognition decoder processes spawn after start-up
 FIRST_AUDIO_TIMEOUT_S = 10.0
+CALLER, CLINIC = "+15555550100", "+15555550199"
 
 
 @dataclass
@@ -49,16 +49,8 @@ class CallTiming:
     first_audio_voiced: bool
 
 
-def new_parties() -> CallParties:
-    return CallParties(
-        call_sid="CA" + secrets.token_hex(16), account_sid="AC" + secrets.token_hex(16),
-        stream_sid="MZ" + secrets.token_hex(16), from_number="+15555550100",
-        to_number="+15555550199",
-    )
-
-
 async def one_call(http: httpx.AsyncClient, url: str, token: str, ring_s: float) -> CallTiming:
-    parties = new_parties()
+    parties = CallParties.new(CALLER, CLINIC)
     answered = time.perf_counter()
     target = await TwilioWebhooks(http, url, token, parties).answer()
     answer_ms = (time.perf_counter() - answered) * 1000

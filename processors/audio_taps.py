@@ -10,38 +10,44 @@ aggregator's VAD and turn model).
 
 from __future__ import annotations
 
-from pipecat.frames.frames import Frame, InputAudioRawFrame, OutputAudioRawFrame
+from collections.abc import Callable
+
+from pipecat.frames.frames import (
+    AudioRawFrame,
+    Frame,
+    InputAudioRawFrame,
+    OutputAudioRawFrame,
+)
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from services.recording import StereoRecording
 
 
-class CallerAudioTap(FrameProcessor):
-    """Copies caller audio into the recording; passes every frame on untouched."""
+class AudioTap(FrameProcessor):
+    """Hands one kind of audio flowing downstream to `record`; passes every frame on."""
 
-    def __init__(self, recording: StereoRecording, **kwargs) -> None:
+    def __init__(
+        self, frame_type: type[AudioRawFrame], record: Callable[[bytes, int], None], **kwargs
+    ) -> None:
         super().__init__(**kwargs)
-        self._recording = recording
+        self._frame_type = frame_type
+        self._record = record
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        if isinstance(frame, InputAudioRawFrame):
-            self._recording.add_caller_audio(frame.audio, frame.sample_rate)
+        if isinstance(frame, self._frame_type) and direction is FrameDirection.DOWNSTREAM:
+            self._record(frame.audio, frame.sample_rate)
         await self.push_frame(frame, direction)
 
 
-class AgentAudioTap(FrameProcessor):
-    """Copies the agent audio the transport played into the recording."""
+def caller_audio_tap(recording: StereoRecording) -> AudioTap:
+    """Right after the transport input: every frame of the caller's audio."""
+    return AudioTap(InputAudioRawFrame, recording.add_caller_audio)
 
-    def __init__(self, recording: StereoRecording, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._recording = recording
 
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, OutputAudioRawFrame) and direction is FrameDirection.DOWNSTREAM:
-            self._recording.add_agent_audio(frame.audio, frame.sample_rate)
-        await self.push_frame(frame, direction)
+def agent_audio_tap(recording: StereoRecording) -> AudioTap:
+    """Right after the transport output: the agent audio actually played."""
+    return AudioTap(OutputAudioRawFrame, recording.add_agent_audio)
 
 
 class CallerAudioStop(FrameProcessor):

@@ -206,10 +206,11 @@ class CallParties:
     to_number: str
 
     @classmethod
-    def new(cls, script: CallScript, account_sid: str | None) -> CallParties:
+    def new(cls, from_number: str, to_number: str, account_sid: str | None = None) -> CallParties:
+        """Fresh Twilio-style SIDs for one call between these numbers."""
         return cls(
             call_sid=_sid("CA"), account_sid=account_sid or _sid("AC"), stream_sid=_sid("MZ"),
-            from_number=script.from_number, to_number=script.to_number,
+            from_number=from_number, to_number=to_number,
         )
 
 
@@ -827,7 +828,7 @@ async def simulate_call(
     """
     base_url = base_url.rstrip("/")
     lines = await _caller_lines(script, synthesize, text_mode)
-    parties = CallParties.new(script, account_sid)
+    parties = CallParties.new(script.from_number, script.to_number, account_sid)
     timeline = CallTimeline(log)
     mode: Literal["audio", "text"] = "text" if text_mode else "audio"
     logger.debug(

@@ -154,7 +154,7 @@ async def read_stream_start(
 
 @dataclass(frozen=True)
 class TwilioCredentials:
-    """What hanging up a call through Twilio's REST API needs."""
+    """What changing a live call through Twilio's REST API needs (hang up, play TwiML)."""
 
     account_sid: str
     auth_token: str

@@ -12,7 +12,6 @@ import services.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
-
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path

@@ -19,7 +19,7 @@ from config import Settings
 from processors.fallback_responder import FallbackResponder
 from services.providers import ProviderPlan, build_llm
 from tests.fakes import CollectingWriter
-from tests.local_http import serve_http
+from tests.local_http import event_stream, serve_http
 from tests.processors.conftest import make_session
 
 pytestmark = pytest.mark.timeout(20)
@@ -48,31 +48,33 @@ class FakeAnthropicMessages:
                  "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
                 status=401,
             )
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
         usage = {"input_tokens": 30, "output_tokens": 1}
-        await response.write(sse("message_start", {"type": "message_start", "message": {
-            "id": "msg_01", "type": "message", "role": "assistant", "content": [],
-            "model": body["model"], "stop_reason": None, "stop_sequence": None, "usage": usage,
-        }}))
-        await response.write(sse("content_block_start", {
-            "type": "content_block_start", "index": 0,
-            "content_block": {"type": "text", "text": ""},
-        }))
-        await response.write(sse("ping", {"type": "ping"}))
-        for piece in REPLY:
-            await response.write(sse("content_block_delta", {
-                "type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": piece},
-            }))
-        await response.write(sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
-        await response.write(sse("message_delta", {
-            "type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": 9},
-        }))
-        await response.write(sse("message_stop", {"type": "message_stop"}))
-        await response.write_eof()
-        return response
+        return await event_stream(request, [
+            sse("message_start", {"type": "message_start", "message": {
+                "id": "msg_01", "type": "message", "role": "assistant", "content": [],
+                "model": body["model"], "stop_reason": None, "stop_sequence": None,
+                "usage": usage,
+            }}),
+            sse("content_block_start", {
+                "type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }),
+            sse("ping", {"type": "ping"}),
+            *(
+                sse("content_block_delta", {
+                    "type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                })
+                for piece in REPLY
+            ),
+            sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            sse("message_delta", {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 9},
+            }),
+            sse("message_stop", {"type": "message_stop"}),
+        ])
 
 
 @pytest.fixture

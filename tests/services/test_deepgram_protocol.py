@@ -17,11 +17,12 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 
 from config import Settings
 from services.keyterms import merge_keyterms
 from services.providers import ProviderPlan, build_stt
+from tests.local_http import serve_websocket
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -81,9 +82,7 @@ def results(transcript: str, audio_bytes: int) -> dict:
 @pytest.fixture
 async def deepgram():
     fake = FakeDeepgramListen()
-    async with serve(fake.handle, "127.0.0.1", 0) as server:
-        port = server.sockets[0].getsockname()[1]
-        fake.base_url = f"ws://127.0.0.1:{port}"
+    async with serve_websocket(fake.handle) as fake.base_url:
         yield fake
 
 

@@ -14,12 +14,13 @@ import pytest
 from pipecat.frames.frames import TTSAudioRawFrame, TTSSpeakFrame, TTSTextFrame
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 
 from config import Settings
 from services.providers import ProviderPlan, build_tts
 from services.voice_settings import VoiceSettings
 from tests.fakes import tone
+from tests.local_http import serve_websocket
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -67,9 +68,7 @@ class FakeElevenLabsStream:
 @pytest.fixture
 async def elevenlabs():
     fake = FakeElevenLabsStream()
-    async with serve(fake.handle, "127.0.0.1", 0) as server:
-        port = server.sockets[0].getsockname()[1]
-        fake.url = f"ws://127.0.0.1:{port}"
+    async with serve_websocket(fake.handle) as fake.url:
         yield fake
 
 

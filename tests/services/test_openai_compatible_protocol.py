@@ -14,7 +14,7 @@ from pipecat.tests.utils import run_test
 
 from config import Settings
 from services.providers import ProviderPlan, build_llm
-from tests.local_http import serve_http
+from tests.local_http import event_stream, serve_http
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -29,20 +29,18 @@ class FakeChatCompletions:
     async def create(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append({"body": body, "auth": request.headers.get("Authorization")})
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
         pieces = [{"role": "assistant", "content": ""}] + [{"content": p} for p in REPLY]
-        for index, delta in enumerate(pieces + [{}]):
-            chunk = {
+        chunks = [
+            {
                 "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1764000000,
                 "model": body["model"],
                 "choices": [{"index": 0, "delta": delta,
                              "finish_reason": "stop" if index == len(pieces) else None}],
             }
-            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+            for index, delta in enumerate(pieces + [{}])
+        ]
+        events = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks]
+        return await event_stream(request, [*events, b"data: [DONE]\n\n"])
 
 
 @pytest.fixture
