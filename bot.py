@@ -1,7 +1,7 @@
 """The per-call Pipecat pipeline: one factory for production, tests, the simulator and benchmarks.
 
-    transport in -> caller audio tap -> [text bridge | STT] -> before_context layers
-    -> user aggregator (Silero VAD + smart-turn v3) -> caller audio stop -> before_llm
+    transport in -> [text bridge | STT] -> before_context layers
+    -> user aggregator (Silero VAD + smart-turn v3) -> caller audio end -> before_llm
     layers -> fallback responder -> LLM -> after_llm layers -> TTS -> greeting player
     -> transport out -> agent audio tap -> call controller -> assistant aggregator
 
@@ -44,7 +44,7 @@ from pipecat.turns.user_stop import (
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
-from processors.audio_taps import CallerAudioStop, agent_audio_tap, caller_audio_tap
+from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
 from processors.fallback_responder import FallbackResponder
@@ -157,13 +157,11 @@ def build_call_pipeline(
         recording = StereoRecording(session, recordings_dir, audio_in_sample_rate)
 
     processors: list[FrameProcessor] = [transport.input()]
-    if recording is not None:
-        processors.append(caller_audio_tap(recording))
     processors.append(stt if stt is not None else TextInputBridge())
     processors += chosen.before_context
     processors.append(user_aggregator)
     if session.is_audio:
-        processors.append(CallerAudioStop())
+        processors.append(CallerAudioEnd(recording))
     processors += chosen.before_llm
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:

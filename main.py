@@ -14,7 +14,6 @@ import services.process_env  # noqa: F401  (first: sets native thread counts)
 # isort: split
 
 import argparse
-import asyncio
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from config import Settings
+from services import event_loop
 
 
 def configure_logging(settings: Settings) -> None:
@@ -64,6 +64,7 @@ def serve(settings: Settings) -> int:
         port=settings.port,
         ws_max_size=max(settings.ws_max_message_bytes * 4, 1 << 20),
         log_level=settings.log_level.lower(),
+        loop=event_loop.uvicorn_loop(),
         lifespan="on",
     )
     uvicorn.Server(config).run()
@@ -87,7 +88,7 @@ def migrate(settings: Settings) -> int:
         print("migrations are up to date")
         return 0
 
-    return asyncio.run(_with_database(settings, action))
+    return event_loop.run(_with_database(settings, action))
 
 
 def seed(settings: Settings) -> int:
@@ -98,7 +99,7 @@ def seed(settings: Settings) -> int:
         print(f"demo workspace ready: {result}")
         return 0
 
-    return asyncio.run(_with_database(settings, action))
+    return event_loop.run(_with_database(settings, action))
 
 
 def create_key(settings: Settings, workspace: str, name: str) -> int:
@@ -113,7 +114,7 @@ def create_key(settings: Settings, workspace: str, name: str) -> int:
         print(key)  # shown once; only its hash is stored
         return 0
 
-    return asyncio.run(_with_database(settings, action))
+    return event_loop.run(_with_database(settings, action))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ from websockets.asyncio.client import connect
 from bench.harness import percentile
 from bench.report import measured_line, write_section
 from config import Settings
-from services import dev_credentials
+from services import dev_credentials, event_loop
 from services.caller_audio import StreamIdentity, TwilioMessages
 from services.simulator import CallParties, TwilioWebhooks, media_stream_url
 from tests.e2e.service_process import start_service
@@ -159,6 +159,6 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse_args()
-    result = asyncio.run(main(args.calls, args.ring_s))
+    result = event_loop.run(main(args.calls, args.ring_s))
     if not args.no_docs:
         write_section("first-audio", render(result))

@@ -30,12 +30,12 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loguru import logger
-from pipecat.frames.frames import LLMContextFrame
-from pipecat.observers.base_observer import BaseObserver, FramePushed
+from pipecat.frames.frames import Frame, LLMContextFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -43,12 +43,14 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMContextAggregatorPair,
     LLMUserAggregator,
 )
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import MemoryTransport, percentile, speak, trim_trailing_silence
 from bench.report import measured_line, write_section
 from bot import PHONE_SAMPLE_RATE, ServiceOverrides, build_call_pipeline, user_aggregator_params
 from config import Settings
+from services import event_loop
 from services.call_session import CallLog, CallSession, SessionMode
 from services.espeak import synthesize_pcm
 from services.providers import ProviderPlan
@@ -80,16 +82,31 @@ class CallResult:
         self.fallback_turns += other.fallback_turns
 
 
-class TurnClock(BaseObserver):
-    """Remembers when the user aggregator decided each turn (pushed its context)."""
+class TurnClock:
+    """Remembers when the user aggregator decided each turn (pushed its context).
 
-    def __init__(self) -> None:
-        super().__init__(observe_every_push=False)
+    It wraps that one processor's `push_frame` rather than observing the pipeline:
+    an observer is handed every frame hop of every call through its own queue,
+    load the benchmark would add to the pipelines it measures.
+    """
+
+    def __init__(self, worker: PipelineWorker) -> None:
         self.decisions: list[float] = []
+        aggregator = next(p for p in _processors(worker.pipeline) if isinstance(p, LLMUserAggregator))
+        push = aggregator.push_frame
 
-    async def on_push_frame(self, data: FramePushed) -> None:
-        if isinstance(data.frame, LLMContextFrame) and isinstance(data.source, LLMUserAggregator):
-            self.decisions.append(time.perf_counter())
+        async def stamped(frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM):
+            if isinstance(frame, LLMContextFrame):
+                self.decisions.append(time.perf_counter())
+            await push(frame, direction)
+
+        aggregator.push_frame = stamped
+
+
+def _processors(processor: FrameProcessor) -> Iterator[FrameProcessor]:
+    yield processor
+    for child in getattr(processor, "processors", []):
+        yield from _processors(child)
 
 
 def phone_session() -> CallSession:
@@ -140,8 +157,7 @@ async def run_call(make, speech: bytes, turns: int, start_delay: float) -> CallR
     worker = make(transport)
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     await runner.add_workers(worker)
-    clock = TurnClock()
-    worker.add_observer(clock)
+    clock = TurnClock(worker)
     running = asyncio.create_task(runner.run())
     await asyncio.sleep(0.5)
     result = CallResult()
@@ -361,7 +377,7 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse_args()
-    result = asyncio.run(main(args.turns, [int(n) for n in args.levels.split(",")]))
+    result = event_loop.run(main(args.turns, [int(n) for n in args.levels.split(",")]))
     print(render(result))
     if not args.no_docs:
         write_section("pipeline-latency", render(result))

@@ -17,7 +17,6 @@ import services.process_env  # noqa: F401  (first: sets native thread counts)
 # isort: split
 
 import argparse
-import asyncio
 import re
 import statistics
 import time
@@ -40,6 +39,7 @@ from pipecat.tests.utils import run_test
 
 from bench.harness import percentile
 from bench.report import measured_line, write_section
+from services import event_loop
 from services.espeak import synthesize_pcm
 from services.local_stt import (
     CORPUS_FILE,
@@ -293,7 +293,7 @@ def cli() -> None:
     args = parser.parse_args()
     logger.remove()
     logger.add(lambda m: print(m, end=""), level="WARNING")
-    asyncio.run(main([m.strip() for m in args.models.split(",") if m.strip()], not args.no_docs))
+    event_loop.run(main([m.strip() for m in args.models.split(",") if m.strip()], not args.no_docs))
 
 
 if __name__ == "__main__":

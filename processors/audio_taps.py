@@ -1,11 +1,11 @@
-"""Where audio leaves the voice path: recording taps and the end of the caller's audio.
+"""Where audio leaves the voice path: the end of the caller's audio, and the agent recording tap.
 
-Every 20 ms of caller audio is a frame; carried through every processor to reach
-a recorder at the end of the pipeline it was most of a call's frame traffic.
-Instead the caller tap records it right after the transport input, the agent tap
-records what the transport output actually played, and `CallerAudioStop` ends
-the caller's audio after the last processor that listens to it (the user
-aggregator's VAD and turn model).
+Every 20 ms of caller audio is a frame, and every processor a frame crosses costs
+the event loop a queue hand-off: with dozens of calls that per-frame work is what
+limits calls per process. So caller audio crosses only the processors that
+listen to it (STT, then the user aggregator's VAD and turn model) and ends at
+`CallerAudioEnd`, which records it on the way out. The agent tap records what
+the transport output actually played.
 """
 
 from __future__ import annotations
@@ -40,20 +40,26 @@ class AudioTap(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-def caller_audio_tap(recording: StereoRecording) -> AudioTap:
-    """Right after the transport input: every frame of the caller's audio."""
-    return AudioTap(InputAudioRawFrame, recording.add_caller_audio)
-
-
 def agent_audio_tap(recording: StereoRecording) -> AudioTap:
     """Right after the transport output: the agent audio actually played."""
     return AudioTap(OutputAudioRawFrame, recording.add_agent_audio)
 
 
-class CallerAudioStop(FrameProcessor):
-    """Caller audio goes no further: nothing after turn detection uses it."""
+class CallerAudioEnd(FrameProcessor):
+    """Caller audio goes no further than turn detection; recorded here when the call is.
+
+    Pipecat never drops or holds caller audio before this point (it is a system
+    frame: interruptions do not flush it), so the recording still has every frame,
+    a few milliseconds later than the transport received it.
+    """
+
+    def __init__(self, recording: StereoRecording | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._recording = recording
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if not isinstance(frame, InputAudioRawFrame):
             await self.push_frame(frame, direction)
+        elif self._recording is not None:
+            self._recording.add_caller_audio(frame.audio, frame.sample_rate)

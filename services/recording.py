@@ -1,8 +1,9 @@
 """Stereo call recording: caller on the left channel, agent on the right (seed 000, Recordings).
 
-The caller channel is fed by a tap right after the transport input, the agent
-channel by a tap after the transport output (so it holds what was actually
-played, interruptions included). The caller's audio arrives continuously at
+The caller channel is fed where the caller's audio ends, right after turn
+detection (`processors.audio_taps.CallerAudioEnd`), the agent channel by a tap
+after the transport output (so it holds what was actually played, interruptions
+included). The caller's audio arrives continuously at
 real time, so it is the clock: agent audio is placed where the caller channel
 is when it plays, with silence before it. Caller audio therefore never has to
 travel the rest of the pipeline just to be recorded.

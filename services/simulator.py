@@ -39,6 +39,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from config import Settings
+from services import event_loop
 from services.caller_audio import (
     AGENT_QUIET_S,
     BARGE_IN_DELAY_S,
@@ -975,7 +976,7 @@ async def main_simulate(args: argparse.Namespace, settings: Settings | None = No
 def run_simulate(args: argparse.Namespace, settings: Settings | None = None) -> int:
     """Entry point for `python main.py simulate`; Ctrl-C is one line, not a traceback."""
     try:
-        return asyncio.run(main_simulate(args, settings))
+        return event_loop.run(main_simulate(args, settings))
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -1,5 +1,7 @@
 """Shared VAD / end-of-turn sessions behave exactly like Pipecat's own analyzers, per call."""
 
+import asyncio
+
 import numpy as np
 import pytest
 from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
@@ -7,8 +9,14 @@ from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnal
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams, VADState
 
+from services import turn_models
 from services.espeak import synthesize_pcm
-from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
+from services.turn_models import (
+    SharedSileroVADAnalyzer,
+    SharedSmartTurnAnalyzerV3,
+    SileroStream,
+    score_windows,
+)
 
 RATE = 8000
 WINDOW_BYTES = 256 * 2  # Silero's window at 8 kHz
@@ -29,11 +37,20 @@ def confidences(analyzer, pcm: bytes) -> list[float]:
     ]
 
 
+async def vad_states(analyzer, pcm: bytes) -> list[VADState]:
+    """The VAD state after each 20 ms frame, as Pipecat's VAD controller asks for it."""
+    analyzer.set_sample_rate(RATE)
+    frame = RATE * 2 * 20 // 1000
+    return [
+        await analyzer.analyze_audio(pcm[i : i + frame]) for i in range(0, len(pcm) - frame, frame)
+    ]
+
+
 def test_the_shared_analyzers_have_exactly_pipecats_attributes():
     params = VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2)
     assert set(vars(SharedSileroVADAnalyzer(params=params))) == set(
         vars(SileroVADAnalyzer(params=params))
-    )
+    ) | {"_scored"}
     turn = SmartTurnParams(stop_secs=1.5)
     assert set(vars(SharedSmartTurnAnalyzerV3(params=turn))) == set(
         vars(LocalSmartTurnAnalyzerV3(params=turn))
@@ -56,7 +73,8 @@ def test_two_calls_keep_their_own_vad_state(speech):
     interleaved = []
     for i in range(0, len(alone) * WINDOW_BYTES, WINDOW_BYTES):
         caller_a.voice_confidence(silence)  # another call's audio between every window
-        interleaved.append(np.asarray(caller_b.voice_confidence(speech[i : i + WINDOW_BYTES])).item())
+        window = speech[i : i + WINDOW_BYTES]
+        interleaved.append(np.asarray(caller_b.voice_confidence(window)).item())
     assert np.allclose(interleaved, alone, atol=1e-6)
 
 
@@ -70,13 +88,55 @@ def test_shared_end_of_turn_model_predicts_like_pipecats(speech):
 
 async def test_shared_vad_reaches_the_same_states_as_pipecats_without_a_thread_hop(speech):
     params = VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2)
-    ours, stock = SharedSileroVADAnalyzer(params=params), SileroVADAnalyzer(params=params)
-    for analyzer in (ours, stock):
-        analyzer.set_sample_rate(RATE)
-    frame = RATE * 2 * 20 // 1000
-    states = [
-        (await ours.analyze_audio(speech[i : i + frame]), await stock.analyze_audio(speech[i : i + frame]))
-        for i in range(0, len(speech) - frame, frame)
+    ours = await vad_states(SharedSileroVADAnalyzer(params=params), speech)
+    assert ours == await vad_states(SileroVADAnalyzer(params=params), speech)
+    assert set(ours) >= {VADState.QUIET, VADState.SPEAKING}
+
+
+def windows_of(pcm: bytes) -> list[bytes]:
+    return [pcm[i : i + WINDOW_BYTES] for i in range(0, len(pcm) - WINDOW_BYTES + 1, WINDOW_BYTES)]
+
+
+def test_one_batched_run_scores_each_call_as_if_it_ran_alone(speech):
+    session = turn_models._silero_session()
+    silence = b"\x00" * len(speech)
+    calls = [speech, silence, speech[::-1]]  # three callers at different points of their audio
+    alone = [
+        [score_windows(session, [stream], [w], RATE)[0] for w in windows_of(pcm)]
+        for pcm, stream in ((pcm, SileroStream()) for pcm in calls)
     ]
-    assert all(a == b for a, b in states)
-    assert {a for a, _ in states} >= {VADState.QUIET, VADState.SPEAKING}
+    streams = [SileroStream() for _ in calls]
+    steps = zip(*map(windows_of, calls), strict=True)  # every call's next window, together
+    together = [score_windows(session, streams, list(step), RATE) for step in steps]
+    assert np.allclose(np.array(together).T, np.array(alone), atol=1e-5)
+    assert max(alone[0]) > 0.9 and max(alone[1]) < 0.1
+
+
+async def test_concurrent_calls_share_runs_and_each_hears_its_own_caller(speech, monkeypatch):
+    runs = []
+    score = turn_models.score_windows
+    monkeypatch.setattr(
+        turn_models, "score_windows", lambda *a: runs.append(len(a[1])) or score(*a)
+    )
+    params = VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2)
+    stock = await vad_states(SileroVADAnalyzer(params=params), speech)
+    quiet = b"\x00" * len(speech)
+    talking, silent = await asyncio.gather(
+        vad_states(SharedSileroVADAnalyzer(params=params), speech),
+        vad_states(SharedSileroVADAnalyzer(params=params), quiet),
+    )
+    assert talking == stock
+    assert set(silent) == {VADState.QUIET}
+    assert max(runs) == 2  # both calls' windows went into the same runs
+
+
+async def test_a_failed_batch_run_is_scored_alone_and_the_vad_still_hears(speech, monkeypatch):
+    class BrokenBatcher:
+        async def score(self, *_):
+            raise RuntimeError("onnx failure")
+
+    monkeypatch.setattr(turn_models, "silero_batcher", lambda: BrokenBatcher())
+    params = VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2)
+    assert await vad_states(SharedSileroVADAnalyzer(params=params), speech) == await vad_states(
+        SileroVADAnalyzer(params=params), speech
+    )
