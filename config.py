@@ -108,11 +108,12 @@ class Settings(BaseSettings):
     # --- Call behaviour --------------------------------------------------------
     system_keyterms: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
     max_call_duration_s: float = Field(default=1800.0, gt=0)
-    max_concurrent_calls: int = Field(
-        default=20, ge=1,
+    max_concurrent_calls: int | None = Field(
+        default=None, ge=1,
         description="Calls this process carries at once; one more is told the lines are busy. "
-        "Past its capacity a process falls behind real time and callers would hear silence "
-        "(docs/PERFORMANCE.md has the measured capacity).",
+        "Past its capacity a process falls behind real time and callers would hear silence. "
+        "Unset: what a 2-vCPU machine was measured to carry with the chosen voices "
+        "(services/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
     )
     turn_max_silence_s: float = Field(
         default=1.5, gt=0, le=5,

@@ -90,7 +90,7 @@ async def _turn_away_busy(runtime: AppRuntime, form) -> str:
             DB_TIMEOUT_S,
         )
         log = CallLog(call_id, runtime.writer)
-        log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.settings.max_concurrent_calls)
+        log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.call_capacity)
         log.update_call(
             ended_at=datetime.now(UTC), completion_reason=CompletionReason.AT_CAPACITY.value,
         )

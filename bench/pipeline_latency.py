@@ -13,7 +13,7 @@ fake STT/LLM/TTS and the same real Silero VAD + smart-turn v3. Two clocks per tu
 The difference between the two pipelines is what our processors and observers cost.
 Bare and ours run in alternating rounds so machine load drifts affect both alike.
 
-    python -m bench.pipeline_latency [--turns 30] [--levels 1,10,25,50,75,100]
+    python -m bench.pipeline_latency [--turns 30] [--levels 1,10,25,50,60,75,100]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from config import Settings
 from services import event_loop
 from services.call_session import CallLog, CallSession, SessionMode
 from services.espeak import synthesize_pcm
+from services.local_stt import DecoderPool
 from services.providers import ProviderPlan
 from services.turn_models import load_turn_models
 from tests.fakes import CollectingWriter, InstantSTT, InstantTTS, ScriptedLLM
@@ -92,7 +93,8 @@ class TurnClock:
 
     def __init__(self, worker: PipelineWorker) -> None:
         self.decisions: list[float] = []
-        aggregator = next(p for p in _processors(worker.pipeline) if isinstance(p, LLMUserAggregator))
+        processors = _processors(worker.pipeline)
+        aggregator = next(p for p in processors if isinstance(p, LLMUserAggregator))
         push = aggregator.push_frame
 
         async def stamped(frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM):
@@ -133,17 +135,35 @@ def bare_worker(transport: MemoryTransport) -> PipelineWorker:
     )
 
 
-def our_worker_factory(workdir: Path):
-    settings = Settings(_env_file=None, data_dir=workdir)
+# The offline voices get a one-word reply: their cost is listening and speaking, and
+# a long reply would still be playing when the caller's next turn starts.
+LOCAL_REPLY = "Okay."
+
+
+def our_worker_factory(workdir: Path, voices: str = "fake"):
+    """`bot.build_call_pipeline` with instant fakes, or ("local") the offline voice stack.
+
+    "local" is what `make run` serves with no keys: PocketSphinx STT and eSpeak NG TTS,
+    with the instant fake LLM in place of the fallback responder's dialogue.
+    """
+    if voices == "local":
+        settings = Settings(
+            _env_file=None, data_dir=workdir, stt_provider="local", tts_provider="local"
+        )
+    else:
+        settings = Settings(_env_file=None, data_dir=workdir)
     plan = ProviderPlan.from_settings(settings)
+
+    def overrides() -> ServiceOverrides:
+        if voices == "local":
+            return ServiceOverrides(llm=ScriptedLLM(lambda _: LOCAL_REPLY), llm_available=True)
+        return ServiceOverrides(
+            stt=InstantSTT([CALLER_LINE]), llm=ScriptedLLM(), tts=InstantTTS(), llm_available=True
+        )
 
     def make(transport: MemoryTransport) -> PipelineWorker:
         call = build_call_pipeline(
-            transport, phone_session(), settings=settings, plan=plan,
-            overrides=ServiceOverrides(
-                stt=InstantSTT([CALLER_LINE]), llm=ScriptedLLM(), tts=InstantTTS(),
-                llm_available=True,
-            ),
+            transport, phone_session(), settings=settings, plan=plan, overrides=overrides(),
             recordings_dir=workdir / "recordings",
         )
         return call.worker
@@ -269,7 +289,7 @@ async def capacity(make_ours, speech: bytes, levels: list[int]) -> list[dict]:
     return rows
 
 
-async def main(turns: int, levels: list[int]) -> dict:
+async def main(turns: int, levels: list[int], local_levels: list[int]) -> dict:
     logger.remove()
     logger.add(sys.stderr, level="INFO")  # what `make run` logs
     speech = trim_trailing_silence(
@@ -282,6 +302,12 @@ async def main(turns: int, levels: list[int]) -> dict:
     report = {"added": await added_latency(ours, speech, turns)}
     print("(b) concurrent calls at real-time pacing (3 turns each)")
     report["levels"] = await capacity(ours, speech, levels)
+    if local_levels:
+        print("(b) the same with the offline voices (PocketSphinx, eSpeak NG)")
+        await DecoderPool.shared().warm_up()  # as AppRuntime.start does
+        report["local_levels"] = await capacity(
+            our_worker_factory(workdir, "local"), speech, local_levels
+        )
     return report
 
 
@@ -346,17 +372,9 @@ def render(report: dict) -> str:
         "RSS per call is the peak resident memory over the level's baseline, divided by "
         "the calls.",
         "",
-        "| Calls | p50 | p95 | p95 vs one call | Turn decided → audio p95 | Fallback turns "
-        "| RSS / call | Answered |",
-        "|---|---|---|---|---|---|---|---|",
+        *_level_header(),
     ]
-    for row in rows:
-        lines.append(
-            f"| {row['calls']} | {row['p50']:.0f} ms | {row['p95']:.0f} ms "
-            f"| {row['p95_vs_one_call']:.2f}× | {row['after_decision_p95']:.1f} ms "
-            f"| {row['fallback_turns']} | {row['rss_per_call_kib'] / 1024:.1f} MiB "
-            f"| {row['answered']}/{row['expected']} |"
-        )
+    lines += _level_rows(rows)
     sustained = sustained_calls(rows)
     verdict_b = "met" if sustained and sustained >= 50 else "NOT met"
     lines += [
@@ -364,20 +382,61 @@ def render(report: dict) -> str:
         f"Sustained (every turn answered, p95 under twice one call's): **{sustained or 0}** "
         f"calls, target ≥ 50: **{verdict_b}**.",
     ]
+    local = report.get("local_levels")
+    if local:
+        lines += [
+            "",
+            "### (b) With the offline voices",
+            "",
+            "The same, with what `make run` serves when no keys are set: PocketSphinx STT "
+            "(a pool of one decoder process per CPU) and eSpeak NG TTS, the instant fake LLM "
+            f"answering \"{LOCAL_REPLY}\". p50/p95 now include decoding the caller's last "
+            "words and synthesizing the reply.",
+            "",
+            *_level_header(),
+            *_level_rows(local),
+            "",
+            f"Sustained: **{sustained_calls(local) or 0}** calls.",
+        ]
     return "\n".join(lines)
+
+
+def _level_header() -> list[str]:
+    return [
+        "| Calls | p50 | p95 | p95 vs one call | Turn decided → audio p95 | Fallback turns "
+        "| RSS / call | Answered |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+
+def _level_rows(rows: list[dict]) -> list[str]:
+    return [
+        f"| {row['calls']} | {row['p50']:.0f} ms | {row['p95']:.0f} ms "
+        f"| {row['p95_vs_one_call']:.2f}× | {row['after_decision_p95']:.1f} ms "
+        f"| {row['fallback_turns']} | {row['rss_per_call_kib'] / 1024:.1f} MiB "
+        f"| {row['answered']}/{row['expected']} |"
+        for row in rows
+    ]
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=30)
-    parser.add_argument("--levels", default="1,10,25,50,75,100")
+    parser.add_argument("--levels", default="1,10,25,50,60,75,100")
+    parser.add_argument(
+        "--local-levels", default="1,5,10,20,30", help="offline voices ('' to skip)"
+    )
     parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()
 
 
+def _levels(text: str) -> list[int]:
+    return [int(n) for n in text.split(",") if n.strip()]
+
+
 if __name__ == "__main__":
     args = parse_args()
-    result = event_loop.run(main(args.turns, [int(n) for n in args.levels.split(",")]))
+    result = event_loop.run(main(args.turns, _levels(args.levels), _levels(args.local_levels)))
     print(render(result))
     if not args.no_docs:
         write_section("pipeline-latency", render(result))

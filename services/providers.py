@@ -18,6 +18,12 @@ from pipecat.transcriptions.language import Language
 from config import ProviderChoice, Settings, resolve_providers
 from services.voice_settings import VoiceSettings
 
+# Calls one process carries by default, a margin below what bench/pipeline_latency.py
+# measured on 2 vCPUs (docs/PERFORMANCE.md): 60 calls with cloud voices (the event
+# loop is the limit), 15 with PocketSphinx and eSpeak NG on the same CPUs.
+CLOUD_VOICES_CALL_CAPACITY = 50
+LOCAL_VOICES_CALL_CAPACITY = 12
+
 
 @dataclass(frozen=True)
 class ProviderPlan:
@@ -39,6 +45,14 @@ class ProviderPlan:
 
     def snapshot(self) -> dict[str, str]:
         return {"stt": self.stt.provider, "tts": self.tts.provider, "llm": self.llm.provider}
+
+    def call_capacity(self, settings: Settings) -> int:
+        """MAX_CONCURRENT_CALLS when set, else the measured default for these voices."""
+        if settings.max_concurrent_calls is not None:
+            return settings.max_concurrent_calls
+        if "local" in (self.stt.provider, self.tts.provider):
+            return LOCAL_VOICES_CALL_CAPACITY
+        return CLOUD_VOICES_CALL_CAPACITY
 
     @property
     def has_llm(self) -> bool:

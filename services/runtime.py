@@ -64,6 +64,7 @@ class AppRuntime:
         self.db = db
         self.writer = writer
         self.plan = ProviderPlan.from_settings(settings)
+        self.call_capacity = self.plan.call_capacity(settings)
         self.greetings = GreetingCache(self._local_renderer())
         self._profiles: dict[str, CallProfile] = {}
         self.active_calls: dict[str, asyncio.Task] = {}
@@ -82,6 +83,7 @@ class AppRuntime:
         await writer.replay_spool()
         runtime = cls(settings, db, writer)
         runtime.plan.log()
+        logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
@@ -157,7 +159,7 @@ class AppRuntime:
         return len(self.active_calls) + waiting
 
     def has_capacity(self) -> bool:
-        return self.calls_in_hand() < self.settings.max_concurrent_calls
+        return self.calls_in_hand() < self.call_capacity
 
     def take_profile(self, call_id: str) -> CallProfile | None:
         profile = self._profiles.pop(call_id, None)

@@ -4,6 +4,11 @@ import pytest
 from pydantic import ValidationError
 
 from config import Settings, resolve_providers
+from services.providers import (
+    CLOUD_VOICES_CALL_CAPACITY,
+    LOCAL_VOICES_CALL_CAPACITY,
+    ProviderPlan,
+)
 
 
 def make(**values) -> Settings:
@@ -68,3 +73,16 @@ def test_serving_with_a_provider_forced_but_no_key_exits_with_a_clear_error(
     monkeypatch.setenv("DATA_DIR", str(tmp_path))
     assert main(["serve"]) == 2
     assert "STT_PROVIDER=deepgram needs DEEPGRAM_API_KEY" in capsys.readouterr().err
+
+
+def test_call_capacity_defaults_to_what_the_chosen_voices_were_measured_to_carry():
+    cloud = make(deepgram_api_key="dg", elevenlabs_api_key="el")
+    local = make()
+    half_local = make(deepgram_api_key="dg")
+    assert ProviderPlan.from_settings(cloud).call_capacity(cloud) == CLOUD_VOICES_CALL_CAPACITY
+    assert ProviderPlan.from_settings(local).call_capacity(local) == LOCAL_VOICES_CALL_CAPACITY
+    assert ProviderPlan.from_settings(half_local).call_capacity(half_local) == (
+        LOCAL_VOICES_CALL_CAPACITY
+    )
+    pinned = make(max_concurrent_calls=7)
+    assert ProviderPlan.from_settings(pinned).call_capacity(pinned) == 7
