@@ -1,0 +1,157 @@
+"""Context graphs load from YAML only when they can run; errors name the offending state."""
+
+import copy
+
+import pytest
+import yaml
+
+from flows.graph import GRAPHS_DIR, RETURN, GraphError, StateType, bundled_graph, parse_graph
+
+SEED_002_STATES = {
+    "booking_discovery", "booking_existing_patient", "collecting_new_patient", "rescheduling",
+    "cancelling", "answering_query", "handoff_prep", "verifying_identity", "init", "greeting",
+    "discovering_service", "resolving_service", "resolving_location", "offering_slots",
+    "awaiting_final_confirmation", "post_booking_closing", "loading_bookings", "picking_target",
+    "confirming_cancel", "adjustment_rescheduling", "pricing", "service_info", "hours", "closing",
+}
+SEED_002_SUPER_STATES = {"appointment_setting", "appointment_adjustment", "qa", "handoff"}
+
+
+def tiny() -> dict:
+    """The smallest runnable graph: greet, then say goodbye."""
+    return {
+        "id": "tiny", "version": 1, "description": "test", "initial_state": "hello",
+        "phases": {"talk": "talking"},
+        "actions": {"greet": {"description": "say hello"}, "bye": {"description": "say bye"}},
+        "tools": {"Lookup": {"kind": "read", "description": "look"}},
+        "states": {
+            "hello": {
+                "type": "action", "description": "greet", "actions": ["greet"],
+                "exits": [{"name": "done", "to": "goodbye", "description": "finished"}],
+            },
+            "goodbye": {"type": "action", "description": "end", "actions": ["bye"]},
+        },
+    }
+
+
+def rejected(data: dict) -> str:
+    with pytest.raises(GraphError) as error:
+        parse_graph(data, "tiny.yaml")
+    return str(error.value)
+
+
+def test_the_booking_graph_has_every_canonical_state_phase_and_action_of_seed_002():
+    graph = bundled_graph("clinic_booking")
+    assert set(graph.states) == SEED_002_STATES
+    assert set(graph.super_states) == SEED_002_SUPER_STATES
+    assert len(graph.states) + len(graph.super_states) == 28
+    assert len(graph.phases) == 13
+    seed_actions = [name for name in graph.actions if name not in OUR_ACTIONS]
+    assert len(seed_actions) == 36
+    assert graph.terminal_states == {"closing"}
+
+
+OUR_ACTIONS = {
+    "greet", "ask_date_of_birth", "ask_preferred_time", "ask_service", "answer_pricing",
+    "answer_service_info", "answer_hours", "close_call",
+}
+
+
+def test_booking_tools_are_gated_as_seed_002_says():
+    tools = bundled_graph("clinic_booking").state_tools
+    assert "CreatePatient" not in tools["booking_discovery"]
+    assert "CreatePatient" in tools["collecting_new_patient"]
+    assert {t for t in tools if "CreateAppointment" in tools[t]} == {"awaiting_final_confirmation"}
+    assert "CheckAvailability" not in tools["offering_slots"]
+    assert tools["closing"] == frozenset() and tools["greeting"] == frozenset()
+    assert {t for t in tools if "CancelAppt" in tools[t]} == {"confirming_cancel"}
+    # a state without its own list inherits its super-state's
+    assert tools["service_info"] == {"GetServicesAndPricing", "GetAppointmentTypes"}
+
+
+def test_every_bundled_graph_loads():
+    for path in GRAPHS_DIR.glob("*.yaml"):
+        assert bundled_graph(path.stem).id == path.stem
+
+
+def test_a_tiny_graph_loads_and_knows_its_terminal_state():
+    graph = parse_graph(tiny())
+    assert graph.terminal_states == {"goodbye"}
+    assert graph.states["hello"].type is StateType.ACTION
+
+
+def test_an_exit_to_an_unknown_state_names_the_state_and_the_exit():
+    data = tiny()
+    data["states"]["hello"]["exits"][0]["to"] = "nowhere"
+    message = rejected(data)
+    assert "tiny.yaml" in message and "state 'hello'" in message and "'nowhere'" in message
+
+
+def test_unknown_actions_phases_and_tools_are_named():
+    data = tiny()
+    data["states"]["hello"]["actions"] = ["sing"]
+    data["states"]["hello"]["phases"] = ["dance"]
+    data["states"]["hello"]["tools"] = ["Teleport"]
+    message = rejected(data)
+    assert "unknown action 'sing'" in message
+    assert "unknown phase 'dance'" in message
+    assert "'Teleport'" in message
+
+
+def test_unreachable_states_are_rejected():
+    data = tiny()
+    data["states"]["island"] = {"type": "action", "description": "x", "actions": ["bye"]}
+    assert "unreachable states: ['island']" in rejected(data)
+
+
+def test_a_graph_without_a_terminal_state_is_rejected():
+    data = tiny()
+    data["states"]["goodbye"]["exits"] = [{"name": "again", "to": "hello", "description": "loop"}]
+    assert "no terminal state" in rejected(data)
+
+
+def test_state_types_need_what_they_run():
+    data = tiny()
+    data["states"]["hello"]["type"] = "tool_call"
+    message = rejected(data)
+    assert "states.hello" in message and "needs `tool`" in message
+
+
+def test_a_child_may_narrow_but_never_widen_its_super_states_tools():
+    data = tiny()
+    data["tools"]["Write"] = {"kind": "write", "description": "write"}
+    data["super_states"] = {"box": {"description": "b", "initial": "hello", "tools": ["Lookup"]}}
+    data["states"]["hello"]["parent"] = "box"
+    narrowed = copy.deepcopy(data)
+    narrowed["states"]["hello"]["tools"] = []
+    assert parse_graph(narrowed).state_tools["hello"] == frozenset()
+    data["states"]["hello"]["tools"] = ["Lookup", "Write"]
+    assert "tools ['Write'] are not in super-state 'box'" in rejected(data)
+
+
+def test_only_side_loop_states_may_return():
+    data = tiny()
+    data["states"]["hello"]["exits"].append({"name": "back", "to": RETURN, "description": "b"})
+    assert "returns but is not in a side-loop" in rejected(data)
+
+
+def test_unreadable_yaml_is_a_clear_error(tmp_path):
+    from flows.graph import load_graph
+
+    path = tmp_path / "broken.yaml"
+    path.write_text("states: [unclosed")
+    with pytest.raises(GraphError, match="broken.yaml: cannot read graph"):
+        load_graph(path)
+    path.write_text(yaml.safe_dump({"id": "x"}))
+    with pytest.raises(GraphError, match="broken.yaml: .*version: Field required"):
+        load_graph(path)
+
+
+def test_the_companion_graph_runs_on_the_same_engine():
+    graph = bundled_graph("companion_checkin")
+    assert graph.entry_state(graph.initial_state) == "remember"
+    assert graph.entry_state("conversation") == "opening"
+    assert graph.states["reminders_note"].type is StateType.ANNOTATION
+    assert graph.terminal_states == {"closing"}
+    in_order = ("opening", "main", "winding_down", "closing")
+    assert [phase for state in in_order for phase in graph.states[state].phases] == list(in_order)
