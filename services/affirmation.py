@@ -10,6 +10,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, field_validator
 
+from services.phrases import normalize, phrase_pattern
+
 DATA_FILE = Path(__file__).resolve().parent / "data" / "affirmation.yaml"
 
 
@@ -33,20 +35,19 @@ class AffirmationPhrases(BaseModel):
         return cleaned
 
 
-def _pattern(phrases: list[str]) -> re.Pattern[str]:
-    alternatives = sorted((re.escape(p) for p in phrases), key=len, reverse=True)
-    return re.compile(r"(?<![\w'])(?:" + "|".join(alternatives) + r")(?![\w'])")
-
-
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     phrases = AffirmationPhrases.model_validate(yaml.safe_load(DATA_FILE.read_text()))
-    return _pattern(phrases.uncertain), _pattern(phrases.negative), _pattern(phrases.positive)
+    return (
+        phrase_pattern(phrases.uncertain),
+        phrase_pattern(phrases.negative),
+        phrase_pattern(phrases.positive),
+    )
 
 
 def classify_answer(transcript: str) -> Answer:
     """Classify a reply to a yes/no question: uncertainty, then negatives, win over yes."""
-    text = " ".join(transcript.lower().replace("’", "'").split())
+    text = normalize(transcript)
     uncertain, negative, positive = _patterns()
     if uncertain.search(text):
         return Answer.UNCLEAR

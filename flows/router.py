@@ -1,0 +1,145 @@
+"""The deterministic router: the caller's words (and what the agent just asked) → a route.
+
+Seed 002's router rules, as data (`flows/data/router_rules.yaml`): every decision
+carries the route, its confidence and the evidence that fired it, exactly the
+"Triggers observed" columns, so the call record can show why the call went where it
+went. Plain functions: no I/O, microseconds per turn.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from services.phrases import normalize, phrase_pattern
+
+RULES_FILE = Path(__file__).parent / "data" / "router_rules.yaml"
+
+
+class Confidence(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return {"low": 0, "medium": 1, "high": 2}[self.value]
+
+
+class TaskKind(StrEnum):
+    """What the call is about; promotes the state (seed 002, promoteStateForTaskKind)."""
+
+    BOOK = "book"
+    RESCHEDULE = "reschedule"
+    CANCEL = "cancel"
+    QUERY = "query"
+    HANDOFF = "handoff"
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    route: str
+    confidence: Confidence
+    evidence: tuple[str, ...]
+    task: TaskKind | None = None
+
+    @property
+    def label(self) -> str:
+        """`route/confidence`, as seed 002's dashboard writes it."""
+        return f"{self.route}/{self.confidence}"
+
+
+NO_ROUTE = RouteDecision("unknown", Confidence.LOW, ("no_rule_matched",))
+
+
+class RouteRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    route: str
+    confidence: Confidence
+    task: TaskKind | None = None
+    terms: list[str] = Field(default_factory=list)  # each list must match
+    absent: list[str] = Field(default_factory=list)  # no list may match
+    prompt: str | None = None  # evidence name for `after`
+    after: list[str] = Field(default_factory=list)  # the agent's previous action
+
+    @model_validator(mode="after")
+    def _has_evidence(self) -> RouteRule:
+        if not self.terms and not self.after:
+            raise ValueError(f"rule {self.route!r} needs terms or a prompt (`after`)")
+        if bool(self.after) != bool(self.prompt):
+            raise ValueError(f"rule {self.route!r}: `prompt` names the evidence of `after`")
+        return self
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return ((self.prompt,) if self.prompt else ()) + tuple(self.terms)
+
+
+class RouterRules(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    terms: dict[str, list[str]]
+    rules: list[RouteRule]
+
+    @model_validator(mode="after")
+    def _terms_exist(self) -> RouterRules:
+        for rule in self.rules:
+            missing = [name for name in rule.terms + rule.absent if name not in self.terms]
+            if missing:
+                raise ValueError(f"rule {rule.route!r}: unknown term lists {missing}")
+        empty = [name for name, phrases in self.terms.items() if not phrases]
+        if empty:
+            raise ValueError(f"empty term lists {empty}")
+        return self
+
+
+@dataclass(frozen=True)
+class Router:
+    rules: tuple[RouteRule, ...]
+    patterns: dict[str, re.Pattern[str]]
+
+    @classmethod
+    def from_rules(cls, rules: RouterRules) -> Router:
+        patterns = {name: phrase_pattern(phrases) for name, phrases in rules.terms.items()}
+        return cls(tuple(rules.rules), patterns)
+
+    def matches(self, term_list: str, text: str) -> bool:
+        return self.patterns[term_list].search(text) is not None
+
+    def route(self, caller_text: str, last_action: str | None = None) -> RouteDecision:
+        """The strongest rule that fires on this turn (earlier rules win ties)."""
+        text = normalize(caller_text)
+        best: RouteRule | None = None
+        for rule in self.rules:
+            if rule.after and last_action not in rule.after:
+                continue
+            if not all(self.matches(name, text) for name in rule.terms):
+                continue
+            if any(self.matches(name, text) for name in rule.absent):
+                continue
+            if best is None or rule.confidence.rank > best.confidence.rank:
+                best = rule
+        if best is None:
+            return NO_ROUTE
+        return RouteDecision(best.route, best.confidence, best.evidence, best.task)
+
+
+def load_router(path: Path = RULES_FILE) -> Router:
+    return Router.from_rules(RouterRules.model_validate(yaml.safe_load(path.read_text())))
+
+
+@lru_cache(maxsize=1)
+def default_router() -> Router:
+    """The bundled rules, compiled once per process."""
+    return load_router()
+
+
+def route_turn(caller_text: str, last_action: str | None = None) -> RouteDecision:
+    return default_router().route(caller_text, last_action)
