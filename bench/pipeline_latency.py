@@ -424,7 +424,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--levels", default="1,10,25,50,60,75,100")
     parser.add_argument(
-        "--local-levels", default="1,5,10,20,30", help="offline voices ('' to skip)"
+        "--local-levels", default="1,5,10,15,20,30", help="offline voices ('' to skip)"
     )
     parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()

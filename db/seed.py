@@ -7,9 +7,15 @@ edits made since (greeting, keyterms, voice settings) survive a re-seed.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import asyncpg
+import yaml
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from db import repositories as repo
 
@@ -47,4 +53,186 @@ async def seed_demo(pool: asyncpg.Pool) -> SeedResult:
         )
     if await repo.get_voice_settings_raw(pool, workspace["id"]) is None:
         await repo.set_voice_settings(pool, workspace["id"], {})
+    await seed_clinic(pool, workspace["id"], service["id"], date.today())
     return SeedResult(workspace_id=workspace["id"], service_id=service["id"])
+
+
+async def fill_demo_clinic(pool: asyncpg.Pool) -> bool:
+    """A demo workspace created before the clinic data existed gets it now (True if added)."""
+    workspace = await repo.get_workspace_by_name(pool, DEMO_WORKSPACE)
+    if workspace is None:
+        return False
+    service = await repo.get_service_by_name(pool, workspace["id"], DEMO_CLINIC)
+    if service is None:
+        return False
+    return await seed_clinic(pool, workspace["id"], service["id"], date.today())
+
+
+# --- The demo clinic's world model (db/data/demo_clinic.yaml) ---------------------------
+
+CLINIC_FILE = Path(__file__).resolve().parent / "data" / "demo_clinic.yaml"
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LocationData(_Data):
+    name: str
+    timezone: str
+    address: str
+    phone_number: str | None = None
+    opening_hours: dict[str, list[str]]
+
+
+class TypeData(_Data):
+    name: str
+    duration_min: int
+    price_cents: int
+    description: str
+
+
+class PractitionerData(_Data):
+    name: str
+    title: str
+    years_experience: int
+
+
+class ScheduleData(_Data):
+    practitioner: str
+    location: str
+    days: list[str]
+    blocks: list[tuple[time, time]]
+    offers: list[str]
+
+
+class PatientData(_Data):
+    first_name: str
+    last_name: str
+    date_of_birth: date
+    phone: str
+
+
+class AppointmentData(_Data):
+    patient: str
+    practitioner: str
+    type: str
+    in_days: int
+    at: time
+
+
+class DemoClinic(_Data):
+    locations: list[LocationData]
+    appointment_types: list[TypeData]
+    practitioners: list[PractitionerData]
+    schedules: list[ScheduleData]
+    patients: list[PatientData]
+    appointments: list[AppointmentData]
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> DemoClinic:
+        names = {
+            "location": {x.name for x in self.locations},
+            "practitioner": {x.name for x in self.practitioners},
+            "type": {x.name for x in self.appointment_types},
+            "patient": {f"{p.first_name} {p.last_name}" for p in self.patients},
+        }
+        wanted = [("location", s.location) for s in self.schedules]
+        wanted += [("practitioner", s.practitioner) for s in self.schedules]
+        wanted += [("type", offer) for s in self.schedules for offer in s.offers]
+        wanted += [(kind, getattr(a, kind)) for a in self.appointments
+                   for kind in ("patient", "practitioner", "type")]
+        missing = sorted({f"{kind} {name!r}" for kind, name in wanted if name not in names[kind]})
+        bad_days = sorted({d for s in self.schedules for d in s.days if d not in WEEKDAYS})
+        for location in self.locations:
+            ZoneInfo(location.timezone)  # an unknown timezone raises here, at load
+        if missing or bad_days:
+            raise ValueError(f"unknown {missing}; bad days {bad_days}")
+        return self
+
+
+def load_demo_clinic(path: Path = CLINIC_FILE) -> DemoClinic:
+    return DemoClinic.model_validate(yaml.safe_load(path.read_text()))
+
+
+async def seed_clinic(
+    pool: asyncpg.Pool, workspace_id: str, service_id: str, today: date,
+    clinic: DemoClinic | None = None,
+) -> bool:
+    """Fill the clinic's locations, people, schedules and bookings once (False: already there)."""
+    clinic = clinic or load_demo_clinic()
+    service = uuid.UUID(service_id)
+    async with pool.acquire() as connection, connection.transaction():
+        seeded = await connection.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM locations WHERE service_id = $1)", service
+        )
+        if seeded:
+            return False
+        ids: dict[tuple[str, str], uuid.UUID] = {}
+        zones: dict[str, str] = {}
+        for loc in clinic.locations:
+            ids["location", loc.name] = await connection.fetchval(
+                """INSERT INTO locations (service_id, name, timezone, address, phone_number,
+                       opening_hours) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
+                service, loc.name, loc.timezone, loc.address, loc.phone_number, loc.opening_hours,
+            )
+            zones[loc.name] = loc.timezone
+        for kind in clinic.appointment_types:
+            ids["type", kind.name] = await connection.fetchval(
+                """INSERT INTO appointment_types (service_id, name, description, duration_min,
+                       price_cents) VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+                service, kind.name, kind.description, kind.duration_min, kind.price_cents,
+            )
+        for person in clinic.practitioners:
+            ids["practitioner", person.name] = await connection.fetchval(
+                """INSERT INTO practitioners (service_id, name, title, years_experience)
+                   VALUES ($1, $2, $3, $4) RETURNING id""",
+                service, person.name, person.title, person.years_experience,
+            )
+        works: dict[str, list[tuple[int, time, time, str]]] = {}
+        for schedule in clinic.schedules:
+            offers = [ids["type", name] for name in schedule.offers]
+            for day in schedule.days:
+                for starts, ends in schedule.blocks:
+                    await connection.execute(
+                        """INSERT INTO schedules (practitioner_id, location_id, weekday, starts,
+                               ends, appointment_type_ids) VALUES ($1, $2, $3, $4, $5, $6)""",
+                        ids["practitioner", schedule.practitioner],
+                        ids["location", schedule.location], WEEKDAYS.index(day), starts, ends,
+                        offers,
+                    )
+                    works.setdefault(schedule.practitioner, []).append(
+                        (WEEKDAYS.index(day), starts, ends, schedule.location)
+                    )
+        for patient in clinic.patients:
+            ids["patient", f"{patient.first_name} {patient.last_name}"] = await connection.fetchval(
+                """INSERT INTO patients (workspace_id, first_name, last_name, date_of_birth, phone)
+                   VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+                uuid.UUID(workspace_id), patient.first_name, patient.last_name,
+                patient.date_of_birth, patient.phone,
+            )
+        durations = {kind.name: kind.duration_min for kind in clinic.appointment_types}
+        for booking in clinic.appointments:
+            day, location = _first_working_day(works[booking.practitioner], today, booking)
+            starts = datetime.combine(day, booking.at, ZoneInfo(zones[location]))
+            await connection.execute(
+                """INSERT INTO appointments (patient_id, practitioner_id, location_id,
+                       appointment_type_id, starts_at, ends_at) VALUES ($1, $2, $3, $4, $5, $6)""",
+                ids["patient", booking.patient], ids["practitioner", booking.practitioner],
+                ids["location", location], ids["type", booking.type], starts,
+                starts + timedelta(minutes=durations[booking.type]),
+            )
+    return True
+
+
+def _first_working_day(
+    hours: list[tuple[int, time, time, str]], today: date, booking: AppointmentData
+) -> tuple[date, str]:
+    """The first day from `in_days` on which the practitioner works at the booking's time."""
+    for offset in range(booking.in_days, booking.in_days + 14):
+        day = today + timedelta(days=offset)
+        for weekday, starts, ends, location in hours:
+            if weekday == day.weekday() and starts <= booking.at < ends:
+                return day, location
+    raise ValueError(f"{booking.practitioner} never works at {booking.at}")

@@ -20,7 +20,7 @@ from services.voice_settings import VoiceSettings
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
 # measured on 2 vCPUs (docs/PERFORMANCE.md): 60 calls with cloud voices (the event
-# loop is the limit), 15 with PocketSphinx and eSpeak NG on the same CPUs.
+# loop is the limit), 15 to 20 with PocketSphinx and eSpeak NG on the same CPUs.
 CLOUD_VOICES_CALL_CAPACITY = 50
 LOCAL_VOICES_CALL_CAPACITY = 12
 

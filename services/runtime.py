@@ -17,7 +17,7 @@ from config import Settings
 from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
-from db.seed import is_empty, seed_demo
+from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.writer import CallRecordWriter
 from services import dev_credentials
 from services.greeting_cache import GreetingCache
@@ -78,6 +78,8 @@ class AppRuntime:
         if db.embedded and await is_empty(db.pool):
             await seed_demo(db.pool)
             logger.info("empty embedded database: demo workspace created")
+        elif db.embedded and await fill_demo_clinic(db.pool):
+            logger.info("demo clinic: locations, practitioners and bookings added")
         writer = CallRecordWriter(db.pool, settings)
         await writer.start()
         await writer.replay_spool()
