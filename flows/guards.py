@@ -1,0 +1,96 @@
+"""Tool guards (seed 002): what must hold before a write runs, as plain checks.
+
+A guard returns None when the call may proceed, or the reason it may not. A blocked
+call is not an error: the tool answers the LLM "blocked: <reason>" and the tool-call
+record classifies it `guard`. The graph names the guards each tool needs; a graph that
+names an unknown guard does not load (`unknown_guards`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flows.graph import ContextGraph
+from flows.session import BookingSession, cancel_subject
+
+Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
+
+
+def slot_from_availability(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if args.get("slot_ref") not in session.offered:
+        return "that time did not come from an availability search on this call"
+    return None
+
+
+def caller_confirmed_slot(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if not session.confirmed(str(args.get("slot_ref"))):
+        return "the caller has not explicitly confirmed this exact time"
+    return None
+
+
+def identified_patient(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if session.patient is None:
+        return "the caller is not identified as a patient yet"
+    return None
+
+
+def appointment_was_loaded(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if session.patient is None or args.get("appointment_id") not in session.loaded_ids:
+        return "that appointment was not returned by the booked-appointments lookup"
+    return None
+
+
+def appointments_were_loaded(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if session.patient is None or not session.loaded_ids:
+        return "the caller's appointments have not been looked up"
+    return None
+
+
+def caller_confirmed_cancel(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    ids = args.get("appointment_ids") or [args.get("appointment_id")]
+    if not session.confirmed(cancel_subject([str(i) for i in ids if i])):
+        return "the caller has not explicitly confirmed cancelling exactly this"
+    return None
+
+
+def name_and_dob_given(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if not (args.get("first_name") and args.get("last_name") and args.get("date_of_birth")):
+        return "first name, last name and date of birth are all needed"
+    return None
+
+
+def destination_configured(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    # The tool resolves the number itself from configuration or the location record;
+    # this guard only refuses a number the model supplied.
+    if args.get("phone_number"):
+        return "transfer numbers come from the clinic's records, never from the conversation"
+    return None
+
+
+GUARDS: dict[str, Guard] = {
+    guard.__name__: guard
+    for guard in (
+        slot_from_availability, caller_confirmed_slot, identified_patient,
+        appointment_was_loaded, appointments_were_loaded, caller_confirmed_cancel,
+        name_and_dob_given, destination_configured,
+    )
+}
+
+
+def unknown_guards(graph: ContextGraph) -> list[str]:
+    """Guards the graph names that this engine does not have (empty: all known)."""
+    return sorted({g for spec in graph.tools.values() for g in spec.guards if g not in GUARDS})
+
+
+def check(
+    graph: ContextGraph, state: str, tool: str, session: BookingSession, args: Mapping[str, Any]
+) -> str | None:
+    """Why `tool` may not run now (None: it may): the state's gate first, then its guards."""
+    if tool not in graph.state_tools.get(state, frozenset()):
+        return f"{tool} is not available while {state.replace('_', ' ')}"
+    for name in graph.tools[tool].guards:
+        reason = GUARDS[name](session, args)
+        if reason is not None:
+            return reason
+    return None

@@ -1,0 +1,82 @@
+"""What one booking call knows: who is calling, what they want, what was offered and confirmed.
+
+The navigator writes it from the caller's words, the tools from the database; the
+guards read it. Slot references are opaque (`S1`, `S2`, ...): the LLM and the caller
+only ever see times and names, and a booking can only name a slot this call offered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+
+from db.scheduling import Appointment, AppointmentType, Patient
+from flows.router import TaskKind
+from services.slots import Slot
+
+
+@dataclass
+class NewPatientDetails:
+    first_name: str | None = None
+    last_name: str | None = None
+    date_of_birth: date | None = None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.first_name and self.last_name and self.date_of_birth)
+
+
+@dataclass
+class Confirmation:
+    """An explicit yes from the caller, to exactly what was read back, in that turn's words."""
+
+    subject: str  # a slot ref, or "cancel:<id>,<id>"
+    caller_words: str
+
+
+@dataclass
+class BookingSession:
+    call_id: str
+    workspace_id: str
+    service_id: str
+    caller_phone: str | None = None
+    # identity
+    phone_matches: list[Patient] = field(default_factory=list)
+    patient: Patient | None = None
+    new_patient: NewPatientDetails = field(default_factory=NewPatientDetails)
+    # intent
+    task: TaskKind | None = None
+    last_action: str | None = None
+    # what the database said this call
+    upcoming: list[Appointment] | None = None  # None: not loaded
+    services_read: bool = False
+    appointment_type: AppointmentType | None = None
+    offered: dict[str, Slot] = field(default_factory=dict)
+    # what the caller chose and confirmed
+    picked_slot: str | None = None
+    targets: list[str] = field(default_factory=list)  # appointment ids to cancel or move
+    confirmation: Confirmation | None = None
+    booked: list[Appointment] = field(default_factory=list)
+
+    def offer(self, slots: list[Slot]) -> list[tuple[str, Slot]]:
+        """Remember slots read to the caller; each gets a reference the booking must use."""
+        refs = []
+        for slot in slots:
+            existing = next((ref for ref, s in self.offered.items() if s.key == slot.key), None)
+            ref = existing or f"S{len(self.offered) + 1}"
+            self.offered[ref] = slot
+            refs.append((ref, slot))
+        return refs
+
+    @property
+    def loaded_ids(self) -> set[str]:
+        """Appointment ids the booked-appointments lookup returned to this call."""
+        return {appointment.id for appointment in self.upcoming or []}
+
+    def confirmed(self, subject: str) -> bool:
+        return self.confirmation is not None and self.confirmation.subject == subject
+
+
+def cancel_subject(appointment_ids: list[str]) -> str:
+    """What a cancellation confirmation is about: exactly these appointments."""
+    return "cancel:" + ",".join(sorted(appointment_ids))

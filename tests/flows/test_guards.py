@@ -1,0 +1,106 @@
+"""No booking write the caller did not confirm, for a slot this call offered, in the right state."""
+
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from db.scheduling import Appointment, Patient
+from flows.graph import bundled_graph
+from flows.guards import check, unknown_guards
+from flows.session import BookingSession, Confirmation, cancel_subject
+from services.slots import Slot
+
+GRAPH = bundled_graph("clinic_booking")
+START = datetime(2026, 11, 24, 9, 0, tzinfo=ZoneInfo("America/Chicago"))
+PRIYA = Patient("p-1", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
+
+
+def slot(minutes: int = 0) -> Slot:
+    starts = START + timedelta(minutes=minutes)
+    ends = starts + timedelta(minutes=30)
+    return Slot("dr", "Dr. Maya Patel", "loc", "Downtown", "type", starts, ends)
+
+
+def appointment(appointment_id: str) -> Appointment:
+    return Appointment(appointment_id, PRIYA.id, "Dr. Maya Patel", "Downtown", "America/Chicago",
+                       "Follow-up visit", START, START + timedelta(minutes=20), "booked")
+
+
+def session_with_offer() -> tuple[BookingSession, str]:
+    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
+    (ref, _), _ = session.offer([slot(), slot(30)])
+    return session, ref
+
+
+def book(session: BookingSession, ref: str, state: str = "awaiting_final_confirmation"):
+    return check(GRAPH, state, "CreateAppointment", session, {"slot_ref": ref})
+
+
+def test_the_bundled_graph_names_only_guards_the_engine_has():
+    assert unknown_guards(GRAPH) == []
+
+
+def test_booking_is_blocked_until_the_caller_confirms_that_exact_slot():
+    session, ref = session_with_offer()
+    assert "not explicitly confirmed" in book(session, ref)
+    session.confirmation = Confirmation(subject="S2", caller_words="yes the later one")
+    assert "not explicitly confirmed" in book(session, ref)  # they confirmed another time
+    session.confirmation = Confirmation(subject=ref, caller_words="yes please")
+    assert book(session, ref) is None
+
+
+def test_a_slot_the_call_never_offered_cannot_be_booked():
+    session, _ = session_with_offer()
+    session.confirmation = Confirmation(subject="S9", caller_words="yes")
+    assert "did not come from an availability search" in book(session, "S9")
+
+
+def test_booking_is_only_possible_while_awaiting_final_confirmation():
+    session, ref = session_with_offer()
+    session.confirmation = Confirmation(subject=ref, caller_words="yes")
+    for state in GRAPH.states:
+        allowed = book(session, ref, state) is None
+        assert allowed == (state == "awaiting_final_confirmation"), state
+
+
+def test_an_unidentified_caller_cannot_book():
+    session, ref = session_with_offer()
+    session.patient = None
+    session.confirmation = Confirmation(subject=ref, caller_words="yes")
+    assert "not identified" in book(session, ref)
+
+
+def test_cancel_needs_a_loaded_id_and_a_confirmation_of_exactly_it():
+    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
+
+    def cancel(state: str = "confirming_cancel") -> str | None:
+        return check(GRAPH, state, "CancelAppt", session, {"appointment_id": "a-1"})
+
+    assert "not returned by the booked-appointments lookup" in cancel()
+    session.upcoming = [appointment("a-1"), appointment("a-2")]
+    assert "not explicitly confirmed" in cancel()
+    session.confirmation = Confirmation(subject=cancel_subject(["a-1", "a-2"]), caller_words="yes")
+    assert "not explicitly confirmed" in cancel()  # they confirmed cancelling both, not one
+    session.confirmation = Confirmation(subject=cancel_subject(["a-1"]), caller_words="yes")
+    assert cancel() is None
+    assert "not available while cancelling" in cancel("cancelling")
+
+
+def test_a_new_patient_needs_name_and_birth_date_and_transfers_never_take_a_spoken_number():
+    session = BookingSession(call_id="c", workspace_id="w", service_id="s")
+
+    def allowed(state: str, tool: str, args: dict) -> str | None:
+        return check(GRAPH, state, tool, session, args)
+
+    partial = {"first_name": "Sam", "last_name": "Nair"}
+    assert "date of birth" in allowed("collecting_new_patient", "CreatePatient", partial)
+    full = {**partial, "date_of_birth": "1990-02-03"}
+    assert allowed("collecting_new_patient", "CreatePatient", full) is None
+    invented = {"phone_number": "+15555550123"}
+    assert "never from the conversation" in allowed("handoff_prep", "TransferCall", invented)
+    assert allowed("handoff_prep", "TransferCall", {}) is None
+
+
+def test_offering_the_same_time_again_keeps_its_reference():
+    session, ref = session_with_offer()
+    again = session.offer([slot()])
+    assert again[0][0] == ref and len(session.offered) == 2
