@@ -48,6 +48,7 @@ class AppointmentType:
     duration_min: int
     price_cents: int
     currency: str
+    keywords: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ async def appointment_types(pool: asyncpg.Pool, service_id: str) -> list[Appoint
     )
     return [
         AppointmentType(str(r["id"]), r["name"], r["description"], r["duration_min"],
-                        r["price_cents"], r["currency"])
+                        r["price_cents"], r["currency"], tuple(r["keywords"]))
         for r in rows
     ]
 

@@ -91,6 +91,7 @@ class TypeData(_Data):
     duration_min: int
     price_cents: int
     description: str
+    keywords: list[str] = []
 
 
 class PractitionerData(_Data):
@@ -181,8 +182,9 @@ async def seed_clinic(
         for kind in clinic.appointment_types:
             ids["type", kind.name] = await connection.fetchval(
                 """INSERT INTO appointment_types (service_id, name, description, duration_min,
-                       price_cents) VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+                       price_cents, keywords) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
                 service, kind.name, kind.description, kind.duration_min, kind.price_cents,
+                kind.keywords,
             )
         for person in clinic.practitioners:
             ids["practitioner", person.name] = await connection.fetchval(

@@ -31,6 +31,7 @@ CREATE TABLE appointment_types (
     duration_min  integer NOT NULL CHECK (duration_min > 0),
     price_cents   integer NOT NULL CHECK (price_cents >= 0),
     currency      text NOT NULL DEFAULT 'USD',
+    keywords      text[] NOT NULL DEFAULT '{}',  -- what callers call it ("physio", "jab")
     UNIQUE (service_id, name)
 );
 

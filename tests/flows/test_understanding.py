@@ -1,0 +1,108 @@
+"""The deterministic engine understands dates, names, choices and services as callers say them."""
+
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from db.scheduling import AppointmentType
+from flows.understanding import (
+    appointment_type,
+    date_of_birth,
+    name_words,
+    part_of_day,
+    preferred_days,
+    slot_choice,
+    spoken_numbers_to_digits,
+)
+from services.slots import Slot
+
+TODAY = date(2026, 11, 24)  # a Tuesday
+ZONE = ZoneInfo("America/Chicago")
+
+
+@pytest.mark.parametrize(
+    ("said", "born"),
+    [
+        ("march fourteenth nineteen forty eight", date(1948, 3, 14)),
+        ("It's 14 March 1948", date(1948, 3, 14)),
+        ("the third of may two thousand and five", date(2005, 5, 3)),
+        ("03/14/1948", date(1948, 3, 14)),
+        ("my birthday is june 2nd 1975", date(1975, 6, 2)),
+        ("last tuesday", None),  # not a full date
+        ("november thirtieth twenty thirty", None),  # in the future
+    ],
+)
+def test_dates_of_birth_spoken_or_typed(said, born):
+    assert date_of_birth(said, TODAY) == born
+
+
+def test_spoken_numbers_become_digits_and_other_words_stay():
+    assert spoken_numbers_to_digits("twenty twenty six") == "2026"
+    assert spoken_numbers_to_digits("nineteen oh five") == "1905"
+    assert spoken_numbers_to_digits("the twenty first at nine") == "the 21 at 9"
+
+
+@pytest.mark.parametrize(
+    ("said", "days", "part"),
+    [
+        ("next tuesday please", (date(2026, 12, 1), date(2026, 12, 1)), None),
+        ("tomorrow afternoon", (date(2026, 11, 25), date(2026, 11, 25)), "afternoon"),
+        ("sometime next week", (date(2026, 11, 30), date(2026, 12, 6)), None),
+        ("december third", (date(2026, 12, 3), date(2026, 12, 3)), None),
+        ("friday morning", (date(2026, 11, 27), date(2026, 11, 27)), "morning"),
+        ("whenever suits", None, None),
+    ],
+)
+def test_preferred_days_and_parts_of_the_day(said, days, part):
+    assert preferred_days(said, TODAY) == days
+    assert part_of_day(said) == part
+
+
+def test_names_without_the_words_around_them():
+    assert name_words("my name is sam nair") == ["Sam", "Nair"]
+    assert name_words("Yes, it's Elena Alvarez.") == ["Elena", "Alvarez"]
+    assert name_words("um") == []
+
+
+TYPES = [
+    AppointmentType("t1", "Physiotherapy session", "", 45, 11000, "USD", ("physio", "back pain")),
+    AppointmentType("t2", "Annual physical", "", 30, 12000, "USD", ("physical", "checkup")),
+    AppointmentType("t3", "Flu shot", "", 15, 3000, "USD", ("flu", "jab")),
+]
+
+
+def test_services_are_recognised_by_name_or_what_callers_call_them():
+    assert appointment_type("I need some physio for my back", TYPES).id == "t1"
+    assert appointment_type("just my annual checkup", TYPES).id == "t2"
+    assert appointment_type("can I get a flu jab", TYPES).id == "t3"
+    # "physical" is a keyword of the physical, but "physiotherapy session" is longer
+    assert appointment_type("a physiotherapy session", TYPES).id == "t1"
+    assert appointment_type("a haircut", TYPES) is None
+
+
+def offered() -> list[tuple[str, Slot]]:
+    def at(day: int, hour: int, minute: int, who: str) -> Slot:
+        start = datetime(2026, 11, 24 + day, hour, minute, tzinfo=ZONE)
+        return Slot("p", who, "l", "Downtown", "t", start, start + timedelta(minutes=30))
+
+    return [("S1", at(0, 9, 30, "Dr. Maya Patel")), ("S2", at(1, 14, 0, "Dr. James Okafor"))]
+
+
+@pytest.mark.parametrize(
+    ("said", "ref"),
+    [
+        ("the first one", "S1"),
+        ("second please", "S2"),
+        ("the later one", "S2"),
+        ("9:30 works", "S1"),
+        ("nine thirty", "S1"),
+        ("two pm", "S2"),
+        ("the wednesday", "S2"),
+        ("with doctor okafor", "S2"),
+        ("hmm not sure", None),
+        ("ten o'clock", None),
+    ],
+)
+def test_the_caller_picks_an_offered_slot_by_order_time_day_or_name(said, ref):
+    assert slot_choice(said, offered()) == ref
