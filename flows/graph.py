@@ -68,12 +68,18 @@ class ActionSpec(_Strict):
     filler: str | None = None  # filler hint while the reply is prepared
 
 
+# A deterministic condition: predicate name → expected value (a list: any of them).
+# Every predicate must hold. The LLM navigator reads the descriptions instead.
+Condition = dict[str, Any]
+
+
 class ExitSpec(_Strict):
     """A way out of a state: the navigator picks it by name when its condition holds."""
 
     name: str
     to: str
     description: str
+    when: Condition | None = None  # None: only the LLM navigator or the engine takes it
 
 
 class SuperStateSpec(_Strict):
@@ -93,6 +99,7 @@ class StateSpec(_Strict):
     phases: list[str] = Field(default_factory=list)
     actions: list[str] = Field(default_factory=list)
     exits: list[ExitSpec] = Field(default_factory=list)
+    action_when: dict[str, Condition] = Field(default_factory=dict)  # first that holds wins
     tools: list[str] | None = None  # None: the parent's set (or none at top level)
     tool: str | None = None  # tool_call: the designated tool
     recall: str | None = None  # recall: what to look up
@@ -118,6 +125,9 @@ class StateSpec(_Strict):
         names = [exit_.name for exit_ in self.exits]
         if len(names) != len(set(names)):
             raise ValueError("exit names must be unique within a state")
+        stray = sorted(set(self.action_when) - set(self.actions))
+        if stray:
+            raise ValueError(f"action_when names actions the state does not have: {stray}")
         return self
 
     @property

@@ -49,14 +49,20 @@ class BookingSession:
     last_action: str | None = None
     # what the database said this call
     upcoming: list[Appointment] | None = None  # None: not loaded
+    services: list[AppointmentType] = field(default_factory=list)
     services_read: bool = False
     appointment_type: AppointmentType | None = None
+    days: tuple[date, date] | None = None  # the caller's preferred days
+    part_of_day: str | None = None
     offered: dict[str, Slot] = field(default_factory=dict)
+    last_offer: list[str] = field(default_factory=list)  # refs just read out, in order
     # what the caller chose and confirmed
     picked_slot: str | None = None
     targets: list[str] = field(default_factory=list)  # appointment ids to cancel or move
     confirmation: Confirmation | None = None
     booked: list[Appointment] = field(default_factory=list)
+    outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
+    return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
 
     def offer(self, slots: list[Slot]) -> list[tuple[str, Slot]]:
         """Remember slots read to the caller; each gets a reference the booking must use."""
@@ -66,6 +72,7 @@ class BookingSession:
             ref = existing or f"S{len(self.offered) + 1}"
             self.offered[ref] = slot
             refs.append((ref, slot))
+        self.last_offer = [ref for ref, _ in refs]
         return refs
 
     @property

@@ -1,0 +1,323 @@
+"""The deterministic navigator: one caller turn → the action state and action to speak.
+
+Each turn it (1) routes the words (flows/router), (2) records what they settle in the
+session: task kind, the slot picked, an explicit yes to exactly what was read back,
+a name or date of birth, preferred days (flows/understanding), then (3) walks the
+graph: from the current state it takes the first exit whose `when` condition holds
+(the state's own exits, then the graph's global ones), passes through decision,
+annotation, recall and tool_call states, and stops in the first action state where no
+exit holds, choosing the first action whose `action_when` holds. A state is entered at
+most once per turn, so no graph can loop.
+
+Conditions are data in the graph (`when: {task: book, identified: true}`); the
+predicates they may name are the `PREDICATES` below, checked when the graph loads
+(`condition_problems`). Plain functions over plain data: a turn costs microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from flows.graph import RETURN, ContextGraph, StateType
+from flows.router import NO_ROUTE, RouteDecision, TaskKind, route_turn
+from flows.session import BookingSession, Confirmation, cancel_subject
+from flows.understanding import (
+    appointment_type,
+    date_of_birth,
+    name_words,
+    part_of_day,
+    preferred_days,
+    slot_choice,
+)
+from services.affirmation import Answer, classify_answer
+
+MAX_HOPS = 12
+
+FINAL_READBACK = frozenset({"final_slot_confirmation", "reconfirm_selected_slot"})
+CANCEL_READBACK = frozenset({
+    "confirm_current_booking_cancellation", "confirm_all_current_bookings_cancellation",
+    "confirm_just_booked_cancellation",
+})
+
+
+class NavigationError(RuntimeError):
+    """The graph could not be walked to an action; the engine falls back to static prompt mode."""
+
+
+IDENTITY_QUESTIONS = frozenset({
+    "ask_first_name", "ask_last_name", "ask_date_of_birth", "ask_shared_phone_full_name",
+    "ask_shared_phone_dob",
+})
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One caller turn as the navigator sees it."""
+
+    text: str
+    route: RouteDecision
+    answer: Answer
+
+
+@dataclass(frozen=True)
+class Hop:
+    previous: str
+    next: str
+    reason: str  # the exit taken
+
+
+@dataclass
+class NavDecision:
+    """Where the turn landed and what the agent does there (same shape for every backend)."""
+
+    state: str
+    action: str
+    route: RouteDecision
+    hops: list[Hop] = field(default_factory=list)
+    filler: str | None = None
+    verify_audio: bool = False
+    terminal: bool = False
+
+    @property
+    def exit(self) -> str | None:
+        return self.hops[0].reason if self.hops else None
+
+
+def _count(items: list[Any] | None) -> str:
+    size = len(items or [])
+    return "none" if size == 0 else "one" if size == 1 else "many"
+
+
+Predicate = Callable[[BookingSession, Turn], Any]
+
+PREDICATES: dict[str, Predicate] = {
+    "route": lambda s, t: t.route.route,
+    "task": lambda s, t: s.task.value if s.task else None,
+    "answer": lambda s, t: t.answer.value,
+    "identified": lambda s, t: s.patient is not None,
+    "phone_matches": lambda s, t: _count(s.phone_matches),
+    "services_read": lambda s, t: s.services_read,
+    "service_known": lambda s, t: s.appointment_type is not None,
+    "days_known": lambda s, t: s.days is not None or s.part_of_day is not None,
+    "offered": lambda s, t: bool(s.last_offer),
+    "slot_picked": lambda s, t: s.picked_slot is not None,
+    "confirmed": lambda s, t: s.confirmation is not None,
+    "bookings": lambda s, t: _count(s.upcoming),
+    "targets": lambda s, t: _count(s.targets),
+    "has_first_name": lambda s, t: bool(s.new_patient.first_name),
+    "has_last_name": lambda s, t: bool(s.new_patient.last_name),
+    "details_complete": lambda s, t: s.new_patient.complete,
+    "outcome": lambda s, t: s.outcome,
+    "last_action": lambda s, t: s.last_action,
+}
+
+
+def holds(condition: dict[str, Any] | None, session: BookingSession, turn: Turn) -> bool:
+    """Every predicate of the condition has its expected value (a list: any of them)."""
+    if condition is None:
+        return False
+    for name, expected in condition.items():
+        value = PREDICATES[name](session, turn)
+        if isinstance(expected, list):
+            if value not in expected:
+                return False
+        elif value != expected:
+            return False
+    return True
+
+
+# Predicates with a fixed set of values: a condition naming another value could never
+# hold (YAML reads a bare `no` as false: such a typo must fail at load, not mid-call).
+PREDICATE_VALUES: dict[str, set[Any]] = {
+    "answer": {a.value for a in Answer},
+    "task": {t.value for t in TaskKind} | {None},
+    "phone_matches": {"none", "one", "many"},
+    "bookings": {"none", "one", "many"},
+    "targets": {"none", "one", "many"},
+    "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off"},
+    **{name: {True, False} for name in (
+        "identified", "services_read", "service_known", "days_known", "offered",
+        "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
+    )},
+}
+
+
+def condition_problems(graph: ContextGraph) -> list[str]:
+    """What in the graph's conditions this navigator cannot evaluate (empty: all of it)."""
+    conditions: list[tuple[str, dict[str, Any]]] = []
+    for name, state in graph.states.items():
+        conditions += [(f"state {name!r} exit {e.name!r}", e.when) for e in state.exits if e.when]
+        conditions += [(f"state {name!r} action {a!r}", c) for a, c in state.action_when.items()]
+    conditions += [(f"global exit {e.name!r}", e.when) for e in graph.global_exits if e.when]
+    problems = []
+    for where, condition in conditions:
+        for predicate, expected in condition.items():
+            if predicate not in PREDICATES:
+                problems.append(f"{where}: unknown predicate {predicate!r}")
+                continue
+            allowed = PREDICATE_VALUES.get(predicate)
+            values = expected if isinstance(expected, list) else [expected]
+            bad = [v for v in values if allowed is not None and v not in allowed]
+            if bad:
+                problems.append(f"{where}: {predicate} can never be {bad} (quote yes/no in YAML)")
+    return problems
+
+
+# --- (2) What the words settle ----------------------------------------------------------
+
+
+def understand(session: BookingSession, turn: Turn, today: date) -> None:
+    """Record in the session what this turn settles (never a write: that is the tools' job)."""
+    text, last = turn.text, session.last_action
+    if turn.route.task is not None:
+        session.task = turn.route.task
+    if last in FINAL_READBACK and session.picked_slot is not None:
+        if turn.answer is Answer.YES:
+            session.confirmation = Confirmation(session.picked_slot, text)
+        elif turn.answer is Answer.NO:
+            session.picked_slot = None
+            session.confirmation = None
+    if last in CANCEL_READBACK and session.targets and turn.answer is Answer.YES:
+        session.confirmation = Confirmation(cancel_subject(session.targets), text)
+    if session.last_offer:
+        offer = [(ref, session.offered[ref]) for ref in session.last_offer]
+        chosen = slot_choice(text, offer)
+        if chosen is not None:
+            session.picked_slot = chosen
+    if session.services:
+        mentioned = appointment_type(text, session.services)
+        if mentioned is not None:
+            session.appointment_type = mentioned
+            if session.task is None:  # naming a service to a scheduling line is asking for one
+                session.task = TaskKind.BOOK
+    if last not in IDENTITY_QUESTIONS:  # a birth date is not a day they want to come in
+        session.days = preferred_days(text, today) or session.days
+        session.part_of_day = part_of_day(text) or session.part_of_day
+    _understand_identity(session, turn, today)
+    _understand_targets(session, turn)
+
+
+def _understand_identity(session: BookingSession, turn: Turn, today: date) -> None:
+    last, details = session.last_action, session.new_patient
+    if last in ("ask_first_name", "ask_last_name", "ask_shared_phone_full_name"):
+        words = name_words(turn.text)
+        if last == "ask_last_name" and words:
+            details.last_name = words[-1]
+        elif words:
+            details.first_name = words[0]
+            if len(words) > 1:
+                details.last_name = words[-1]
+    if last in ("ask_date_of_birth", "ask_shared_phone_dob"):
+        details.date_of_birth = date_of_birth(turn.text, today) or details.date_of_birth
+    if session.patient is None and len(session.phone_matches) > 1:
+        matches = [
+            p for p in session.phone_matches
+            if (details.first_name is None or p.first_name.lower() == details.first_name.lower())
+            and (details.date_of_birth is None or p.date_of_birth == details.date_of_birth)
+        ]
+        if len(matches) == 1 and (details.date_of_birth is not None or details.first_name):
+            if details.date_of_birth is not None:  # a name alone is not enough on a shared phone
+                session.patient = matches[0]
+
+
+def _understand_targets(session: BookingSession, turn: Turn) -> None:
+    if session.task not in (TaskKind.CANCEL, TaskKind.RESCHEDULE) or not session.upcoming:
+        return
+    if turn.route.route == "cancel_all_request":
+        session.targets = [a.id for a in session.upcoming]
+        return
+    if len(session.upcoming) == 1:
+        session.targets = [session.upcoming[0].id]
+        return
+    chosen = slot_choice(turn.text, [(a.id, a) for a in session.upcoming])
+    if chosen is not None:
+        session.targets = [chosen]
+
+
+# --- (3) The walk ------------------------------------------------------------------------
+
+
+def navigate(
+    graph: ContextGraph, session: BookingSession, state: str, text: str, today: date
+) -> NavDecision:
+    """One caller turn, deterministically: understand it, then walk to an action."""
+    turn = Turn(text, route_turn(text, session.last_action), classify_answer(text))
+    understand(session, turn, today)
+    return walk(graph, session, state, turn)
+
+
+def walk(graph: ContextGraph, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+    hops: list[Hop] = []
+    visited = {state}
+    while len(hops) < MAX_HOPS:
+        spec = graph.states[state]
+        chosen = next(
+            (e for e in graph.exits_of(state) if holds(e.when, session, turn)
+             and _target(graph, session, state, e.to) not in visited),
+            None,
+        )
+        if chosen is None and spec.type is not StateType.ACTION:
+            chosen = spec.exits[0]  # passed through: the first exit is the default
+            if _target(graph, session, state, chosen.to) in visited:
+                raise NavigationError(f"state {state!r}: every way on was already taken")
+        if chosen is None:
+            break
+        target = _target(graph, session, state, chosen.to)
+        if chosen.to == RETURN and session.return_to:
+            session.return_to.pop()
+        elif graph.in_side_loop(target) and not graph.in_side_loop(state):
+            session.return_to.append(state)
+        hops.append(Hop(state, target, chosen.name))
+        visited.add(target)
+        state = target
+    spec = graph.states[state]
+    if spec.type is not StateType.ACTION:
+        raise NavigationError(f"no action state within {MAX_HOPS} hops (stopped in {state!r})")
+    conditional = [a for a in spec.actions if a in spec.action_when]
+    action = next(
+        (a for a in conditional if holds(spec.action_when[a], session, turn)),
+        next((a for a in spec.actions if a not in spec.action_when), spec.actions[0]),
+    )
+    session.last_action = action
+    return NavDecision(
+        state=state, action=action, route=turn.route, hops=hops,
+        filler=graph.actions[action].filler, terminal=spec.is_terminal,
+    )
+
+
+def _target(graph: ContextGraph, session: BookingSession, state: str, to: str) -> str:
+    if to == RETURN:  # back where the side-loop began (the start, if that is unknown)
+        origin = session.return_to[-1] if session.return_to else graph.initial_state
+        return graph.entry_state(origin)
+    return graph.entry_state(to)
+
+
+NEUTRAL = RouteDecision("none", NO_ROUTE.confidence, ())
+
+
+def settle(graph: ContextGraph, session: BookingSession, state: str) -> NavDecision | None:
+    """After an action's write: follow the exit its outcome opens (booked → wrap-up, ...).
+
+    Only an exit that names the `outcome` is taken from `state`, so nothing the caller
+    said this turn is acted on twice; from there the walk continues on session facts
+    alone, to the next action the agent says in the same reply. None: the outcome opens
+    no exit (the state stays). The outcome is consumed either way.
+    """
+    turn = Turn("", NEUTRAL, Answer.UNCLEAR)
+    chosen = None
+    if session.outcome is not None:
+        chosen = next(
+            (e for e in graph.exits_of(state)
+             if e.when and "outcome" in e.when and holds(e.when, session, turn)),
+            None,
+        )
+    session.outcome = None
+    if chosen is None:
+        return None
+    target = _target(graph, session, state, chosen.to)
+    decision = walk(graph, session, target, turn)
+    decision.hops.insert(0, Hop(state, target, chosen.name))
+    return decision

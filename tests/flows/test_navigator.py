@@ -1,0 +1,244 @@
+"""The deterministic navigator walks the booking graph the way seed 002's calls go.
+
+Each test plays caller turns against a session prepared as the call's prefetch would
+leave it; where the engine would run a tool (a search, a write) the test does what the
+tool does to the session, so these tests pin down the navigation alone.
+"""
+
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+import yaml
+
+from db.scheduling import Appointment, AppointmentType, Patient
+from flows.graph import GRAPHS_DIR, bundled_graph, parse_graph
+from flows.guards import check
+from flows.navigator import NavigationError, condition_problems, navigate, settle
+from flows.session import BookingSession
+from services.slots import Slot
+
+GRAPH = bundled_graph("clinic_booking")
+TODAY = date(2026, 11, 24)
+ZONE = ZoneInfo("America/Chicago")
+PHYSIO = AppointmentType("t-physio", "Physiotherapy session", "", 45, 11000, "USD", ("physio",))
+FLU = AppointmentType("t-flu", "Flu shot", "", 15, 3000, "USD", ("flu",))
+PRIYA = Patient("p-priya", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
+FAMILY = [
+    Patient("p-elena", "Elena", "Alvarez", date(1978, 11, 20), "+15550100202"),
+    Patient("p-lucas", "Lucas", "Alvarez", date(2010, 5, 9), "+15550100202"),
+    Patient("p-robert", "Robert", "Alvarez", date(1975, 7, 2), "+15550100202"),
+]
+
+
+def slot(day: int, hour: int) -> Slot:
+    start = datetime(2026, 11, 24, hour, tzinfo=ZONE) + timedelta(days=day)
+    end = start + timedelta(minutes=45)
+    return Slot("dr", "Aisha Rahman", "loc", "Downtown", PHYSIO.id, start, end)
+
+
+def booking(appointment_id: str, day: int) -> Appointment:
+    start = datetime(2026, 11, 24, 10, tzinfo=ZONE) + timedelta(days=day)
+    return Appointment(appointment_id, PRIYA.id, "Dr. Maya Patel", "Downtown", "America/Chicago",
+                       "Follow-up visit", start, start + timedelta(minutes=20), "booked")
+
+
+class Call:
+    """A call in progress: its session and the state the last turn landed in."""
+
+    def __init__(self, **session) -> None:
+        self.session = BookingSession(
+            call_id="c", workspace_id="w", service_id="s", services=[PHYSIO, FLU],
+            services_read=True, **session,
+        )
+        self.state = "greeting"
+        self.session.last_action = "greet"
+
+    def says(self, text: str):
+        decision = navigate(GRAPH, self.session, self.state, text, TODAY)
+        self.state = decision.state
+        return decision
+
+    def engine_does(self, outcome: str):
+        self.session.outcome = outcome
+        decision = settle(GRAPH, self.session, self.state)
+        if decision is not None:
+            self.state = decision.state
+        return decision
+
+
+def test_the_bundled_graphs_only_use_conditions_the_navigator_can_evaluate():
+    for graph_id in ("clinic_booking", "companion_checkin"):
+        assert condition_problems(bundled_graph(graph_id)) == []
+
+
+def test_an_unquoted_yaml_no_is_caught_when_the_graph_loads():
+    data = yaml.safe_load((GRAPHS_DIR / "clinic_booking.yaml").read_text())
+    data["states"]["awaiting_final_confirmation"]["exits"][1]["when"]["answer"] = False
+    data["states"]["hours"]["exits"][0]["when"] = {"mood": "happy"}
+    problems = condition_problems(parse_graph(data))
+    assert any("exit 'declined': answer can never be [False]" in p for p in problems)
+    assert any("state 'hours' exit 'answered': unknown predicate 'mood'" in p for p in problems)
+
+
+def test_an_existing_patient_books_only_after_confirming_the_slot_read_back():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    first = call.says("Hi, I'd like to book a physio appointment")
+    # appointment_setting is a super-state: entering it lands in its initial child
+    assert [h.next for h in first.hops] == [
+        "booking_discovery", "resolving_service", "resolving_location",
+    ]
+    assert (first.state, first.action) == ("resolving_location", "ask_preferred_time")
+    assert first.route.label == "booking_request/medium"
+
+    second = call.says("next tuesday morning if you can")
+    assert second.action == "propose_initial_slot"
+    assert call.session.days == (date(2026, 12, 1), date(2026, 12, 1))
+    call.session.offer([slot(7, 9), slot(7, 11)])  # what CheckAvailability reads out
+    assert call.engine_does("slots_offered").state == "offering_slots"
+
+    third = call.says("the eleven o'clock one")
+    assert (third.state, third.action) == ("awaiting_final_confirmation", "final_slot_confirmation")
+    assert call.session.picked_slot == "S2"
+    assert "not explicitly confirmed" in check(
+        GRAPH, call.state, "CreateAppointment", call.session, {"slot_ref": "S2"})
+
+    fourth = call.says("yes please")
+    assert fourth.action == "book_confirmed_selected_slot"
+    assert call.session.confirmation.caller_words == "yes please"
+    assert check(GRAPH, call.state, "CreateAppointment", call.session, {"slot_ref": "S2"}) is None
+    wrap_up = call.engine_does("booked")
+    assert (wrap_up.state, wrap_up.action) == ("post_booking_closing", "ask_how_can_help")
+
+
+def test_a_yes_before_anything_was_read_back_confirms_nothing():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    call.says("I want to book physio")
+    call.says("yes yes")
+    assert call.session.confirmation is None
+
+
+def test_a_caller_who_changes_their_mind_at_the_final_confirmation_books_nothing():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    call.says("book physio for tomorrow")
+    call.session.offer([slot(1, 9), slot(1, 11)])
+    call.engine_does("slots_offered")
+    call.says("the first one")
+    back = call.says("no actually, not that one")
+    assert back.state == "offering_slots" and call.session.picked_slot is None
+    assert call.session.confirmation is None
+
+
+def test_a_price_question_mid_booking_is_answered_then_the_booking_resumes():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    call.says("book physio on friday")
+    call.session.offer([slot(3, 9), slot(3, 11)])
+    call.engine_does("slots_offered")
+    aside = call.says("how much does that cost?")
+    assert (aside.state, aside.action) == ("pricing", "answer_pricing")
+    assert call.session.return_to == ["offering_slots"]
+    resumed = call.says("okay, the second one then")
+    assert [h.reason for h in resumed.hops] == ["answered", "slot_picked"]
+    assert resumed.state == "awaiting_final_confirmation" and call.session.picked_slot == "S2"
+    assert call.session.return_to == []
+
+
+def test_a_shared_phone_needs_name_and_birth_date_before_anything_is_touched():
+    call = Call(phone_matches=FAMILY)
+    asked = call.says("I need a flu shot")
+    assert (asked.state, asked.action) == ("verifying_identity", "ask_shared_phone_full_name")
+    call.says("It's Elena Alvarez")
+    assert call.session.patient is None  # a name alone is not enough on a shared phone
+    identified = call.says("November twentieth nineteen seventy eight")
+    assert call.session.patient.id == "p-elena"
+    assert (identified.state, identified.action) == ("resolving_location", "ask_preferred_time")
+
+
+def test_a_wrong_birth_date_on_a_shared_phone_goes_to_a_person():
+    call = Call(phone_matches=FAMILY)
+    call.says("I want to cancel my appointment")
+    call.says("Elena Alvarez")
+    unsafe = call.says("January first two thousand")
+    assert call.session.patient is None and unsafe.state == "handoff_prep"
+
+
+def test_a_new_caller_gives_name_and_birth_date_then_books():
+    call = Call(phone_matches=[])
+    assert call.says("Hi, can I make an appointment for physio").action == "ask_first_name"
+    assert call.says("Sam").action == "ask_last_name"
+    assert call.says("Nair").action == "ask_date_of_birth"
+    done = call.says("February 3rd 1990")
+    assert done.action == "register_new_patient"
+    call.session.patient = Patient("p-sam", "Sam", "Nair", date(1990, 2, 3), None)  # CreatePatient
+    after = call.engine_does("patient_created")
+    assert (after.state, after.action) == ("resolving_location", "ask_preferred_time")
+
+
+def test_cancelling_the_only_booking_needs_an_explicit_yes_to_exactly_it():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[booking("a-1", 3)])
+    asked = call.says("I need to cancel my appointment")
+    assert asked.state == "confirming_cancel"
+    assert asked.action == "confirm_current_booking_cancellation"
+    args = {"appointment_id": "a-1"}
+    assert check(GRAPH, call.state, "CancelAppt", call.session, args) is not None
+    assert call.says("yes cancel it").action == "cancel_confirmed_current_booking"
+    assert check(GRAPH, call.state, "CancelAppt", call.session, args) is None
+
+
+def test_cancel_everything_confirms_all_bookings_at_once():
+    two = [booking("a-1", 3), booking("a-2", 9)]
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=two)
+    asked = call.says("please cancel all my appointments")
+    assert asked.action == "confirm_all_current_bookings_cancellation"
+    call.says("yes")
+    args = {"appointment_ids": ["a-1", "a-2"]}
+    assert check(GRAPH, call.state, "CancelAppointments", call.session, args) is None
+
+
+def test_which_booking_to_cancel_when_there_are_several():
+    two = [booking("a-1", 3), booking("a-2", 9)]
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=two)
+    asked = call.says("I want to cancel an appointment")
+    assert (asked.state, asked.action) == ("picking_target", "clarify_cancellation_target")
+    picked = call.says("the second one")
+    assert picked.state == "confirming_cancel"
+    assert picked.action == "confirm_current_booking_cancellation"
+    assert call.session.targets == ["a-2"]
+
+
+def test_an_emergency_is_redirected_from_anywhere():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    call.says("book physio")
+    urgent = call.says("actually my chest pain is getting worse and I can't breathe")
+    assert (urgent.state, urgent.action) == ("handoff_prep", "red_flag_emergency_redirect")
+
+
+def test_what_do_i_have_coming_up_is_answered_from_the_prefetched_bookings():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[booking("a-1", 3)])
+    decision = call.says("what do I have coming up?")
+    assert (decision.state, decision.action) == ("answering_query", "answer_current_booking_status")
+
+
+def test_goodbye_reaches_the_terminal_state():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    decision = call.says("no that's all, goodbye")
+    assert decision.terminal and (decision.state, decision.action) == ("closing", "close_call")
+
+
+def test_a_graph_that_cannot_reach_an_action_is_a_navigation_error():
+    data = {
+        "id": "loop", "version": 1, "description": "x", "initial_state": "a",
+        "phases": {}, "actions": {"bye": {"description": "bye"}}, "tools": {},
+        "states": {
+            "a": {"type": "decision", "description": "a",
+                  "exits": [{"name": "go", "to": "b", "description": "x"}]},
+            "b": {"type": "decision", "description": "b",
+                  "exits": [{"name": "back", "to": "a", "description": "x"},
+                            {"name": "end", "to": "z", "description": "x"}]},
+            "z": {"type": "action", "description": "z", "actions": ["bye"]},
+        },
+    }
+    graph = parse_graph(data)
+    session = BookingSession(call_id="c", workspace_id="w", service_id="s")
+    with pytest.raises(NavigationError):
+        navigate(graph, session, "a", "hello", TODAY)
