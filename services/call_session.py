@@ -16,7 +16,14 @@ from typing import Any
 
 from loguru import logger
 
-from db.writer import CallRecordWriter, CallUpdate, EventRecord, TurnRecord
+from db.writer import (
+    CallRecordWriter,
+    CallUpdate,
+    EventRecord,
+    ToolCallRecord,
+    TransitionRecord,
+    TurnRecord,
+)
 from services.voice_settings import VoiceSettings
 
 
@@ -51,6 +58,8 @@ class CallLog:
         self._writer = writer
         self._event_seq = itertools.count(1)
         self._turn_seq = itertools.count(1)
+        self._transition_seq = itertools.count(1)
+        self._tool_seq = itertools.count(1)
         self._started = time.monotonic()
 
     def restart_clock(self) -> None:
@@ -70,6 +79,26 @@ class CallLog:
 
     def turn(self, **fields: Any) -> None:
         self._submit(TurnRecord(call_id=self.call_id, seq=next(self._turn_seq), **fields))
+
+    def transition(self, previous: str | None, next_state: str, reason: str) -> None:
+        """A context-graph state change, in order (the call's navigation history)."""
+        self._submit(TransitionRecord(
+            call_id=self.call_id, seq=next(self._transition_seq), previous_state=previous,
+            next_state=next_state, reason=reason, at_ms=self.elapsed_ms(),
+        ))
+
+    def tool_call(
+        self, name: str, input_: Any, output: Any, *, started_ms: int, duration_ms: int,
+        error_class: str | None = None, error_message: str | None = None,
+    ) -> str:
+        """One tool call and its result; `error_class` is guard, pms or other (seed 002)."""
+        tool_call_id = f"t{next(self._tool_seq)}"
+        self._submit(ToolCallRecord(
+            call_id=self.call_id, tool_call_id=tool_call_id, name=name, input=input_,
+            output=output, started_ms=started_ms, duration_ms=duration_ms,
+            succeeded=error_class is None, error_class=error_class, error_message=error_message,
+        ))
+        return tool_call_id
 
     def update_call(self, **fields: Any) -> None:
         self._submit(CallUpdate(call_id=self.call_id, fields=fields))
