@@ -108,6 +108,15 @@ class Settings(BaseSettings):
     # --- Call behaviour --------------------------------------------------------
     system_keyterms: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SYSTEM_KEYTERMS))
     max_call_duration_s: float = Field(default=1800.0, gt=0)
+    emergency_number: str = Field(
+        default="911", pattern=r"^[0-9]{2,4}$",
+        description="The local emergency number the agent tells a caller in danger to call "
+        "(set it for your country, e.g. 000, 112, 999). The agent never says any other.",
+    )
+    context_graph: str = Field(
+        default="clinic_booking",
+        description="Bundled graph (flows/graphs/<name>.yaml) a service runs when none is stored.",
+    )
     max_concurrent_calls: int | None = Field(
         default=None, ge=1,
         description="Calls this process carries at once; one more is told the lines are busy. "

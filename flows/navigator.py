@@ -27,6 +27,7 @@ from flows.session import BookingSession, Confirmation, cancel_subject
 from flows.understanding import (
     appointment_type,
     date_of_birth,
+    flexible_days,
     name_words,
     part_of_day,
     preferred_days,
@@ -71,7 +72,11 @@ class Hop:
 
 @dataclass
 class NavDecision:
-    """Where the turn landed and what the agent does there (same shape for every backend)."""
+    """Where the turn landed and what the agent does there (same shape for every backend).
+
+    With `pending_tool` set the walk stopped in a tool_call state: the engine runs the
+    tool, then `resume`s the walk from there with what it returned.
+    """
 
     state: str
     action: str
@@ -80,6 +85,8 @@ class NavDecision:
     filler: str | None = None
     verify_audio: bool = False
     terminal: bool = False
+    pending_tool: str | None = None
+    turn: Turn | None = None
 
     @property
     def exit(self) -> str | None:
@@ -87,8 +94,9 @@ class NavDecision:
 
 
 def _count(items: list[Any] | None) -> str:
-    size = len(items or [])
-    return "none" if size == 0 else "one" if size == 1 else "many"
+    if items is None:
+        return "unknown"
+    return "none" if not items else "one" if len(items) == 1 else "many"
 
 
 Predicate = Callable[[BookingSession, Turn], Any]
@@ -98,7 +106,7 @@ PREDICATES: dict[str, Predicate] = {
     "task": lambda s, t: s.task.value if s.task else None,
     "answer": lambda s, t: t.answer.value,
     "identified": lambda s, t: s.patient is not None,
-    "phone_matches": lambda s, t: _count(s.phone_matches),
+    "phone_matches": lambda s, t: _count(s.phone_matches or []),
     "services_read": lambda s, t: s.services_read,
     "service_known": lambda s, t: s.appointment_type is not None,
     "days_known": lambda s, t: s.days is not None or s.part_of_day is not None,
@@ -106,7 +114,7 @@ PREDICATES: dict[str, Predicate] = {
     "slot_picked": lambda s, t: s.picked_slot is not None,
     "confirmed": lambda s, t: s.confirmation is not None,
     "bookings": lambda s, t: _count(s.upcoming),
-    "targets": lambda s, t: _count(s.targets),
+    "targets": lambda s, t: _count(s.targets or []),
     "has_first_name": lambda s, t: bool(s.new_patient.first_name),
     "has_last_name": lambda s, t: bool(s.new_patient.last_name),
     "details_complete": lambda s, t: s.new_patient.complete,
@@ -135,7 +143,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     "answer": {a.value for a in Answer},
     "task": {t.value for t in TaskKind} | {None},
     "phone_matches": {"none", "one", "many"},
-    "bookings": {"none", "one", "many"},
+    "bookings": {"unknown", "none", "one", "many"},
     "targets": {"none", "one", "many"},
     "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off"},
     **{name: {True, False} for name in (
@@ -194,10 +202,12 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
             if session.task is None:  # naming a service to a scheduling line is asking for one
                 session.task = TaskKind.BOOK
     if last not in IDENTITY_QUESTIONS:  # a birth date is not a day they want to come in
-        session.days = preferred_days(text, today) or session.days
+        session.days = (
+            preferred_days(text, today) or flexible_days(text, today) or session.days
+        )
         session.part_of_day = part_of_day(text) or session.part_of_day
     _understand_identity(session, turn, today)
-    _understand_targets(session, turn)
+    understand_targets(session, turn)
 
 
 def _understand_identity(session: BookingSession, turn: Turn, today: date) -> None:
@@ -223,7 +233,8 @@ def _understand_identity(session: BookingSession, turn: Turn, today: date) -> No
                 session.patient = matches[0]
 
 
-def _understand_targets(session: BookingSession, turn: Turn) -> None:
+def understand_targets(session: BookingSession, turn: Turn) -> None:
+    """Which booking(s) a cancel or reschedule is about (again once bookings are loaded)."""
     if session.task not in (TaskKind.CANCEL, TaskKind.RESCHEDULE) or not session.upcoming:
         return
     if turn.route.route == "cancel_all_request":
@@ -231,10 +242,15 @@ def _understand_targets(session: BookingSession, turn: Turn) -> None:
         return
     if len(session.upcoming) == 1:
         session.targets = [session.upcoming[0].id]
-        return
-    chosen = slot_choice(turn.text, [(a.id, a) for a in session.upcoming])
-    if chosen is not None:
-        session.targets = [chosen]
+    else:
+        chosen = slot_choice(turn.text, [(a.id, a) for a in session.upcoming])
+        if chosen is not None:
+            session.targets = [chosen]
+    if session.task is TaskKind.RESCHEDULE and len(session.targets) == 1:
+        moving = next(a for a in session.upcoming if a.id == session.targets[0])
+        session.appointment_type = next(  # the new time is for the same kind of visit
+            (t for t in session.services if t.name == moving.type_name), session.appointment_type
+        )
 
 
 # --- (3) The walk ------------------------------------------------------------------------
@@ -249,11 +265,21 @@ def navigate(
     return walk(graph, session, state, turn)
 
 
-def walk(graph: ContextGraph, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+def walk(
+    graph: ContextGraph, session: BookingSession, state: str, turn: Turn, *,
+    tool_done: bool = False,
+) -> NavDecision:
+    """From `state` to an action (or to a tool_call state whose tool must run first)."""
     hops: list[Hop] = []
     visited = {state}
+    start = state
     while len(hops) < MAX_HOPS:
         spec = graph.states[state]
+        if spec.type is StateType.TOOL_CALL and not (tool_done and state == start):
+            return NavDecision(
+                state=state, action="", route=turn.route, hops=hops, pending_tool=spec.tool,
+                turn=turn,
+            )
         chosen = next(
             (e for e in graph.exits_of(state) if holds(e.when, session, turn)
              and _target(graph, session, state, e.to) not in visited),
@@ -284,7 +310,7 @@ def walk(graph: ContextGraph, session: BookingSession, state: str, turn: Turn) -
     session.last_action = action
     return NavDecision(
         state=state, action=action, route=turn.route, hops=hops,
-        filler=graph.actions[action].filler, terminal=spec.is_terminal,
+        filler=graph.actions[action].filler, terminal=spec.is_terminal, turn=turn,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
-from db.scheduling import Appointment, AppointmentType, Patient
+from db.scheduling import Appointment, AppointmentType, Location, Patient
 from flows.router import TaskKind
 from services.slots import Slot
 
@@ -50,6 +50,7 @@ class BookingSession:
     # what the database said this call
     upcoming: list[Appointment] | None = None  # None: not loaded
     services: list[AppointmentType] = field(default_factory=list)
+    locations: list[Location] = field(default_factory=list)
     services_read: bool = False
     appointment_type: AppointmentType | None = None
     days: tuple[date, date] | None = None  # the caller's preferred days
@@ -62,6 +63,7 @@ class BookingSession:
     confirmation: Confirmation | None = None
     booked: list[Appointment] = field(default_factory=list)
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
+    transfer_to: str | None = None  # set by TransferCall; dialled after the goodbye plays
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
 
     def offer(self, slots: list[Slot]) -> list[tuple[str, Slot]]:
@@ -74,6 +76,11 @@ class BookingSession:
             refs.append((ref, slot))
         self.last_offer = [ref for ref, _ in refs]
         return refs
+
+    @property
+    def appointment_refs(self) -> dict[str, Appointment]:
+        """`A1`, `A2`, ... for the loaded bookings, earliest first (ids stay server-side)."""
+        return {f"A{i}": appointment for i, appointment in enumerate(self.upcoming or [], 1)}
 
     @property
     def loaded_ids(self) -> set[str]:

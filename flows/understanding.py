@@ -151,6 +151,21 @@ def preferred_days(text: str, today: date) -> tuple[date, date] | None:
     return day, day
 
 
+_FLEXIBLE = phrase_pattern([
+    "whenever", "soonest", "earliest", "any time", "anytime", "first available",
+    "doesn't matter", "does not matter", "as soon as possible", "asap", "any day",
+    "next available",
+])
+FLEXIBLE_DAYS = 14
+
+
+def flexible_days(text: str, today: date) -> tuple[date, date] | None:
+    """'Whenever is soonest' → the next two weeks, earliest first."""
+    if _FLEXIBLE.search(normalize(text)) is None:
+        return None
+    return today, today + timedelta(days=FLEXIBLE_DAYS - 1)
+
+
 def part_of_day(text: str) -> str | None:
     words = normalize(text)
     return next((part for part in PART_OF_DAY if part in words), None)
@@ -180,7 +195,12 @@ def name_words(text: str) -> list[str]:
     """The words of a name the caller gave ('my name is sam nair' → ['Sam', 'Nair'])."""
     remainder = _FILLERS.sub(" ", normalize(text).replace(",", " ").replace(".", " "))
     words = [w for w in remainder.split() if _NAME_WORD.match(w)]
-    return [w[:1].upper() + w[1:] for w in words[:3]]
+    return [_capitalized(w) for w in words[:3]]
+
+
+def _capitalized(word: str) -> str:
+    """'okafor-nair' → 'Okafor-Nair', "o'brien" → "O'Brien"."""
+    return re.sub(r"(^|[-'])([a-z])", lambda m: m.group(1) + m.group(2).upper(), word)
 
 
 _ORDINAL_CHOICE = {

@@ -103,17 +103,23 @@ def open_slots(
 
 
 def spread(slots: Sequence[Slot], count: int) -> list[Slot]:
-    """A few slots to read out: the earliest, then one per later day, so a caller hears choices."""
+    """A few slots to read out: the earliest, then one per later day, so a caller hears choices;
+    when the slots span fewer days, the next earliest times fill in."""
     chosen: list[Slot] = []
     days: set[date] = set()
     for slot in slots:
         day = slot.starts_at.date()
-        if day not in days or not chosen:
+        if day not in days:
             chosen.append(slot)
             days.add(day)
         if len(chosen) == count:
+            return chosen
+    for slot in slots:  # fewer days than choices: the next earliest times
+        if slot not in chosen:
+            chosen.append(slot)
+        if len(chosen) == count:
             break
-    return chosen
+    return sorted(chosen, key=lambda slot: slot.starts_at)
 
 
 def _days(first: date, last: date, weekday: int) -> Iterable[date]:

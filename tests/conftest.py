@@ -13,12 +13,14 @@ import services.process_env  # noqa: F401  (first: sets native thread counts)
 # isort: split
 
 import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from config import Settings
+from db import repositories as repo
 from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
@@ -59,3 +61,17 @@ async def db(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
 def settings(tmp_path: Path, pg_dsn: str, db: Database) -> Settings:
     """Settings for one test: its own data dir, the session's (migrated) database."""
     return Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
+
+
+@pytest.fixture
+async def workspace_id(db: Database) -> str:
+    workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+    return workspace["id"]
+
+
+@pytest.fixture
+async def call_id(db: Database, workspace_id: str) -> str:
+    return await repo.create_call(
+        db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
+        direction="inbound", from_number=None, to_number=None, status="in_progress",
+    )

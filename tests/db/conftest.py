@@ -9,9 +9,6 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from db import repositories as repo
-from db.pool import Database
-
 
 def dsn_for_database(dsn: str, database: str) -> str:
     """The same server, another database."""
@@ -30,17 +27,3 @@ async def fresh_dsn(pg_dsn: str) -> AsyncIterator[str]:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     finally:
         await admin.close()
-
-
-@pytest.fixture
-async def workspace_id(db: Database) -> str:
-    workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
-    return workspace["id"]
-
-
-@pytest.fixture
-async def call_id(db: Database, workspace_id: str) -> str:
-    return await repo.create_call(
-        db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
-        direction="inbound", from_number=None, to_number=None, status="in_progress",
-    )

@@ -14,7 +14,7 @@ import yaml
 from db.scheduling import Appointment, AppointmentType, Patient
 from flows.graph import GRAPHS_DIR, bundled_graph, parse_graph
 from flows.guards import check
-from flows.navigator import NavigationError, condition_problems, navigate, settle
+from flows.navigator import NavigationError, condition_problems, navigate, settle, walk
 from flows.session import BookingSession
 from services.slots import Slot
 
@@ -56,6 +56,8 @@ class Call:
 
     def says(self, text: str):
         decision = navigate(GRAPH, self.session, self.state, text, TODAY)
+        while decision.pending_tool:  # the engine runs the tool (bookings are loaded already)
+            decision = walk(GRAPH, self.session, decision.state, decision.turn, tool_done=True)
         self.state = decision.state
         return decision
 
@@ -198,8 +200,11 @@ def test_cancel_everything_confirms_all_bookings_at_once():
 def test_which_booking_to_cancel_when_there_are_several():
     two = [booking("a-1", 3), booking("a-2", 9)]
     call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=two)
-    asked = call.says("I want to cancel an appointment")
+    first = navigate(GRAPH, call.session, call.state, "I want to cancel an appointment", TODAY)
+    assert (first.state, first.pending_tool) == ("loading_bookings", "GetCurrentlyBookedAppts")
+    asked = walk(GRAPH, call.session, first.state, first.turn, tool_done=True)
     assert (asked.state, asked.action) == ("picking_target", "clarify_cancellation_target")
+    call.state = asked.state
     picked = call.says("the second one")
     assert picked.state == "confirming_cancel"
     assert picked.action == "confirm_current_booking_cancellation"

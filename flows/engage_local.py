@@ -1,0 +1,174 @@
+"""Engage without an LLM: each deterministic action runs its tool, then says its line.
+
+The lines are data (`prompts/actions.yaml`), filled from the session; a tool that
+refuses or fails is said honestly (its `outcomes` lines), never papered over. This is
+what `make run` with no keys answers callers with, and what the tests drive.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import yaml
+from pydantic import BaseModel, model_validator
+
+from db.scheduling import Appointment
+from flows.graph import ContextGraph
+from flows.session import BookingSession
+from flows.spoken import say_list, say_price, say_time
+from flows.tools import BookingTools, ToolResult
+from services.slots import Slot
+
+LINES_FILE = Path(__file__).resolve().parent.parent / "prompts" / "actions.yaml"
+FIELDS = frozenset({
+    "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "prices",
+    "hours", "service_info", "emergency_number",
+})
+OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
+
+
+class ActionLines(BaseModel):
+    actions: dict[str, str]
+    outcomes: dict[str, str]
+
+    @model_validator(mode="after")
+    def _fields_are_known(self) -> ActionLines:
+        problems = []
+        for name, line in {**self.actions, **self.outcomes}.items():
+            used = {field for _, field, _, _ in string.Formatter().parse(line) if field}
+            if used - FIELDS:
+                problems.append(f"{name}: unknown fields {sorted(used - FIELDS)}")
+        if set(self.outcomes) != OUTCOMES:
+            problems.append(f"outcomes must be exactly {sorted(OUTCOMES)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+@lru_cache(maxsize=1)
+def action_lines(path: Path = LINES_FILE) -> ActionLines:
+    return ActionLines.model_validate(yaml.safe_load(path.read_text()))
+
+
+def missing_lines(graph: ContextGraph, lines: ActionLines | None = None) -> list[str]:
+    """Actions of the graph with nothing to say offline (empty: the graph runs with no LLM)."""
+    lines = lines or action_lines()
+    return sorted(set(graph.actions) - set(lines.actions))
+
+
+# --- Which tool an action runs -------------------------------------------------------
+
+ToolCall = tuple[str, dict[str, Any]]
+
+
+def _ref_of(session: BookingSession, appointment_id: str) -> str:
+    return next((ref for ref, a in session.appointment_refs.items() if a.id == appointment_id), "")
+
+
+ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
+    "propose_initial_slot": lambda s, said: ("CheckAvailability", {}),
+    "book_confirmed_selected_slot": lambda s, said: (
+        "CreateAppointment", {"slot_ref": s.picked_slot}),
+    "reschedule_confirmed_selected_slot": lambda s, said: ("RescheduleAppointment", {
+        "slot_ref": s.picked_slot,
+        "appointment_ref": _ref_of(s, s.targets[0]) if s.targets else "",
+    }),
+    "cancel_confirmed_current_booking": lambda s, said: (
+        "CancelAppt", {"appointment_ref": _ref_of(s, s.targets[0]) if s.targets else ""}),
+    "cancel_confirmed_all_current_bookings": lambda s, said: (
+        "CancelAppointments", {"appointment_refs": [_ref_of(s, t) for t in s.targets]}),
+    "register_new_patient": lambda s, said: ("CreatePatient", {
+        "first_name": s.new_patient.first_name, "last_name": s.new_patient.last_name,
+        "date_of_birth": s.new_patient.date_of_birth.isoformat()
+        if s.new_patient.date_of_birth else None,
+    }),
+    "human_callback_requested": lambda s, said: (
+        "EscalateToHuman", {"reason": "caller asked for a callback", "message": said}),
+    "red_flag_emergency_redirect": lambda s, said: (
+        "EscalateToHuman", {"reason": "possible emergency", "message": said, "urgent": True}),
+    "answer_pricing": lambda s, said: ("GetServicesAndPricing", {}),
+    "ask_service": lambda s, said: ("GetServicesAndPricing", {}),
+    "answer_service_info": lambda s, said: ("GetAppointmentTypes", {}),
+    "transfer_confirmed": lambda s, said: ("TransferCall", {}),
+}
+
+
+@dataclass
+class Engaged:
+    text: str
+    tool: ToolResult | None = None
+
+
+async def engage(
+    action: str, state: str, session: BookingSession, tools: BookingTools, *, caller_text: str,
+    clinic: str, emergency_number: str,
+) -> Engaged:
+    """Run the action's tool (if any) in `state`, then say its line or what went wrong."""
+    lines = action_lines()
+    result: ToolResult | None = None
+    planned = ACTION_TOOLS.get(action)
+    call = planned(session, caller_text) if planned else None
+    if call is not None and not _rereads_offer(tools.graph, state, call[0]):
+        result = await tools.call(state, call[0], call[1])
+    fields = _fields(session, tools, result, clinic, emergency_number)
+    if result is not None and not result.ok:
+        key = "blocked" if result.error_class == "guard" else "system_down"
+        return Engaged(lines.outcomes[key].format_map(fields), result)
+    if action == "propose_initial_slot" and not session.last_offer:
+        return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
+    return Engaged(lines.actions[action].format_map(fields), result)
+
+
+def _rereads_offer(graph: ContextGraph, state: str, tool: str) -> bool:
+    """Offering again where searching is not allowed reads the slots already found."""
+    return tool == "CheckAvailability" and tool not in graph.state_tools[state]
+
+
+def _fields(
+    session: BookingSession, tools: BookingTools, result: ToolResult | None, clinic: str,
+    emergency_number: str,
+) -> dict[str, str]:
+    kind = session.appointment_type
+    targets = [a for a in session.upcoming or [] if a.id in session.targets]
+    name = (session.patient.first_name if session.patient else session.new_patient.first_name)
+    picked = session.offered.get(session.picked_slot or "")
+    return {
+        "clinic": clinic,
+        "name": name or "",
+        "service": _lower_first(kind.name) if kind else "appointment",
+        "slots": say_list([_slot(session.offered[r]) for r in session.last_offer], "or"),
+        "slot": _slot(picked, with_place=True) if picked else "",
+        "result": result.text if result else "",
+        "bookings": (say_list([_booking(a) for a in session.upcoming or []])
+                     or "no upcoming appointments"),
+        "targets": say_list([_booking(a) for a in targets]),
+        "prices": say_list([
+            f"{_lower_first(t.name)} at {say_price(t.price_cents, t.currency)}"
+            for t in session.services
+        ]),
+        "hours": tools.opening_hours(),
+        "service_info": (kind.description if kind else
+                         " ".join(f"{t.name}: {t.description}" for t in session.services)),
+        "emergency_number": emergency_number,
+    }
+
+
+def _slot(slot: Slot, with_place: bool = False) -> str:
+    where = f" at our {slot.location_name} clinic" if with_place else ""
+    return f"{say_time(slot.starts_at)} with {slot.practitioner_name}{where}"
+
+
+def _booking(appointment: Appointment) -> str:
+    local = appointment.starts_at.astimezone(ZoneInfo(appointment.timezone))
+    return (f"a {_lower_first(appointment.type_name)} with {appointment.practitioner_name} "
+            f"on {say_time(local)}")
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]

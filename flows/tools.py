@@ -1,0 +1,352 @@
+"""The booking graph's tools: the state's gate and the guards first, then the database.
+
+Every result is human-readable text (seed 000: "queried tools return human-readable
+results, not database internals"): slots are `S1`, `S2`, bookings `A1`, `A2`, and
+the ids behind them never leave the server. Writes only ever name the patient this
+call identified; an id the caller or the model supplies is never trusted. Each call
+is recorded with its error class (seed 002): `guard` when refused, `pms` when the
+clinic system failed, `other` for timeouts and the rest. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import asyncpg
+from loguru import logger
+
+from db import scheduling as db
+from flows import guards
+from flows.graph import ContextGraph
+from flows.session import BookingSession
+from flows.spoken import say_date, say_hours, say_list, say_price, say_time
+from services.call_session import CallLog
+from services.slots import spread
+
+TOOL_TIMEOUT_S = 3.0
+SLOTS_READ_OUT = 2
+SEARCH_DAYS = 14
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    error_class: str | None = None  # None: it worked
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+
+class Refused(Exception):
+    """The handler found the request unsafe or impossible (classified `guard`)."""
+
+
+Handler = Callable[[Mapping[str, Any]], Awaitable[str]]
+
+
+class BookingTools:
+    """One call's tools over the scheduling world model."""
+
+    def __init__(
+        self, graph: ContextGraph, session: BookingSession, pool: asyncpg.Pool, log: CallLog, *,
+        today: Callable[[], date] = date.today, clinic_transfer_number: str | None = None,
+        timeout_s: float = TOOL_TIMEOUT_S,
+    ) -> None:
+        self.graph, self.session, self.pool, self.log = graph, session, pool, log
+        self._today = today
+        self._transfer_number = clinic_transfer_number
+        self._timeout_s = timeout_s
+        self._handlers: dict[str, Handler] = {
+            "GetPatientDetails": self._patient_details,
+            "GetServicesAndPricing": self._services_and_pricing,
+            "GetAppointmentTypes": self._appointment_types,
+            "CheckAvailability": self._check_availability,
+            "ConvertTimezone": self._convert_timezone,
+            "AddToWaitlist": self._add_to_waitlist,
+            "GetCurrentlyBookedAppts": self._booked_appointments,
+            "CreatePatient": self._create_patient,
+            "CreateAppointment": self._create_appointment,
+            "RescheduleAppointment": self._reschedule_appointment,
+            "CancelAppt": self._cancel_one,
+            "CancelAppointments": self._cancel_all,
+            "ConfirmAppointment": self._confirm_appointment,
+            "EscalateToHuman": self._escalate,
+            "TransferCall": self._transfer,
+        }
+        missing = sorted(set(graph.tools) - set(self._handlers))
+        if missing:
+            raise ValueError(f"graph {graph.id!r} names tools with no handler: {missing}")
+
+    async def call(
+        self, state: str, name: str, args: Mapping[str, Any] | None = None
+    ) -> ToolResult:
+        """Run one tool for `state`; the result is recorded and returned, never raised."""
+        args = self._resolve_refs(dict(args or {}))
+        started_ms, started = self.log.elapsed_ms(), time.perf_counter()
+        reason = guards.check(self.graph, state, name, self.session, args)
+        if reason is not None:
+            result = ToolResult(f"blocked: {reason}", "guard")
+        else:
+            result = await self._run(name, args)
+        self.log.tool_call(
+            name, args, result.text, started_ms=started_ms,
+            duration_ms=int((time.perf_counter() - started) * 1000),
+            error_class=result.error_class,
+            error_message=result.text if result.error_class else None,
+        )
+        return result
+
+    async def _run(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        try:
+            text = await asyncio.wait_for(self._handlers[name](args), self._timeout_s)
+            return ToolResult(text)
+        except Refused as refusal:
+            return ToolResult(f"blocked: {refusal}", "guard")
+        except db.SlotTaken:
+            return ToolResult("That time was just taken by someone else; offer another.", "pms")
+        except db.NotFound:
+            return ToolResult("blocked: that appointment is not one of this caller's.", "guard")
+        except (asyncpg.PostgresError, OSError, ConnectionError) as error:
+            logger.warning(f"tool {name}: clinic system error ({type(error).__name__})")
+            return ToolResult("The clinic system is not answering right now.", "pms")
+        except TimeoutError:
+            return ToolResult("The clinic system did not answer in time.", "other")
+        except Exception as error:  # noqa: BLE001 - a tool failure is a result, never a crash
+            logger.exception(f"tool {name} failed")
+            return ToolResult(f"That did not work ({type(error).__name__}).", "other")
+
+    def _resolve_refs(self, args: dict[str, Any]) -> dict[str, Any]:
+        """`A1` → the appointment id behind it (unknown refs stay as given and fail guards)."""
+        refs = self.session.appointment_refs
+        if "appointment_ref" in args:
+            ref = str(args.pop("appointment_ref"))
+            args["appointment_id"] = refs[ref].id if ref in refs else ref
+        if "appointment_refs" in args:
+            given = [str(r) for r in args.pop("appointment_refs")]
+            args["appointment_ids"] = [refs[r].id if r in refs else r for r in given]
+        return args
+
+    def _now(self) -> datetime:
+        zone = ZoneInfo(self.session.locations[0].timezone) if self.session.locations else None
+        return datetime.now(zone).astimezone()
+
+    # --- Reads ---------------------------------------------------------------------
+
+    async def _patient_details(self, args: Mapping[str, Any]) -> str:
+        session = self.session
+        dob = _as_date(args.get("date_of_birth"))
+        if args.get("first_name") or args.get("last_name") or dob:
+            found = await db.find_patients(
+                self.pool, session.workspace_id, first_name=args.get("first_name"),
+                last_name=args.get("last_name"), date_of_birth=dob,
+            )
+            if len(found) == 1 and dob is not None:
+                session.patient = found[0]
+                return f"Identified the caller: {found[0].full_name}."
+            return "No single patient matches those details." if not found else (
+                "More than one patient matches; ask for the date of birth."
+            )
+        if session.patient is not None:
+            return f"The caller is {session.patient.full_name}."
+        if len(session.phone_matches) > 1:
+            return f"{len(session.phone_matches)} patients share this phone; ask who is calling."
+        return "No patient is registered with this phone number."
+
+    async def _services_and_pricing(self, args: Mapping[str, Any]) -> str:
+        await self._load_services()
+        return say_list([
+            f"{t.name}, {t.duration_min} minutes, {say_price(t.price_cents, t.currency)}"
+            for t in self.session.services
+        ])
+
+    async def _appointment_types(self, args: Mapping[str, Any]) -> str:
+        await self._load_services()
+        return " ".join(f"{t.name}: {t.description}" for t in self.session.services)
+
+    async def _load_services(self) -> None:
+        if not self.session.services:
+            self.session.services = await db.appointment_types(self.pool, self.session.service_id)
+        self.session.services_read = True
+
+    async def _check_availability(self, args: Mapping[str, Any]) -> str:
+        session = self.session
+        kind = session.appointment_type
+        if args.get("appointment_type"):
+            await self._load_services()
+            wanted = str(args["appointment_type"]).lower()
+            named = [t for t in session.services if t.name.lower() == wanted]
+            if not named:
+                raise Refused("that appointment type is not offered; read the services first")
+            kind = named[0]
+        if kind is None:
+            raise Refused("the appointment type is not known yet")
+        today = self._today()
+        first, last = session.days or (today, today + timedelta(days=SEARCH_DAYS - 1))
+        slots = await db.available_slots(
+            self.pool, session.service_id, appointment_type=kind, first_day=first,
+            last_day=last, now=self._now(),
+            part_of_day=args.get("part_of_day") or session.part_of_day,
+        )
+        if not slots and session.days is not None:  # nothing on their day: widen, say so
+            slots = await db.available_slots(
+                self.pool, session.service_id, appointment_type=kind, first_day=today,
+                last_day=today + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
+            )
+        if not slots:
+            return f"No {kind.name} times are open in the next {SEARCH_DAYS} days."
+        offered = session.offer(spread(slots, SLOTS_READ_OUT))
+        session.picked_slot = None
+        session.outcome = "slots_offered"
+        return " ".join(
+            f"{ref}: {say_time(slot.starts_at)} with {slot.practitioner_name}"
+            f" at {slot.location_name}."
+            for ref, slot in offered
+        )
+
+    async def _convert_timezone(self, args: Mapping[str, Any]) -> str:
+        moment = datetime.fromisoformat(str(args["time"]))
+        source, target = ZoneInfo(str(args["from_timezone"])), ZoneInfo(str(args["to_timezone"]))
+        converted = moment.replace(tzinfo=moment.tzinfo or source).astimezone(target)
+        return f"{say_time(converted)} {args['to_timezone']}"
+
+    async def _booked_appointments(self, args: Mapping[str, Any]) -> str:
+        session = self.session
+        if session.patient is None:
+            raise Refused("the caller is not identified yet")
+        session.upcoming = await db.upcoming_appointments(
+            self.pool, session.patient.id, self._now()
+        )
+        if not session.upcoming:
+            return "No upcoming appointments."
+        return " ".join(
+            f"{ref}: {a.type_name} with {a.practitioner_name} at {a.location_name}, "
+            f"{say_time(a.starts_at.astimezone(ZoneInfo(a.timezone)))}."
+            for ref, a in session.appointment_refs.items()
+        )
+
+    # --- Writes (guards have passed) -----------------------------------------------
+
+    async def _add_to_waitlist(self, args: Mapping[str, Any]) -> str:
+        patient = self._patient()
+        kind = self.session.appointment_type
+        await db.add_to_waitlist(
+            self.pool, patient_id=patient.id, appointment_type_id=kind.id if kind else None,
+            note=str(args.get("note", "")), call_id=self.session.call_id,
+        )
+        return "Added to the waitlist; the clinic will call if a time opens up."
+
+    async def _create_patient(self, args: Mapping[str, Any]) -> str:
+        dob = _as_date(args.get("date_of_birth"))
+        if dob is None or dob >= self._today():
+            raise Refused("that date of birth is not a valid past date")
+        patient, created = await db.create_patient(
+            self.pool, self.session.workspace_id, first_name=str(args["first_name"]),
+            last_name=str(args["last_name"]), date_of_birth=dob,
+            phone=self.session.caller_phone, call_id=self.session.call_id,
+        )
+        self.session.patient = patient
+        self.session.upcoming = await db.upcoming_appointments(self.pool, patient.id, self._now())
+        self.session.outcome = "patient_created"
+        found = "Registered" if created else "Found the existing record for"
+        return f"{found} {patient.full_name}."
+
+    async def _create_appointment(self, args: Mapping[str, Any]) -> str:
+        slot = self.session.offered[str(args["slot_ref"])]
+        appointment = await db.book(
+            self.pool, slot, patient_id=self._patient().id, call_id=self.session.call_id
+        )
+        return self._booked(appointment)
+
+    async def _reschedule_appointment(self, args: Mapping[str, Any]) -> str:
+        slot = self.session.offered[str(args["slot_ref"])]
+        appointment = await db.book(
+            self.pool, slot, patient_id=self._patient().id, call_id=self.session.call_id,
+            replaces=str(args["appointment_id"]),
+        )
+        return self._booked(appointment)
+
+    def _booked(self, appointment: db.Appointment) -> str:
+        session = self.session
+        session.booked.append(appointment)
+        session.upcoming = None
+        session.confirmation = None
+        session.outcome = "booked"
+        local = appointment.starts_at.astimezone(ZoneInfo(appointment.timezone))
+        return (f"Booked: {appointment.type_name} with {appointment.practitioner_name} at "
+                f"{appointment.location_name}, {say_time(local)}.")
+
+    async def _cancel_one(self, args: Mapping[str, Any]) -> str:
+        return await self._cancel([str(args["appointment_id"])])
+
+    async def _cancel_all(self, args: Mapping[str, Any]) -> str:
+        return await self._cancel([str(i) for i in args["appointment_ids"]])
+
+    async def _cancel(self, ids: list[str]) -> str:
+        patient = self._patient()
+        cancelled = [
+            await db.cancel(self.pool, i, patient_id=patient.id, call_id=self.session.call_id)
+            for i in ids
+        ]
+        self.session.confirmation = None
+        self.session.targets = []
+        self.session.upcoming = await db.upcoming_appointments(self.pool, patient.id, self._now())
+        self.session.outcome = "cancelled"
+        return "Cancelled: " + say_list([
+            f"{a.type_name} on {say_time(a.starts_at.astimezone(ZoneInfo(a.timezone)))}"
+            for a in cancelled
+        ]) + "."
+
+    async def _confirm_appointment(self, args: Mapping[str, Any]) -> str:
+        appointment = await db.confirm(
+            self.pool, str(args["appointment_id"]), patient_id=self._patient().id,
+            call_id=self.session.call_id,
+        )
+        return f"Confirmed the {appointment.type_name} on {say_date(appointment.starts_at.date())}."
+
+    async def _escalate(self, args: Mapping[str, Any]) -> str:
+        session = self.session
+        await db.request_callback(
+            self.pool, service_id=session.service_id, call_id=session.call_id,
+            patient_id=session.patient.id if session.patient else None, phone=session.caller_phone,
+            reason=str(args.get("reason", "caller asked for a person")),
+            message=str(args.get("message", "")), urgent=bool(args.get("urgent", False)),
+        )
+        session.outcome = "handed_off"
+        return "Callback request logged for the clinic team."
+
+    async def _transfer(self, args: Mapping[str, Any]) -> str:
+        session = self.session
+        number = self._transfer_number or next(
+            (loc.phone_number for loc in session.locations if loc.phone_number), None
+        )
+        if number is None:
+            raise Refused("no transfer number is configured; offer a callback instead")
+        session.transfer_to = number
+        session.outcome = "handed_off"
+        return "The call will be transferred to the front desk after the goodbye."
+
+    def _patient(self) -> db.Patient:
+        if self.session.patient is None:
+            raise Refused("the caller is not identified")
+        return self.session.patient
+
+    def opening_hours(self) -> str:
+        return say_list([
+            f"{loc.name}: {say_hours(loc.opening_hours)}" for loc in self.session.locations
+        ], joiner="; and")
+
+
+def _as_date(value: Any) -> date | None:
+    if value is None or isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        return None

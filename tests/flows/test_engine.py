@@ -1,0 +1,192 @@
+"""Whole booking calls against the demo clinic: what the caller hears, and what the database holds.
+
+No LLM: the deterministic navigator, the real tools over the embedded database, and
+the spoken lines of prompts/actions.yaml. Each test asserts the database afterwards:
+the appointment at the confirmed slot, or nothing written.
+"""
+
+import uuid
+from datetime import date
+
+import pytest
+
+from db import repositories as repo
+from db import scheduling as sched
+from db.seed import seed_clinic
+from flows.engine import BookingEngine
+from flows.graph import bundled_graph
+from flows.session import BookingSession
+from services.call_session import CallLog
+from tests.fakes import CollectingWriter
+
+GRAPH = bundled_graph("clinic_booking")
+PRIYA_PHONE, FAMILY_PHONE, DAVID_PHONE = "+15550100204", "+15550100202", "+15550100203"
+
+
+@pytest.fixture
+async def clinic(db, workspace_id):
+    service = await repo.create_service(db.pool, workspace_id, f"clinic-{uuid.uuid4().hex[:6]}")
+    await seed_clinic(db.pool, workspace_id, service["id"], date.today())
+    return workspace_id, service["id"]
+
+
+class Caller:
+    def __init__(self, engine: BookingEngine, writer: CollectingWriter) -> None:
+        self.engine, self.writer = engine, writer
+        self.heard: list[str] = []
+
+    async def says(self, text: str) -> str:
+        reply = await self.engine.turn(text)
+        self.heard.append(reply.text)
+        self.last = reply
+        return reply.text
+
+    def tool_calls(self, name: str | None = None) -> list:
+        return [r for r in self.writer.of_type("ToolCallRecord") if name in (None, r.name)]
+
+
+async def call_from(db, clinic, phone: str | None) -> Caller:
+    workspace_id, service_id = clinic
+    writer = CollectingWriter()
+    call_id = await repo.create_call(
+        db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
+        direction="inbound", from_number=phone, to_number=None, status="in_progress",
+    )
+    session = BookingSession(
+        call_id=call_id, workspace_id=workspace_id, service_id=service_id, caller_phone=phone
+    )
+    engine = BookingEngine(
+        GRAPH, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
+        emergency_number="911",
+    )
+    await engine.start()
+    return Caller(engine, writer)
+
+
+async def live_bookings(db, patient_id: str) -> list[sched.Appointment]:
+    return await sched.upcoming_appointments(db.pool, patient_id, sched.datetime.now().astimezone())
+
+
+async def patient(db, clinic, phone: str, first: str | None = None) -> sched.Patient:
+    found = await sched.patients_by_phone(db.pool, clinic[0], phone)
+    return next(p for p in found if first in (None, p.first_name))
+
+
+async def test_an_existing_patient_books_the_slot_they_confirmed(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    assert "What day or time" in await caller.says("Hi, I'd like to book a physio appointment")
+    offer = await caller.says("next week in the morning please")
+    assert offer.startswith("I have ") and "Which would you like?" in offer
+    picked = await caller.says("the second one")
+    assert picked.startswith("Just to confirm:") and picked.endswith("Shall I book that?")
+    chosen = caller.engine.session.offered[caller.engine.session.picked_slot]
+    assert await live_bookings(db, (await patient(db, clinic, PRIYA_PHONE)).id) == []
+
+    booked = await caller.says("yes please")
+    assert booked.startswith("You're booked.") and "anything else" in booked
+    (appointment,) = await live_bookings(db, (await patient(db, clinic, PRIYA_PHONE)).id)
+    assert appointment.starts_at == chosen.starts_at
+    assert appointment.practitioner_name == chosen.practitioner_name
+    transitions = caller.writer.of_type("TransitionRecord")
+    assert ("awaiting_final_confirmation", "post_booking_closing", "booked") in [
+        (t.previous_state, t.next_state, t.reason) for t in transitions
+    ]
+    assert [t.error_class for t in caller.tool_calls("CreateAppointment")] == [None]
+
+
+async def test_changing_their_mind_at_the_final_confirmation_writes_nothing(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("can I book an annual physical")
+    await caller.says("tomorrow afternoon or whenever")
+    await caller.says("the first one")
+    again = await caller.says("no, actually not that one")
+    assert again.startswith("I have ")  # the times already found, read out again
+    assert await live_bookings(db, (await patient(db, clinic, PRIYA_PHONE)).id) == []
+    assert caller.tool_calls("CreateAppointment") == []
+
+
+async def test_a_new_caller_is_registered_then_books(db, clinic):
+    caller = await call_from(db, clinic, "+15550100299")
+    assert "first name" in await caller.says("Hello, I need a flu shot")
+    await caller.says("Sam")
+    await caller.says("Okafor-Nair")
+    registered = await caller.says("February third nineteen ninety")
+    assert "you're all set up" in registered and "What day or time" in registered
+    sam = (await sched.find_patients(db.pool, clinic[0], first_name="Sam"))[0]
+    assert (sam.last_name, sam.date_of_birth) == ("Okafor-Nair", date(1990, 2, 3))
+    assert sam.phone == "+15550100299"
+    await caller.says("whenever is soonest")
+    await caller.says("the first one")
+    await caller.says("yes")
+    assert len(await live_bookings(db, sam.id)) == 1
+
+
+async def test_cancel_one_of_several_after_an_explicit_yes(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    david = await patient(db, clinic, DAVID_PHONE)
+    first, second = await live_bookings(db, david.id)
+    asked = await caller.says("I need to cancel an appointment")
+    assert "Which one do you mean?" in asked
+    assert "Do you want me to cancel it?" in await caller.says("the second one")
+    done = await caller.says("yes please")
+    assert done.startswith("Done. Cancelled:")
+    assert [a.id for a in await live_bookings(db, david.id)] == [first.id]
+
+
+async def test_cancel_everything(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    assert "cancel all of them" in await caller.says("please cancel all my appointments")
+    await caller.says("yes")
+    assert await live_bookings(db, (await patient(db, clinic, DAVID_PHONE)).id) == []
+
+
+async def test_what_do_i_have_coming_up(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    answer = await caller.says("what do I have coming up?")
+    assert answer.startswith("You have a blood test with Tom Becker on")
+    assert "follow-up visit with Dr. James Okafor" in answer
+
+
+async def test_a_price_question_mid_booking_then_the_booking_goes_on(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("I'd like to book physio")
+    await caller.says("next week")
+    prices = await caller.says("how much does it cost?")
+    assert "physiotherapy session at $110" in prices
+    assert (await caller.says("okay the first one")).startswith("Just to confirm:")
+
+
+async def test_a_shared_phone_caller_is_identified_then_moves_their_booking(db, clinic):
+    caller = await call_from(db, clinic, FAMILY_PHONE)
+    elena = await patient(db, clinic, FAMILY_PHONE, "Elena")
+    (old,) = await live_bookings(db, elena.id)
+    assert "full name" in await caller.says("I want to reschedule my appointment")
+    assert "date of birth" in await caller.says("Elena Alvarez")
+    asked = await caller.says("November twentieth nineteen seventy eight")
+    assert caller.engine.session.patient.id == elena.id
+    assert asked == "Sure, a physiotherapy session. What day or time suits you best?"
+    assert (await caller.says("as soon as possible")).startswith("I have ")
+    await caller.says("the first one")
+    moved = await caller.says("yes")
+    assert moved.startswith("All done, I've moved it.")
+    (new,) = await live_bookings(db, elena.id)
+    assert new.id != old.id and new.type_name == old.type_name
+    previous = await sched.get_appointment(db.pool, old.id)
+    assert previous.status == "cancelled"
+
+
+async def test_an_emergency_is_redirected_and_flagged_urgently(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    said = await caller.says("I have chest pain and I can't breathe")
+    assert "call 911" in said
+    request = await db.pool.fetchrow(
+        "SELECT urgent, reason FROM callback_requests WHERE call_id = $1",
+        uuid.UUID(caller.engine.session.call_id),
+    )
+    assert request["urgent"] and request["reason"] == "possible emergency"
+
+
+async def test_goodbye_ends_the_call(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    said = await caller.says("no that's all, goodbye")
+    assert said.startswith("Thanks for calling Demo Family Clinic") and caller.last.end_call
