@@ -8,7 +8,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ["bench.stt_wer", "bench.first_audio", "bench.pipeline_latency"]
+BENCHMARKS = [
+    "bench.stt_wer", "bench.first_audio", "bench.pipeline_latency", "bench.booking_engine",
+]
 
 
 def main() -> int:

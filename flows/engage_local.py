@@ -27,7 +27,8 @@ from services.slots import Slot
 
 LINES_FILE = Path(__file__).resolve().parent.parent / "prompts" / "actions.yaml"
 FIELDS = frozenset({
-    "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "prices",
+    "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
+    "prices",
     "hours", "service_info", "emergency_number",
 })
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
@@ -138,6 +139,10 @@ def _fields(
     targets = [a for a in session.upcoming or [] if a.id in session.targets]
     name = (session.patient.first_name if session.patient else session.new_patient.first_name)
     picked = session.offered.get(session.picked_slot or "")
+    prices = say_list([
+        f"{_lower_first(t.name)} at {say_price(t.price_cents, t.currency)}"
+        for t in session.services
+    ])
     return {
         "clinic": clinic,
         "name": name or "",
@@ -148,10 +153,9 @@ def _fields(
         "bookings": (say_list([_booking(a) for a in session.upcoming or []])
                      or "no upcoming appointments"),
         "targets": say_list([_booking(a) for a in targets]),
-        "prices": say_list([
-            f"{_lower_first(t.name)} at {say_price(t.price_cents, t.currency)}"
-            for t in session.services
-        ]),
+        "prices": prices,
+        "price": (f"A {_lower_first(kind.name)} is {say_price(kind.price_cents, kind.currency)}"
+                  if kind else prices[:1].upper() + prices[1:]),
         "hours": tools.opening_hours(),
         "service_info": (kind.description if kind else
                          " ".join(f"{t.name}: {t.description}" for t in session.services)),

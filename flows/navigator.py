@@ -17,12 +17,12 @@ predicates they may name are the `PREDICATES` below, checked when the graph load
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
 from flows.graph import RETURN, ContextGraph, StateType
-from flows.router import NO_ROUTE, RouteDecision, TaskKind, route_turn
+from flows.router import NO_ROUTE, RouteDecision, TaskKind, default_router, route_turn
 from flows.session import BookingSession, Confirmation, cancel_subject
 from flows.understanding import (
     appointment_type,
@@ -48,6 +48,9 @@ class NavigationError(RuntimeError):
     """The graph could not be walked to an action; the engine falls back to static prompt mode."""
 
 
+QUESTIONS = frozenset({
+    "price_question", "hours_question", "service_question", "practitioner_seniority_question",
+})
 IDENTITY_QUESTIONS = frozenset({
     "ask_first_name", "ask_last_name", "ask_date_of_birth", "ask_shared_phone_full_name",
     "ask_shared_phone_dob",
@@ -61,6 +64,8 @@ class Turn:
     text: str
     route: RouteDecision
     answer: Answer
+    task_changed: bool = False  # this turn asked for something other than before
+    at_start: bool = True  # the walk is still in the state the turn began in
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ PREDICATES: dict[str, Predicate] = {
     "details_complete": lambda s, t: s.new_patient.complete,
     "outcome": lambda s, t: s.outcome,
     "last_action": lambda s, t: s.last_action,
+    "task_changed": lambda s, t: t.task_changed,
+    "at_start": lambda s, t: t.at_start,
 }
 
 
@@ -149,6 +156,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
+        "task_changed", "at_start",
     )},
 }
 
@@ -190,7 +198,8 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
             session.confirmation = None
     if last in CANCEL_READBACK and session.targets and turn.answer is Answer.YES:
         session.confirmation = Confirmation(cancel_subject(session.targets), text)
-    if session.last_offer:
+    rejecting = last in FINAL_READBACK and turn.answer is Answer.NO
+    if session.last_offer and not rejecting:
         offer = [(ref, session.offered[ref]) for ref in session.last_offer]
         chosen = slot_choice(text, offer)
         if chosen is not None:
@@ -199,7 +208,8 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
         mentioned = appointment_type(text, session.services)
         if mentioned is not None:
             session.appointment_type = mentioned
-            if session.task is None:  # naming a service to a scheduling line is asking for one
+            # naming a service to a scheduling line is asking for one (unless asking about it)
+            if session.task is None and turn.route.route not in QUESTIONS:
                 session.task = TaskKind.BOOK
     if last not in IDENTITY_QUESTIONS:  # a birth date is not a day they want to come in
         session.days = (
@@ -260,7 +270,9 @@ def navigate(
     graph: ContextGraph, session: BookingSession, state: str, text: str, today: date
 ) -> NavDecision:
     """One caller turn, deterministically: understand it, then walk to an action."""
-    turn = Turn(text, route_turn(text, session.last_action), classify_answer(text))
+    route = route_turn(text, session.last_action)
+    changed = route.task is not None and route.task is not session.task
+    turn = Turn(text, route, classify_answer(text), task_changed=changed)
     understand(session, turn, today)
     return walk(graph, session, state, turn)
 
@@ -273,6 +285,7 @@ def walk(
     hops: list[Hop] = []
     visited = {state}
     start = state
+    returned = False  # the walk may come back to where the turn began once (a pivot)
     while len(hops) < MAX_HOPS:
         spec = graph.states[state]
         if spec.type is StateType.TOOL_CALL and not (tool_done and state == start):
@@ -280,9 +293,11 @@ def walk(
                 state=state, action="", route=turn.route, hops=hops, pending_tool=spec.tool,
                 turn=turn,
             )
+        reopen = set() if returned else {start}
+        here = replace(turn, at_start=not hops)
         chosen = next(
-            (e for e in graph.exits_of(state) if holds(e.when, session, turn)
-             and _target(graph, session, state, e.to) not in visited),
+            (e for e in graph.exits_of(state) if holds(e.when, session, here)
+             and _target(graph, session, state, e.to) not in visited - reopen),
             None,
         )
         if chosen is None and spec.type is not StateType.ACTION:
@@ -297,6 +312,7 @@ def walk(
         elif graph.in_side_loop(target) and not graph.in_side_loop(state):
             session.return_to.append(state)
         hops.append(Hop(state, target, chosen.name))
+        returned = returned or target == start
         visited.add(target)
         state = target
     spec = graph.states[state]
@@ -347,3 +363,10 @@ def settle(graph: ContextGraph, session: BookingSession, state: str) -> NavDecis
     decision = walk(graph, session, target, turn)
     decision.hops.insert(0, Hop(state, target, chosen.name))
     return decision
+
+
+def warm_up() -> None:
+    """Load the router rules and the date parser now (start-up), not on a caller's turn."""
+    default_router()
+    date_of_birth("march 14 1948", date(2000, 1, 1))
+    preferred_days("next tuesday", date(2000, 1, 1))

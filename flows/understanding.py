@@ -207,7 +207,7 @@ _ORDINAL_CHOICE = {
     "first": 0, "1st": 0, "earlier": 0, "earliest": 0, "either": 0, "any": 0,
     "second": 1, "2nd": 1, "later": 1, "other": 1, "third": 2, "3rd": 2, "last": -1,
 }
-_TIME = re.compile(r"\b(\d{1,2})(?:[: ](\d{2}))? ?(am|pm|a m|p m)?\b")
+_TIME = re.compile(r"(\bat )?\b(\d{1,2})(?:[: ](\d{2}))? ?(am|pm|a m|p m|o'clock)?\b")
 
 
 def slot_choice(text: str, offered: Sequence[tuple[str, Slot]]) -> str | None:
@@ -220,15 +220,16 @@ def slot_choice(text: str, offered: Sequence[tuple[str, Slot]]) -> str | None:
             return offered[index][0]
     spoken = spoken_numbers_to_digits(text)
     for match in _TIME.finditer(spoken):
-        hour, minute = int(match.group(1)), int(match.group(2) or 0)
-        if not 1 <= hour <= 12 and not 13 <= hour <= 23:
-            continue
-        meridiem = (match.group(3) or "").replace(" ", "")
+        at, hour, minute = match.group(1), int(match.group(2)), int(match.group(3) or 0)
+        suffix = match.group(4)
+        if not (at or match.group(3) or suffix) or not 1 <= hour <= 23:
+            continue  # a bare number ("that one") is not a time
+        meridiem = (suffix or "").replace(" ", "").replace("o'clock", "")
         for ref, slot in offered:
             local = slot.starts_at
-            if local.minute != minute and match.group(2):
+            if local.minute != minute and match.group(3):
                 continue
-            if local.minute != minute and not match.group(2) and local.minute != 0:
+            if local.minute != minute and not match.group(3) and local.minute != 0:
                 continue
             twelve = local.hour % 12 or 12
             if hour in (local.hour, twelve) and (
