@@ -23,7 +23,7 @@ bench: $(VENV)/.installed
 	$(PY) -m bench.run_all
 
 simulate: $(VENV)/.installed
-	$(PY) main.py simulate scenarios/greeting_callback.yaml
+	$(PY) main.py simulate scenarios/voice_booking.yaml
 
 clean-data:
 	rm -rf .data

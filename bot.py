@@ -2,7 +2,8 @@
 
     transport in -> [text bridge | STT] -> before_context layers
     -> user aggregator (Silero VAD + smart-turn v3) -> caller audio end -> before_llm
-    layers -> fallback responder -> LLM -> after_llm layers -> TTS -> greeting player
+    layers -> [graph navigator] -> fallback responder -> LLM -> after_llm layers -> TTS
+    -> greeting player
     -> transport out -> agent audio tap -> call controller -> assistant aggregator
 
 Later issues insert the intelligence processors (emotion, observers, safety,
@@ -44,10 +45,12 @@ from pipecat.turns.user_stop import (
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
+from flows.engine import BookingEngine
 from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
 from processors.fallback_responder import FallbackResponder
+from processors.graph_navigator import GraphNavigator
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.text_input import TextInputBridge
 from services.call_session import CallSession, CompletionReason, SessionMode
@@ -130,6 +133,7 @@ def build_call_pipeline(
     layers: Callable[[CallSession], IntelligenceLayers] = no_layers,
     overrides: ServiceOverrides | None = None,
     recordings_dir: Path | None = None,
+    engine: BookingEngine | None = None,
     audio_in_sample_rate: int = PHONE_SAMPLE_RATE,
     audio_out_sample_rate: int = PHONE_SAMPLE_RATE,
 ) -> CallPipeline:
@@ -163,6 +167,8 @@ def build_call_pipeline(
     if session.is_audio:
         processors.append(CallerAudioEnd(recording))
     processors += chosen.before_llm
+    if engine is not None:
+        processors.append(GraphNavigator(session, engine))
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:
         processors.append(llm)

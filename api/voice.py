@@ -50,7 +50,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
                 runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
                 call_sid=call_sid, direction="inbound", from_number=form.get("From"),
                 to_number=to_number, status="ringing",
-                config_snapshot=profile.snapshot(runtime.plan),
+                config_snapshot=runtime.snapshot(profile),
             ),
             DB_TIMEOUT_S,
         )

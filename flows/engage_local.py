@@ -146,7 +146,7 @@ def _fields(
     return {
         "clinic": clinic,
         "name": name or "",
-        "service": _lower_first(kind.name) if kind else "appointment",
+        "service": f"{_article(kind.name)} {_lower_first(kind.name)}" if kind else "an appointment",
         "slots": say_list([_slot(session.offered[r]) for r in session.last_offer], "or"),
         "slot": _slot(picked, with_place=True) if picked else "",
         "result": result.text if result else "",
@@ -154,7 +154,8 @@ def _fields(
                      or "no upcoming appointments"),
         "targets": say_list([_booking(a) for a in targets]),
         "prices": prices,
-        "price": (f"A {_lower_first(kind.name)} is {say_price(kind.price_cents, kind.currency)}"
+        "price": (f"{_article(kind.name).title()} {_lower_first(kind.name)} is "
+                  f"{say_price(kind.price_cents, kind.currency)}"
                   if kind else prices[:1].upper() + prices[1:]),
         "hours": tools.opening_hours(),
         "service_info": (kind.description if kind else
@@ -170,8 +171,12 @@ def _slot(slot: Slot, with_place: bool = False) -> str:
 
 def _booking(appointment: Appointment) -> str:
     local = appointment.starts_at.astimezone(ZoneInfo(appointment.timezone))
-    return (f"a {_lower_first(appointment.type_name)} with {appointment.practitioner_name} "
-            f"on {say_time(local)}")
+    return (f"{_article(appointment.type_name)} {_lower_first(appointment.type_name)} with "
+            f"{appointment.practitioner_name} on {say_time(local)}")
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
 
 
 def _lower_first(text: str) -> str:

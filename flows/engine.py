@@ -72,16 +72,21 @@ class BookingEngine:
         self.failed = False
 
     async def start(self) -> None:
-        """The init (recall) state: what the call needs before the caller speaks."""
+        """The init (recall) state: what the call needs before the caller speaks.
+
+        The state moves to the greeting first, so a caller who speaks before the
+        prefetch ends is answered from there (with less context), never from `init`.
+        """
+        greeting = self.graph.states[self.graph.initial_state].exits[0]
+        entry = self.graph.entry_state(greeting.to)
+        self._record([Hop(self.state, entry, greeting.name)])
+        self.state = entry
+        self.session.last_action = self.graph.states[entry].actions[0]
         try:
             await asyncio.wait_for(self._prefetch(), PREFETCH_TIMEOUT_S)
         except Exception as error:  # noqa: BLE001 - the call goes on without the context
             logger.warning(f"call {self.session.call_id}: prefetch failed ({type(error).__name__})")
             self.log.event("prefetch_failed", error=type(error).__name__)
-        greeting = self.graph.states[self.graph.initial_state].exits[0]
-        self._record([Hop(self.state, self.graph.entry_state(greeting.to), greeting.name)])
-        self.state = self.graph.entry_state(greeting.to)
-        self.session.last_action = self.graph.states[self.state].actions[0]
 
     async def _prefetch(self) -> None:
         session = self.session

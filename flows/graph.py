@@ -80,6 +80,7 @@ class ExitSpec(_Strict):
     to: str
     description: str
     when: Condition | None = None  # None: only the LLM navigator or the engine takes it
+    first: bool = False  # a global exit checked before the state's own (emergencies)
 
 
 class SuperStateSpec(_Strict):
@@ -180,13 +181,16 @@ class ContextGraph(_Strict):
         return target
 
     def exits_of(self, state: str) -> list[ExitSpec]:
-        """The state's own exits, then the graph's global exits (action states only)."""
+        """In the order they are tried: urgent global exits, the state's own, the other
+        global exits (global ones in action states only)."""
         spec = self.states[state]
         own = list(spec.exits)
-        if spec.type is StateType.ACTION and not spec.is_terminal:
-            names = {exit_.name for exit_ in own}
-            own += [g for g in self.global_exits if g.name not in names and g.to != state]
-        return own
+        if spec.type is not StateType.ACTION or spec.is_terminal:
+            return own
+        names = {exit_.name for exit_ in own}
+        inside = {state, *self.ancestors(state)}  # no global exit into where the call already is
+        shared = [g for g in self.global_exits if g.name not in names and g.to not in inside]
+        return [g for g in shared if g.first] + own + [g for g in shared if not g.first]
 
     def ancestors(self, state: str) -> list[str]:
         """Super-states containing `state`, innermost first."""

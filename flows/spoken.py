@@ -34,14 +34,23 @@ def say_list(items: Sequence[str], joiner: str = "and") -> str:
 
 
 def say_hours(opening_hours: dict[str, list[str]]) -> str:
-    """{'mon': ['08:00', '17:00'], ...} → 'Monday 8 AM to 5 PM, ...' (closed days left out)."""
+    """{'mon': ['08:00', '17:00'], ...} → 'Monday to Wednesday 8 AM to 5 PM and Thursday ...'
+    (days in a row with the same hours are said once; closed days are left out)."""
     names = {"mon": "Monday", "tue": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
              "fri": "Friday", "sat": "Saturday", "sun": "Sunday"}
-    parts = []
+    runs: list[tuple[str, str, tuple[str, ...]]] = []  # first day, last day, hours
+    previous: str | None = None
     for key, name in names.items():
-        if key in opening_hours:
-            opens, closes = opening_hours[key]
-            parts.append(f"{name} {_clock(opens)} to {_clock(closes)}")
+        hours = tuple(opening_hours.get(key, ()))
+        if hours and runs and previous is not None and runs[-1][2] == hours:
+            runs[-1] = (runs[-1][0], name, hours)
+        elif hours:
+            runs.append((name, name, hours))
+        previous = key if hours else None
+    parts = [
+        f"{first if first == last else f'{first} to {last}'} {_clock(h[0])} to {_clock(h[1])}"
+        for first, last, h in runs
+    ]
     return say_list(parts) if parts else "by appointment only"
 
 

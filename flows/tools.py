@@ -339,8 +339,8 @@ class BookingTools:
 
     def opening_hours(self) -> str:
         return say_list([
-            f"{loc.name}: {say_hours(loc.opening_hours)}" for loc in self.session.locations
-        ], joiner="; and")
+            f"at {loc.name} {say_hours(loc.opening_hours)}" for loc in self.session.locations
+        ])
 
 
 def _as_date(value: Any) -> date | None:

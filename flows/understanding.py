@@ -42,7 +42,7 @@ _DATE_SETTINGS_PAST = {"PREFER_DATES_FROM": "past", "DATE_ORDER": "MDY",
 
 def spoken_numbers_to_digits(text: str) -> str:
     """'march fourteenth nineteen forty eight' → 'march 14 1948'; digits pass through."""
-    words = normalize(text).replace("-", " ").split()
+    words = re.sub(r"[,.;:!?]", " ", normalize(text)).replace("-", " ").split()
     out: list[str] = []
     i = 0
     while i < len(words):
@@ -186,7 +186,7 @@ def appointment_type(text: str, types: Sequence[AppointmentType]) -> Appointment
 _FILLERS = phrase_pattern([
     "my name is", "my name's", "name is", "it's", "it is", "this is", "i'm", "i am", "yes",
     "yeah", "sure", "um", "uh", "okay", "ok", "so", "hi", "hello", "the", "first name",
-    "last name", "surname", "is", "and", "spelled",
+    "last name", "surname", "is", "and", "spelled", "please", "thanks", "thank you", "it's me",
 ])
 _NAME_WORD = re.compile(r"^[a-z][a-z'\-]{1,30}$")
 

@@ -35,6 +35,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
+from processors.frames import NavigationFrame
 from services.call_session import CallSession
 
 
@@ -117,6 +118,8 @@ class CallRecorder(BaseObserver):
             turn.llm_text.append(frame.text)
             if turn.first_text_ms is None:
                 turn.first_text_ms = now
+        elif isinstance(frame, NavigationFrame):
+            self._agent_turn().nav_ms = round(frame.nav_ms)
         elif isinstance(frame, TTSTextFrame):
             turn = self._agent_turn()
             turn.spoken_words.append(frame.text)
@@ -146,10 +149,6 @@ class CallRecorder(BaseObserver):
                 category=getattr(frame.category, "value", None),
                 error=str(frame.error)[:300],
             )
-
-    def record_nav_ms(self, nav_ms: int) -> None:
-        """The context-graph navigator reports its decision time for the coming turn."""
-        self._agent_turn().nav_ms = nav_ms
 
     async def flush(self) -> None:
         """Write whatever turn is still open (call ended mid-turn)."""

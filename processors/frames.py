@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipecat.frames.frames import ControlFrame
+from pipecat.frames.frames import ControlFrame, DataFrame
 
 
 @dataclass
@@ -19,3 +19,18 @@ class EndCallFrame(ControlFrame):
     """
 
     reason: str = "agent_hangup"
+
+
+@dataclass
+class NavigationFrame(DataFrame):
+    """The context-graph navigator's decision for the coming agent turn (for the call record).
+
+    Parameters:
+        nav_ms: how long the navigator took to decide.
+        state: the state the turn landed in.
+        action: the action the agent takes there.
+    """
+
+    nav_ms: float = 0.0
+    state: str = ""
+    action: str = ""

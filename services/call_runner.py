@@ -25,6 +25,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from bot import PHONE_SAMPLE_RATE, CallPipeline, build_call_pipeline
 from db import repositories as repo
+from flows.engine import BookingEngine
+from flows.session import BookingSession
 from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
 from services.runtime import AppRuntime, CallProfile
@@ -112,7 +114,10 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
     profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
         call_id, call.get("to_number")
     )
-    session = _new_session(runtime, profile, SessionMode.PHONE, call_sid=start.call_sid)
+    session = _new_session(
+        runtime, profile, SessionMode.PHONE, call_sid=start.call_sid,
+        caller_number=call.get("from_number"),
+    )
     for kind in start.bad_messages:
         session.log.event("bad_input", kind=kind, where="before start")
 
@@ -169,6 +174,7 @@ async def _phone_pipeline(
     call_pipeline = build_call_pipeline(
         transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
         greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
+        engine=booking_engine(runtime, session),
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -221,7 +227,9 @@ async def _serve_text_session(
         profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
             call_id, call.get("to_number")
         )
-    session = _new_session(runtime, profile, SessionMode.TEXT)
+    session = _new_session(
+        runtime, profile, SessionMode.TEXT, caller_number=(call or {}).get("from_number")
+    )
     try:
         params = EvalTransportParams(audio_in_enabled=False, audio_out_enabled=False)
         params.serializer = EvalSerializer()
@@ -230,7 +238,7 @@ async def _serve_text_session(
         greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
         call_pipeline = build_call_pipeline(
             transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
-            greeting_text=profile.greeting,
+            greeting_text=profile.greeting, engine=booking_engine(runtime, session),
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:
@@ -240,14 +248,16 @@ async def _serve_text_session(
 
 
 def _new_session(
-    runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None
+    runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None,
+    caller_number: str | None = None,
 ) -> CallSession:
     log = CallLog(profile.call_id, runtime.writer)
     session = CallSession(
         call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
         greeting=profile.greeting, workspace_id=profile.workspace_id,
-        service_id=profile.service_id, call_sid=call_sid, keyterms=profile.keyterms,
-        voice=profile.voice, config_snapshot=profile.snapshot(runtime.plan),
+        service_id=profile.service_id, call_sid=call_sid, caller_number=caller_number,
+        keyterms=profile.keyterms, voice=profile.voice,
+        config_snapshot=runtime.snapshot(profile),
     )
     log.update_call(
         status="in_progress", connected_at=datetime.now(UTC),
@@ -257,6 +267,21 @@ def _new_session(
     for problem in profile.settings_problems:
         log.event("voice_settings_invalid", problem=problem)
     return session
+
+
+def booking_engine(runtime: AppRuntime, session: CallSession) -> BookingEngine | None:
+    """The call's context-graph engine, or None for static prompt mode."""
+    graph = runtime.graph_for(session.workspace_id, session.service_id)
+    if graph is None or session.workspace_id is None or session.service_id is None:
+        return None
+    booking = BookingSession(
+        call_id=session.call_id, workspace_id=session.workspace_id,
+        service_id=session.service_id, caller_phone=session.caller_number,
+    )
+    return BookingEngine(
+        graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
+        emergency_number=runtime.settings.emergency_number,
+    )
 
 
 def _end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeline) -> None:

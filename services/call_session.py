@@ -122,6 +122,7 @@ class CallSession:
     workspace_id: str | None = None
     service_id: str | None = None
     call_sid: str | None = None
+    caller_number: str | None = None  # who is calling (for identity), never logged
     keyterms: list[str] = field(default_factory=list)
     voice: VoiceSettings = field(default_factory=VoiceSettings)
     config_snapshot: dict[str, Any] = field(default_factory=dict)

@@ -21,7 +21,13 @@ from bot import PHONE_SAMPLE_RATE, build_call_pipeline
 from config import get_settings
 from db import repositories as repo
 from processors.greeting import PrerenderedSpeech
-from services.call_runner import _end_on_disconnect, _new_session, close_failed_call, run_call
+from services.call_runner import (
+    _end_on_disconnect,
+    _new_session,
+    booking_engine,
+    close_failed_call,
+    run_call,
+)
 from services.call_session import SessionMode
 from services.runtime import AppRuntime
 from services.twilio_media import SafeTwilioFrameSerializer
@@ -106,6 +112,7 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
             transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
             greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
             audio_in_sample_rate=rate, audio_out_sample_rate=rate,
+            engine=booking_engine(runtime, session),
         )
     except Exception as error:
         await close_failed_call(runtime, session, error)

@@ -19,6 +19,9 @@ from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.writer import CallRecordWriter
+from flows.catalog import runnable_graph
+from flows.graph import ContextGraph, GraphError
+from flows.navigator import warm_up
 from services import dev_credentials
 from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
@@ -46,14 +49,30 @@ class CallProfile:
     settings_problems: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.monotonic)
 
-    def snapshot(self, plan: ProviderPlan) -> dict[str, Any]:
+    def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
         """The configuration this call ran with (stored in calls.config_snapshot)."""
         return {
             "providers": plan.snapshot(),
+            "context_graph": (
+                {"id": graph.id, "version": graph.version, "navigator": "deterministic"}
+                if graph is not None else {"mode": "static prompt"}
+            ),
             "service_id": self.service_id,
             "voice_settings": self.voice.model_dump(mode="json"),
             "keyterms": self.keyterms,
         }
+
+
+def load_context_graph(settings: Settings) -> ContextGraph | None:
+    """The graph calls run, checked once; None (static prompt mode, logged) if it cannot run."""
+    try:
+        graph = runnable_graph(settings.context_graph)
+    except GraphError as error:
+        logger.error(f"context graph unavailable, calls run in static prompt mode: {error}")
+        return None
+    warm_up()  # router rules and the date parser, before the first caller
+    logger.info(f"context graph: {graph.id} v{graph.version} ({len(graph.states)} states)")
+    return graph
 
 
 class AppRuntime:
@@ -65,6 +84,7 @@ class AppRuntime:
         self.writer = writer
         self.plan = ProviderPlan.from_settings(settings)
         self.call_capacity = self.plan.call_capacity(settings)
+        self.graph: ContextGraph | None = None
         self.greetings = GreetingCache(self._local_renderer())
         self._profiles: dict[str, CallProfile] = {}
         self.active_calls: dict[str, asyncio.Task] = {}
@@ -86,6 +106,7 @@ class AppRuntime:
         runtime = cls(settings, db, writer)
         runtime.plan.log()
         logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
+        runtime.graph = load_context_graph(settings)
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
@@ -159,6 +180,18 @@ class AppRuntime:
         now = time.monotonic()
         waiting = sum(1 for p in self._profiles.values() if now - p.created <= PREWARM_TTL_S)
         return len(self.active_calls) + waiting
+
+    def graph_for(self, workspace_id: str | None, service_id: str | None) -> ContextGraph | None:
+        """The graph a call's engine runs (None: static prompt mode). It needs a clinic to
+        book in; with no LLM the deterministic engine answers callers, and with an LLM
+        calls run in static prompt mode until the LLM navigator lands."""
+        if workspace_id is None or service_id is None or self.plan.has_llm:
+            return None
+        return self.graph
+
+    def snapshot(self, profile: CallProfile) -> dict[str, Any]:
+        """What this call runs with, for calls.config_snapshot."""
+        return profile.snapshot(self.plan, self.graph_for(profile.workspace_id, profile.service_id))
 
     def has_capacity(self) -> bool:
         return self.calls_in_hand() < self.call_capacity

@@ -104,6 +104,45 @@ class ScriptTurn(BaseModel):
     )
 
 
+class ScriptExpectation(BaseModel):
+    """What the call record must show afterwards (checked by `simulate`; exit 1 if not)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    completion_reason: str | None = None
+    final_state: str | None = None
+    agent_says: list[str] = Field(
+        default_factory=list, description="Phrases the agent says, in this order (any turns)."
+    )
+    tools_succeeded: list[str] = Field(default_factory=list)
+    tools_never_succeeded: list[str] = Field(
+        default_factory=list, description="Tools (writes) that must not have succeeded."
+    )
+    states: list[str] = Field(default_factory=list, description="States the call passed through.")
+
+    def failures(self, summary: dict[str, Any]) -> list[str]:
+        """What the record does not show (empty: everything expected happened)."""
+        problems = []
+        for key in ("completion_reason", "final_state"):
+            wanted = getattr(self, key)
+            if wanted is not None and summary.get(key) != wanted:
+                problems.append(f"{key} is {summary.get(key)!r}, expected {wanted!r}")
+        said = " | ".join(t["text"] or "" for t in summary["turns"] if t["speaker_role"] == "agent")
+        position = 0
+        for phrase in self.agent_says:
+            found = said.find(phrase, position)
+            if found < 0:
+                problems.append(f"the agent never said {phrase!r} (after what came before)")
+            else:
+                position = found + len(phrase)
+        ok = {t["name"] for t in summary["tool_calls"] if t["succeeded"]}
+        problems += [f"{name} did not succeed" for name in self.tools_succeeded if name not in ok]
+        problems += [f"{name} succeeded" for name in self.tools_never_succeeded if name in ok]
+        visited = {t["next_state"] for t in summary["transitions"]}
+        problems += [f"never reached {state}" for state in self.states if state not in visited]
+        return problems
+
+
 class CallScript(BaseModel):
     """A caller: who calls whom, what they say, and whether they hang up early."""
 
@@ -117,6 +156,7 @@ class CallScript(BaseModel):
         default=None, ge=0,
         description="Hang up this long after the last line, without waiting for the agent.",
     )
+    expect: ScriptExpectation | None = None
 
     @field_validator("from_number", "to_number", mode="before")
     @classmethod
@@ -946,7 +986,7 @@ def resolve_credentials(args: argparse.Namespace, settings: Settings) -> tuple[s
 
 
 async def main_simulate(args: argparse.Namespace, settings: Settings | None = None) -> int:
-    """Exit codes: 0 done, 1 the call ran but its record is incomplete, 2 it could not run."""
+    """Exit codes: 0 done, 1 the record is incomplete or an expectation failed, 2 no call."""
     def progress(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
@@ -970,6 +1010,13 @@ async def main_simulate(args: argparse.Namespace, settings: Settings | None = No
     if result.record_error:
         print(f"warning: {result.record_error}", file=sys.stderr)
         return 1
+    if script.expect is not None:
+        failures = script.expect.failures(result.to_json_dict())
+        for failure in failures:
+            print(f"expectation failed: {failure}", file=sys.stderr)
+        if failures:
+            return 1
+        print("expectations: all met", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -1,0 +1,30 @@
+"""Graphs the engine can run: a graph loads only if every name in it means something here.
+
+The graph format (flows/graph.py) is generic; this is where a graph meets this
+engine: its guards must exist (flows/guards), its conditions must be ones the
+deterministic navigator evaluates (flows/navigator), and every action needs a line
+for the offline voice (flows/engage_local). Checked once, at start-up.
+"""
+
+from __future__ import annotations
+
+from flows.engage_local import missing_lines
+from flows.graph import ContextGraph, GraphError, bundled_graph
+from flows.guards import unknown_guards
+from flows.navigator import condition_problems
+
+
+def engine_problems(graph: ContextGraph) -> list[str]:
+    problems = [f"unknown guard {name!r}" for name in unknown_guards(graph)]
+    problems += condition_problems(graph)
+    problems += [f"action {name!r} has no spoken line" for name in missing_lines(graph)]
+    return problems
+
+
+def runnable_graph(graph_id: str) -> ContextGraph:
+    """The bundled graph, checked against this engine (GraphError naming every problem)."""
+    graph = bundled_graph(graph_id)
+    problems = engine_problems(graph)
+    if problems:
+        raise GraphError(f"graph {graph_id!r} cannot run here: " + "; ".join(problems))
+    return graph
