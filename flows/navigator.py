@@ -306,11 +306,7 @@ def walk(
                 raise NavigationError(f"state {state!r}: every way on was already taken")
         if chosen is None:
             break
-        target = _target(graph, session, state, chosen.to)
-        if chosen.to == RETURN and session.return_to:
-            session.return_to.pop()
-        elif graph.in_side_loop(target) and not graph.in_side_loop(state):
-            session.return_to.append(state)
+        target = take_exit(graph, session, state, chosen.to)
         hops.append(Hop(state, target, chosen.name))
         returned = returned or target == start
         visited.add(target)
@@ -328,6 +324,16 @@ def walk(
         state=state, action=action, route=turn.route, hops=hops,
         filler=graph.actions[action].filler, terminal=spec.is_terminal, turn=turn,
     )
+
+
+def take_exit(graph: ContextGraph, session: BookingSession, state: str, to: str) -> str:
+    """The state an exit lands in; entering or leaving a side-loop keeps its return stack."""
+    target = _target(graph, session, state, to)
+    if to == RETURN and session.return_to:
+        session.return_to.pop()
+    elif graph.in_side_loop(target) and not graph.in_side_loop(state):
+        session.return_to.append(state)
+    return target
 
 
 def _target(graph: ContextGraph, session: BookingSession, state: str, to: str) -> str:

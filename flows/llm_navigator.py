@@ -1,0 +1,166 @@
+"""The LLM navigator: a fast model picks the action or exit, validated, retried, never stuck.
+
+Same contract as the deterministic navigator (a `NavDecision`), so the engine runs
+either. Per state the model gets the state's task, its actions and exits (with their
+descriptions) and the caller's words, and answers JSON (`NavChoice`). An answer that is
+not valid JSON, not the schema, or names an option the state does not have is retried,
+up to `ATTEMPTS` in all; then the first valid action (or, in a state with none, the first
+exit) is taken and `navigator_fallback` recorded. The first filler phrase any attempt
+produced is kept (seed 000: "first wins"), so the caller hears it even during recovery.
+What the words settle (slot picked, yes to the read-back, names, dates) is understood by
+the same deterministic code as the other backend: the model decides where to go, never
+what the caller confirmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import date
+
+from pydantic import BaseModel, ValidationError
+
+from flows.graph import ContextGraph, StateType
+from flows.navigator import (
+    MAX_HOPS,
+    Hop,
+    NavDecision,
+    NavigationError,
+    Turn,
+    take_exit,
+    understand,
+)
+from flows.router import route_turn
+from flows.session import BookingSession
+from services.affirmation import classify_answer
+from services.call_session import CallLog
+from services.prompts import render_prompt
+
+ATTEMPTS = 3
+DECISION_TIMEOUT_S = 2.0
+
+# The model call: prompt in, raw text out (Gemini Flash or Claude Haiku in production).
+DecisionModel = Callable[[str], Awaitable[str]]
+
+
+class NavChoice(BaseModel):
+    choice: str
+    filler: str | None = None
+    verify_audio: bool = False
+
+
+@dataclass
+class Choice:
+    name: str
+    filler: str | None
+    verify_audio: bool
+    attempts: int
+    fell_back: bool
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+
+def parse_choice(raw: str) -> NavChoice:
+    """The model's answer as a NavChoice (code fences tolerated); ValueError otherwise."""
+    text = _FENCE.sub("", raw.strip())
+    try:
+        return NavChoice.model_validate(json.loads(text))
+    except (json.JSONDecodeError, ValidationError) as error:
+        raise ValueError(f"not a navigator choice: {error}") from None
+
+
+class LLMNavigator:
+    def __init__(
+        self, graph: ContextGraph, model: DecisionModel, log: CallLog, *, clinic_name: str,
+        attempts: int = ATTEMPTS, timeout_s: float = DECISION_TIMEOUT_S,
+    ) -> None:
+        self.graph, self.model, self.log = graph, model, log
+        self.clinic_name = clinic_name
+        self.attempts, self.timeout_s = attempts, timeout_s
+
+    async def navigate(
+        self, session: BookingSession, state: str, text: str, today: date
+    ) -> NavDecision:
+        route = route_turn(text, session.last_action)
+        turn = Turn(text, route, classify_answer(text),
+                    task_changed=route.task is not None and route.task is not session.task)
+        understand(session, turn, today)
+        hops: list[Hop] = []
+        filler: str | None = None
+        verify = False
+        for _ in range(MAX_HOPS):
+            spec = self.graph.states[state]
+            if spec.type is StateType.TOOL_CALL:
+                return NavDecision(state=state, action="", route=route, hops=hops,
+                                   filler=filler, pending_tool=spec.tool, turn=turn)
+            if spec.type in (StateType.ANNOTATION, StateType.RECALL):
+                exit_ = spec.exits[0]  # nothing to decide: they pass straight on
+            else:
+                choice = await self.choose(session, state, turn)
+                filler = filler or choice.filler
+                verify = verify or choice.verify_audio
+                exit_ = next((e for e in self.graph.exits_of(state) if e.name == choice.name), None)
+                if exit_ is None:
+                    session.last_action = choice.name
+                    return NavDecision(
+                        state=state, action=choice.name, route=route, hops=hops,
+                        filler=filler or self.graph.actions[choice.name].filler,
+                        verify_audio=verify, terminal=spec.is_terminal, turn=turn,
+                    )
+            target = take_exit(self.graph, session, state, exit_.to)
+            hops.append(Hop(state, target, exit_.name))
+            state = target
+        raise NavigationError(f"no action within {MAX_HOPS} hops (stopped in {state!r})")
+
+    async def choose(self, session: BookingSession, state: str, turn: Turn) -> Choice:
+        """Ask the model, validate, retry; the first valid option if every attempt fails."""
+        spec = self.graph.states[state]
+        exits = [e.name for e in self.graph.exits_of(state)]
+        valid = [*spec.actions, *exits] if spec.type is StateType.ACTION else exits
+        prompt = self._prompt(session, state, turn, valid)
+        filler: str | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                answer = parse_choice(await asyncio.wait_for(self.model(prompt), self.timeout_s))
+            except (ValueError, TimeoutError) as error:
+                self.log.event("navigator_retry", state=state, attempt=attempt,
+                               error=type(error).__name__)
+                continue
+            except Exception as error:  # noqa: BLE001 - a model failure is a retry, not a crash
+                self.log.event("navigator_retry", state=state, attempt=attempt,
+                               error=type(error).__name__)
+                continue
+            filler = filler or answer.filler  # first wins, even from an invalid answer
+            if answer.choice in valid:
+                return Choice(answer.choice, filler, answer.verify_audio, attempt, False)
+            self.log.event("navigator_retry", state=state, attempt=attempt,
+                           error=f"unknown option {answer.choice[:40]!r}")
+        fallback = valid[0]
+        self.log.event("navigator_fallback", state=state, choice=fallback)
+        return Choice(fallback, filler, False, self.attempts, True)
+
+    def _prompt(self, session: BookingSession, state: str, turn: Turn, valid: list[str]) -> str:
+        spec = self.graph.states[state]
+        exits = {e.name: e for e in self.graph.exits_of(state)}
+        options = "\n".join(
+            f"- {name} (exit to {exits[name].to}): {exits[name].description}" if name in exits
+            else f"- {name} (action): {self.graph.actions[name].description}"
+            for name in valid
+        )
+        facts = {
+            "identified": session.patient is not None,
+            "task": session.task.value if session.task else None,
+            "service": session.appointment_type.name if session.appointment_type else None,
+            "slots_offered": len(session.last_offer), "slot_picked": bool(session.picked_slot),
+            "caller_confirmed": session.confirmation is not None,
+            "upcoming_bookings": None if session.upcoming is None else len(session.upcoming),
+        }
+        return render_prompt(
+            "navigator/choose.md", clinic_name=self.clinic_name, state=state,
+            state_description=spec.description, phases=", ".join(spec.phases) or "-",
+            caller_text=turn.text.replace('"', "'"), facts=json.dumps(facts), options=options,
+        )

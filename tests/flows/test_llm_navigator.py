@@ -1,0 +1,108 @@
+"""The LLM navigator survives bad model output, keeps the first filler, never gets stuck."""
+
+import asyncio
+import json
+from datetime import date
+
+import pytest
+
+from db.scheduling import Patient
+from flows.graph import bundled_graph
+from flows.guards import check
+from flows.llm_navigator import LLMNavigator, parse_choice
+from flows.session import BookingSession
+from services.call_session import CallLog
+from tests.fakes import CollectingWriter
+
+GRAPH = bundled_graph("clinic_booking")
+TODAY = date(2026, 11, 24)
+PRIYA = Patient("p-priya", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
+
+
+class ScriptedModel:
+    """Answers each navigator prompt with the next scripted reply (a str, or an exception)."""
+
+    def __init__(self, *replies) -> None:
+        self.replies = list(replies)
+        self.prompts: list[str] = []
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        if reply == "hang":
+            await asyncio.sleep(10)
+        return reply
+
+
+def choice(name: str, filler: str | None = None, verify: bool = False) -> str:
+    return json.dumps({"choice": name, "filler": filler, "verify_audio": verify})
+
+
+def navigator(model: ScriptedModel, writer: CollectingWriter | None = None) -> LLMNavigator:
+    return LLMNavigator(GRAPH, model, CallLog("c", writer or CollectingWriter()),
+                        clinic_name="Demo Family Clinic", timeout_s=0.2)
+
+
+def session() -> BookingSession:
+    return BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+                          phone_matches=[PRIYA], upcoming=[], services_read=True)
+
+
+def test_answers_in_code_fences_parse_and_junk_does_not():
+    assert parse_choice('```json\n{"choice": "ask_service"}\n```').choice == "ask_service"
+    with pytest.raises(ValueError):
+        parse_choice("I think the caller wants to book")
+
+
+async def test_invalid_json_then_a_valid_choice_is_retried_and_the_first_filler_wins():
+    writer = CollectingWriter()
+    model = ScriptedModel(
+        "not json at all", json.dumps({"choice": "teleport", "filler": "One moment."}),
+        choice("ask_how_can_help", filler="Sure, let me see."),
+    )
+    decision = await navigator(model, writer).navigate(session(), "booking_discovery", "hmm", TODAY)
+    assert decision.action == "ask_how_can_help" and decision.state == "booking_discovery"
+    assert decision.filler == "One moment."  # from the second, invalid, attempt: first wins
+    assert len(model.prompts) == 3
+    assert [e.data["attempt"] for e in writer.events("navigator_retry")] == [1, 2]
+
+
+async def test_after_three_failures_the_first_valid_option_is_taken():
+    writer = CollectingWriter()
+    model = ScriptedModel(RuntimeError("503"), "hang", "{}")
+    decision = await navigator(model, writer).navigate(session(), "booking_discovery", "hmm", TODAY)
+    assert decision.action == GRAPH.states["booking_discovery"].actions[0]
+    assert writer.events("navigator_fallback")[0].data["state"] == "booking_discovery"
+
+
+async def test_exits_are_walked_through_several_states_until_an_action():
+    model = ScriptedModel(
+        choice("caller_spoke", filler="Hi!"),  # greeting → booking_discovery
+        choice("book_new"),                    # → appointment_setting → resolving_service
+        choice("ask_service", verify=True),
+    )
+    call = session()
+    decision = await navigator(model).navigate(call, "greeting", "I'd like to book", TODAY)
+    assert [h.next for h in decision.hops] == ["booking_discovery", "resolving_service"]
+    assert (decision.state, decision.action) == ("resolving_service", "ask_service")
+    assert decision.filler == "Hi!" and decision.verify_audio
+    assert call.last_action == "ask_service"
+    # every prompt lists only the options of its own state
+    assert "book_new" in model.prompts[1] and "ask_service" not in model.prompts[1]
+
+
+async def test_the_model_chooses_where_to_go_but_not_what_the_caller_confirmed():
+    call = session()
+    call.offer([])
+    call.last_action = "final_slot_confirmation"
+    call.picked_slot = None  # nothing was read back
+    model = ScriptedModel(choice("book_confirmed_selected_slot"))
+    decision = await navigator(model).navigate(
+        call, "awaiting_final_confirmation", "yes book it", TODAY
+    )
+    assert decision.action == "book_confirmed_selected_slot"
+    assert call.confirmation is None
+    refused = check(GRAPH, decision.state, "CreateAppointment", call, {"slot_ref": "S1"})
+    assert refused is not None  # a premature booking is blocked, whatever the model chose
