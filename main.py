@@ -117,6 +117,48 @@ def create_key(settings: Settings, workspace: str, name: str) -> int:
     return event_loop.run(_with_database(settings, action))
 
 
+def save_graph(settings: Settings, path: str, workspace: str, service: str | None) -> int:
+    """Validate a graph file against this engine and store it as a new version."""
+    from pathlib import Path
+
+    from db import repositories as repo
+    from db.graph_store import GraphVersionExists
+    from db.graph_store import save_graph as store
+    from flows.catalog import engine_problems
+    from flows.graph import GraphError, load_graph
+
+    try:
+        graph = load_graph(Path(path))
+        problems = engine_problems(graph)
+        if problems:
+            raise GraphError(f"{path}: " + "; ".join(problems))
+    except GraphError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    async def action(db) -> int:
+        found = await repo.get_workspace_by_name(db.pool, workspace)
+        if found is None:
+            print(f"no workspace named {workspace!r}", file=sys.stderr)
+            return 2
+        service_id = None
+        if service is not None:
+            match = await repo.get_service_by_name(db.pool, found["id"], service)
+            if match is None:
+                print(f"no service named {service!r}", file=sys.stderr)
+                return 2
+            service_id = match["id"]
+        try:
+            version = await store(db.pool, found["id"], graph.model_dump(mode="json"), service_id)
+        except GraphVersionExists as error:
+            print(f"error: {error} is already stored; raise `version` in the file", file=sys.stderr)
+            return 2
+        print(f"stored {graph.id} v{version} for {workspace}" + (f"/{service}" if service else ""))
+        return 0
+
+    return event_loop.run(_with_database(settings, action))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from services.simulator import add_simulate_arguments
 
@@ -130,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     create = api_key_sub.add_parser("create", help="create a key and print it once")
     create.add_argument("--workspace", required=True)
     create.add_argument("--name", default="cli")
+    store = sub.add_parser("save-graph", help="store a context graph file as a new version")
+    store.add_argument("path")
+    store.add_argument("--workspace", default="demo")
+    store.add_argument("--service", default=None, help="only for this service (by name)")
     add_simulate_arguments(sub.add_parser("simulate", help="play a caller script"))
     return parser
 
@@ -159,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             return seed(settings)
         if command == "api-key":
             return create_key(settings, args.workspace, args.name)
+        if command == "save-graph":
+            return save_graph(settings, args.path, args.workspace, args.service)
         if command == "simulate":
             from services.simulator import run_simulate
 

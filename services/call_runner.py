@@ -174,7 +174,7 @@ async def _phone_pipeline(
     call_pipeline = build_call_pipeline(
         transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
         greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
-        engine=booking_engine(runtime, session),
+        engine=booking_engine(runtime, session, profile),
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -238,7 +238,7 @@ async def _serve_text_session(
         greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
         call_pipeline = build_call_pipeline(
             transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
-            greeting_text=profile.greeting, engine=booking_engine(runtime, session),
+            greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:
@@ -266,12 +266,16 @@ def _new_session(
     log.event("call_started", mode=mode.value)
     for problem in profile.settings_problems:
         log.event("voice_settings_invalid", problem=problem)
+    for problem in profile.graph_problems:
+        log.event("context_graph_invalid", problem=problem)
     return session
 
 
-def booking_engine(runtime: AppRuntime, session: CallSession) -> BookingEngine | None:
+def booking_engine(
+    runtime: AppRuntime, session: CallSession, profile: CallProfile
+) -> BookingEngine | None:
     """The call's context-graph engine, or None for static prompt mode."""
-    graph = runtime.graph_for(session.workspace_id, session.service_id)
+    graph = runtime.graph_for(profile)
     if graph is None or session.workspace_id is None or session.service_id is None:
         return None
     booking = BookingSession(

@@ -15,12 +15,13 @@ from loguru import logger
 
 from config import Settings
 from db import repositories as repo
+from db.graph_store import latest_graph
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.writer import CallRecordWriter
-from flows.catalog import runnable_graph
-from flows.graph import ContextGraph, GraphError
+from flows.catalog import engine_problems, runnable_graph
+from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
 from services import dev_credentials
 from services.greeting_cache import GreetingCache
@@ -47,6 +48,8 @@ class CallProfile:
     keyterms: list[str]
     voice: VoiceSettings
     settings_problems: list[str] = field(default_factory=list)
+    graph: ContextGraph | None = None  # the graph this service's calls run (None: static)
+    graph_problems: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
@@ -57,6 +60,7 @@ class CallProfile:
                 {"id": graph.id, "version": graph.version, "navigator": "deterministic"}
                 if graph is not None else {"mode": "static prompt"}
             ),
+            "graph_problems": self.graph_problems,
             "service_id": self.service_id,
             "voice_settings": self.voice.model_dump(mode="json"),
             "keyterms": self.keyterms,
@@ -85,6 +89,7 @@ class AppRuntime:
         self.plan = ProviderPlan.from_settings(settings)
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
+        self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
         self.greetings = GreetingCache(self._local_renderer())
         self._profiles: dict[str, CallProfile] = {}
         self.active_calls: dict[str, asyncio.Task] = {}
@@ -147,10 +152,15 @@ class AppRuntime:
         if service is None:
             return self._default_profile(call_id, None, None, "the clinic", [], None)
         raw = await repo.get_voice_settings_raw(self.db.pool, service["workspace_id"])
-        return self._default_profile(
+        profile = self._default_profile(
             call_id, service["workspace_id"], service["id"], service["name"],
             list(service.get("keyterms") or []), raw, greeting=service.get("greeting"),
         )
+        profile.graph, profile.graph_problems = await self._service_graph(
+            service["workspace_id"], service["id"],
+            service.get("graph_id") or self.settings.context_graph,
+        )
+        return profile
 
     def _default_profile(
         self, call_id: str, workspace_id: str | None, service_id: str | None, clinic: str,
@@ -181,17 +191,38 @@ class AppRuntime:
         waiting = sum(1 for p in self._profiles.values() if now - p.created <= PREWARM_TTL_S)
         return len(self.active_calls) + waiting
 
-    def graph_for(self, workspace_id: str | None, service_id: str | None) -> ContextGraph | None:
+    def graph_for(self, profile: CallProfile) -> ContextGraph | None:
         """The graph a call's engine runs (None: static prompt mode). It needs a clinic to
         book in; with no LLM the deterministic engine answers callers, and with an LLM
-        calls run in static prompt mode until the LLM navigator lands."""
-        if workspace_id is None or service_id is None or self.plan.has_llm:
+        calls run in static prompt mode until the LLM engage path lands."""
+        if profile.workspace_id is None or profile.service_id is None or self.plan.has_llm:
             return None
-        return self.graph
+        return profile.graph
 
     def snapshot(self, profile: CallProfile) -> dict[str, Any]:
         """What this call runs with, for calls.config_snapshot."""
-        return profile.snapshot(self.plan, self.graph_for(profile.workspace_id, profile.service_id))
+        return profile.snapshot(self.plan, self.graph_for(profile))
+
+    async def _service_graph(
+        self, workspace_id: str, service_id: str, graph_id: str
+    ) -> tuple[ContextGraph | None, list[str]]:
+        """The service's latest stored graph version, else the bundled graph (checked, cached)."""
+        definition = await latest_graph(self.db.pool, workspace_id, service_id, graph_id)
+        if definition is None:
+            return (self.graph if self.graph is not None and self.graph.id == graph_id
+                    else None), []
+        key = (workspace_id, definition.get("id"), definition.get("version"))
+        if key not in self._graphs:
+            try:
+                graph = parse_graph(definition, f"stored graph {graph_id}")
+                problems = engine_problems(graph)
+                if problems:
+                    raise GraphError("; ".join(problems))
+                self._graphs[key] = (graph, [])
+            except GraphError as error:
+                logger.error(f"stored graph {graph_id} cannot run, using the bundled one: {error}")
+                self._graphs[key] = (self.graph, [str(error)[:300]])
+        return self._graphs[key]
 
     def has_capacity(self) -> bool:
         return self.calls_in_hand() < self.call_capacity
