@@ -53,11 +53,21 @@ class _Strict(BaseModel):
 
 
 class ToolSpec(_Strict):
-    """A tool the graph may allow, and what must hold before it runs."""
+    """A tool the graph may allow, what it takes (JSON Schema properties for the LLM), and
+    what must hold before it runs."""
 
     description: str
     kind: Literal["read", "write", "handoff"]
     guards: list[str] = Field(default_factory=list)
+    parameters: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    required: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _required_are_parameters(self) -> ToolSpec:
+        missing = sorted(set(self.required) - set(self.parameters))
+        if missing:
+            raise ValueError(f"required parameters {missing} are not defined")
+        return self
 
 
 class ActionSpec(_Strict):
