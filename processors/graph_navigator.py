@@ -78,10 +78,13 @@ class GraphNavigator(FrameProcessor):
         await self.push_frame(text)
         await self.push_frame(LLMFullResponseEndFrame())
         self._session.log.update_call(final_state=last.state)
-        if reply.transfer_to:
+        if reply.transfer_to and self._session.transfer_to is None:
+            self._session.transfer_to = reply.transfer_to  # dialled after the goodbye plays
             self._session.log.event("transfer_requested", state=last.state)
         if reply.end_call:
-            await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
+            reason = (CompletionReason.TRANSFERRED if self._session.transfer_to
+                      else CompletionReason.AGENT_HANGUP)
+            await self.push_frame(EndCallFrame(reason=reason.value))
         return True
 
     async def _wait_for_prefetch(self) -> None:

@@ -39,6 +39,7 @@ class CompletionReason(StrEnum):
     """Why a call ended, as stored in `calls.completion_reason`."""
 
     AGENT_HANGUP = "agent_hangup"
+    TRANSFERRED = "transferred"
     CALLER_HANGUP = "caller_hangup"
     CALLER_DISCONNECTED = "caller_disconnected"
     MAX_DURATION = "max_duration"
@@ -128,6 +129,8 @@ class CallSession:
     config_snapshot: dict[str, Any] = field(default_factory=dict)
     # Set once, by the call controller, when the agent decides to end the call.
     completion_reason: CompletionReason | None = None
+    # Where to put the caller through once the goodbye has played (instead of hanging up).
+    transfer_to: str | None = None
     caller_hung_up: bool = False
     bad_messages: int = 0
 

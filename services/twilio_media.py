@@ -25,6 +25,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from config import Settings
 from services.call_session import CallSession, CompletionReason
+from services.twiml import transfer_twiml
 
 # Events recorded individually; after this many only the count is kept.
 MAX_RECORDED_BAD_EVENTS = 10
@@ -236,8 +237,17 @@ class SafeTwilioFrameSerializer(TwilioFrameSerializer):
         self._hang_up_call_sid = kwargs.get("call_sid")
 
     async def _hang_up_call(self) -> None:
+        """End the call at Twilio, or put the caller through if a transfer was agreed."""
         if self._credentials is None or not self._hang_up_call_sid:
             return
+        if self._session.transfer_to:
+            result = await play_twiml_on_call(
+                self._credentials, self._hang_up_call_sid, transfer_twiml(self._session.transfer_to)
+            )
+            self._session.log.event("twilio_transfer", **result)
+            if result["outcome"] != "failed":
+                return
+            logger.warning(f"call {self._session.call_id}: transfer failed ({result}); hanging up")
         result = await hang_up_twilio_call(self._credentials, self._hang_up_call_sid)
         self._session.log.event("twilio_hangup", **result)
         if result["outcome"] == "failed":

@@ -32,3 +32,10 @@ def unavailable_twiml() -> str:
 
 def busy_twiml() -> str:
     return say_and_hang_up_twiml("telephony/busy.txt")
+
+
+def transfer_twiml(number: str) -> str:
+    """Put the caller through to `number` (a configured or location number, never a spoken one)."""
+    response = VoiceResponse()
+    response.dial(number)
+    return str(response)

@@ -190,3 +190,13 @@ async def test_goodbye_ends_the_call(db, clinic):
     caller = await call_from(db, clinic, PRIYA_PHONE)
     said = await caller.says("no that's all, goodbye")
     assert said.startswith("Thanks for calling Demo Family Clinic") and caller.last.end_call
+
+
+async def test_a_transfer_goes_to_the_clinics_own_number_after_the_goodbye(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    asked = await caller.says("Can you put me through to the front desk?")
+    assert "Would you like that?" in asked and caller.last.transfer_to is None
+    said = await caller.says("Yes please.")
+    assert said.startswith("Putting you through now.") and said.endswith("goodbye.")
+    assert caller.last.end_call
+    assert caller.last.transfer_to == "+15550100110"  # Downtown's number in the clinic data

@@ -121,3 +121,26 @@ async def test_without_twilio_credentials_there_is_no_one_to_speak_through(twili
     settings = Settings(_env_file=None, twilio_api_base_url=twilio.base_url)
     assert await tell_caller_unavailable(SimpleNamespace(settings=settings), CALL) is None
     assert twilio.requests == []
+
+
+async def test_an_agreed_transfer_puts_the_caller_through_instead_of_hanging_up(twilio, writer):
+    session = make_session(writer)
+    session.transfer_to = "+15550100110"  # from the clinic's records, set by TransferCall
+    serializer = await serializer_for(session, twilio.base_url)
+    await serializer.serialize(EndFrame())
+    [request] = twilio.requests
+    dial = ET.fromstring(request["form"]["Twiml"]).find("Dial")
+    assert dial is not None and dial.text == "+15550100110"
+    assert [e.data for e in writer.events("twilio_transfer")] == [{"outcome": "completed"}]
+    assert writer.events("twilio_hangup") == []
+
+
+async def test_a_transfer_twilio_refuses_still_ends_the_call(twilio, writer):
+    session = make_session(writer)
+    session.transfer_to = "+15550100110"
+    twilio.answer_status = 503
+    serializer = await serializer_for(session, twilio.base_url)
+    await serializer.serialize(EndFrame())
+    assert len(twilio.requests) == 2  # the transfer, then the hang-up
+    assert writer.events("twilio_transfer")[0].data["outcome"] == "failed"
+    assert writer.events("twilio_hangup")[0].data["outcome"] == "failed"

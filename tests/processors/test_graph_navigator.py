@@ -1,0 +1,80 @@
+"""The navigator processor speaks the engine's reply like an LLM would, or steps aside."""
+
+from pipecat.frames.frames import (
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.tests.utils import run_test
+
+from flows.engine import Reply
+from flows.navigator import NavDecision
+from flows.router import NO_ROUTE
+from processors.frames import EndCallFrame, NavigationFrame
+from processors.graph_navigator import GraphNavigator
+
+
+class ScriptedEngine:
+    """Stands in for BookingEngine: answers each turn with the next scripted reply."""
+
+    def __init__(self, *replies: Reply, fail_on_turn: bool = False) -> None:
+        self.replies = list(replies)
+        self.fail_on_turn = fail_on_turn
+        self.failed = False
+        self.heard: list[str] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def turn(self, text: str) -> Reply:
+        self.heard.append(text)
+        if self.fail_on_turn:
+            self.failed = True
+            return Reply("")
+        return self.replies.pop(0)
+
+
+def reply(text: str, state: str = "booking_discovery", **kwargs) -> Reply:
+    decision = NavDecision(state=state, action="ask_how_can_help", route=NO_ROUTE)
+    return Reply(text, [decision], nav_ms=0.4, **kwargs)
+
+
+def caller_says(text: str) -> LLMContextFrame:
+    return LLMContextFrame(context=LLMContext(messages=[{"role": "user", "content": text}]))
+
+
+async def test_the_engine_answers_and_the_turn_goes_no_further(session):
+    engine = ScriptedEngine(reply("What day suits you?"))
+    down, _ = await run_test(
+        GraphNavigator(session, engine),
+        frames_to_send=[caller_says("I'd like to book")],
+        expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame, LLMTextFrame,
+                              LLMFullResponseEndFrame],
+    )
+    assert engine.heard == ["I'd like to book"]
+    assert down[2].text == "What day suits you?" and down[0].nav_ms == 0.4
+
+
+async def test_when_the_graph_fails_the_turn_goes_on_to_static_prompt_mode(session):
+    engine = ScriptedEngine(fail_on_turn=True)
+    await run_test(
+        GraphNavigator(session, engine),
+        frames_to_send=[caller_says("hello")],
+        expected_down_frames=[LLMContextFrame],
+    )
+
+
+async def test_a_transfer_is_kept_for_after_the_goodbye(session):
+    engine = ScriptedEngine(
+        reply("Putting you through now. Goodbye.", "closing", end_call=True,
+              transfer_to="+15550100110")
+    )
+    down, _ = await run_test(
+        GraphNavigator(session, engine),
+        frames_to_send=[caller_says("yes please")],
+        expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame, LLMTextFrame,
+                              LLMFullResponseEndFrame, EndCallFrame],
+    )
+    assert down[-1].reason == "transferred" and session.transfer_to == "+15550100110"
