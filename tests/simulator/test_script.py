@@ -62,3 +62,37 @@ def test_the_shipped_scenarios_are_valid(path):
 def test_the_shipped_scenarios_exercise_barge_in_and_early_hangup():
     assert load_script(SCENARIOS / "barge_in.yaml").turns[0].barge_in
     assert load_script(SCENARIOS / "caller_hangs_up.yaml").hangup_after_s is not None
+
+
+def test_expectations_name_exactly_what_the_record_does_not_show():
+    from services.simulator import ScriptExpectation
+
+    summary = {
+        "completion_reason": "agent_hangup", "final_state": "closing",
+        "turns": [
+            {"speaker_role": "agent", "text": "Hello. I have Tuesday at 9 AM."},
+            {"speaker_role": "caller", "text": "Shall I book that?"},
+            {"speaker_role": "agent", "text": "You're booked."},
+        ],
+        "tool_calls": [{"name": "CreateAppointment", "succeeded": True},
+                       {"name": "CancelAppt", "succeeded": False}],
+        "transitions": [{"next_state": "offering_slots"}],
+    }
+    met = ScriptExpectation(
+        completion_reason="agent_hangup", agent_says=["I have", "You're booked."],
+        tools_succeeded=["CreateAppointment"], tools_never_succeeded=["CancelAppt"],
+        states=["offering_slots"],
+    )
+    assert met.failures(summary) == []
+    unmet = ScriptExpectation(
+        final_state="post_booking_closing", agent_says=["You're booked.", "I have"],
+        tools_succeeded=["CancelAppt"], tools_never_succeeded=["CreateAppointment"],
+        states=["closing"],
+    )
+    assert unmet.failures(summary) == [
+        "final_state is 'closing', expected 'post_booking_closing'",
+        "the agent never said 'I have' (after what came before)",
+        "CancelAppt did not succeed", "CreateAppointment succeeded", "never reached closing",
+    ]
+    # the caller's words never count as the agent's
+    assert ScriptExpectation(agent_says=["Shall I book that?"]).failures(summary)
