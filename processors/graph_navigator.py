@@ -62,7 +62,13 @@ class GraphNavigator(FrameProcessor):
     async def _answer(self, caller_text: str) -> bool:
         """Answer the turn from the graph (False: the engine failed, let the frame through)."""
         await self._wait_for_prefetch()
-        reply = await self._engine.turn(caller_text)
+        try:
+            reply = await self._engine.turn(caller_text)
+        except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
+            logger.exception(f"call {self._session.call_id}: context graph engine crashed")
+            self._engine.failed = True
+            self._session.log.event("context_graph_failed", error=type(error).__name__)
+            return False
         if self._engine.failed or not reply.text:
             if not self._engine.failed:
                 self._engine.failed = True

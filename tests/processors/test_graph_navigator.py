@@ -78,3 +78,18 @@ async def test_a_transfer_is_kept_for_after_the_goodbye(session):
                               LLMFullResponseEndFrame, EndCallFrame],
     )
     assert down[-1].reason == "transferred" and session.transfer_to == "+15550100110"
+
+
+async def test_an_engine_that_crashes_leaves_the_turn_to_static_prompt_mode(session, writer):
+    class CrashingEngine(ScriptedEngine):
+        async def turn(self, text: str) -> Reply:
+            raise RuntimeError("bug")
+
+    engine = CrashingEngine()
+    await run_test(
+        GraphNavigator(session, engine),
+        frames_to_send=[caller_says("hello")],
+        expected_down_frames=[LLMContextFrame],
+    )
+    assert engine.failed
+    assert writer.events("context_graph_failed")[0].data == {"error": "RuntimeError"}
