@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import asyncpg
 
@@ -72,6 +73,11 @@ class Appointment:
     starts_at: datetime
     ends_at: datetime
     status: str
+
+    @property
+    def local_start(self) -> datetime:
+        """The start in the location's own timezone: the time the caller is told."""
+        return self.starts_at.astimezone(ZoneInfo(self.timezone))
 
 
 def _patient(row: asyncpg.Record) -> Patient:
@@ -237,6 +243,13 @@ async def get_appointment(pool: asyncpg.Pool, appointment_id: str) -> Appointmen
     return None if row is None else _appointment(row)
 
 
+async def _fetch_appointment(
+    connection: asyncpg.Connection, appointment_id: uuid.UUID
+) -> Appointment:
+    row = await connection.fetchrow(_APPOINTMENT_SELECT + " WHERE a.id = $1", appointment_id)
+    return _appointment(row)
+
+
 async def book(
     pool: asyncpg.Pool, slot: Slot, *, patient_id: str, call_id: str | None,
     replaces: str | None = None,
@@ -266,8 +279,7 @@ async def book(
             uuid.UUID(slot.appointment_type_id), slot.starts_at, slot.ends_at,
             as_uuid(call_id), as_uuid(replaces),
         )
-        row = await connection.fetchrow(_APPOINTMENT_SELECT + " WHERE a.id = $1", appointment_id)
-    return _appointment(row)
+        return await _fetch_appointment(connection, appointment_id)
 
 
 async def cancel(
@@ -275,28 +287,21 @@ async def cancel(
 ) -> Appointment:
     """Cancel one live appointment of this patient (NotFound for anyone else's)."""
     async with pool.acquire() as connection, connection.transaction():
-        await _set_status(connection, appointment_id, patient_id, "cancelled", call_id)
-        row = await connection.fetchrow(
-            _APPOINTMENT_SELECT + " WHERE a.id = $1", uuid.UUID(appointment_id)
-        )
-    return _appointment(row)
+        return await _set_status(connection, appointment_id, patient_id, "cancelled", call_id)
 
 
 async def confirm(
     pool: asyncpg.Pool, appointment_id: str, *, patient_id: str, call_id: str | None
 ) -> Appointment:
     async with pool.acquire() as connection, connection.transaction():
-        await _set_status(connection, appointment_id, patient_id, "confirmed", call_id)
-        row = await connection.fetchrow(
-            _APPOINTMENT_SELECT + " WHERE a.id = $1", uuid.UUID(appointment_id)
-        )
-    return _appointment(row)
+        return await _set_status(connection, appointment_id, patient_id, "confirmed", call_id)
 
 
 async def _set_status(
     connection: asyncpg.Connection, appointment_id: str, patient_id: str, status: str,
     call_id: str | None,
-) -> None:
+) -> Appointment:
+    """Change one live appointment of this patient; the appointment as it now is."""
     changed = await connection.fetchval(
         """UPDATE appointments SET status = $3, changed_by_call = $4, updated_at = now()
            WHERE id = $1 AND patient_id = $2 AND status = ANY ($5) RETURNING id""",
@@ -305,6 +310,7 @@ async def _set_status(
     )
     if changed is None:
         raise NotFound(appointment_id)
+    return await _fetch_appointment(connection, changed)
 
 
 # --- Waitlist and callbacks ------------------------------------------------------------

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import yaml
 from pydantic import BaseModel, model_validator
@@ -170,9 +169,8 @@ def _slot(slot: Slot, with_place: bool = False) -> str:
 
 
 def _booking(appointment: Appointment) -> str:
-    local = appointment.starts_at.astimezone(ZoneInfo(appointment.timezone))
     return (f"{_article(appointment.type_name)} {_lower_first(appointment.type_name)} with "
-            f"{appointment.practitioner_name} on {say_time(local)}")
+            f"{appointment.practitioner_name} on {say_time(appointment.local_start)}")
 
 
 def _article(noun: str) -> str:

@@ -50,10 +50,6 @@ class Reply:
     end_call: bool = False  # the terminal state: hang up once this has been said
     transfer_to: str | None = None  # dial this once this has been said
 
-    @property
-    def state(self) -> str:
-        return self.decisions[-1].state
-
 
 class BookingEngine:
     def __init__(

@@ -30,12 +30,11 @@ from flows.navigator import (
     NavDecision,
     NavigationError,
     Turn,
+    read_turn,
     take_exit,
     understand,
 )
-from flows.router import route_turn
 from flows.session import BookingSession
-from services.affirmation import classify_answer
 from services.call_session import CallLog
 from services.prompts import render_prompt
 
@@ -85,9 +84,8 @@ class LLMNavigator:
     async def navigate(
         self, session: BookingSession, state: str, text: str, today: date
     ) -> NavDecision:
-        route = route_turn(text, session.last_action)
-        turn = Turn(text, route, classify_answer(text),
-                    task_changed=route.task is not None and route.task is not session.task)
+        turn = read_turn(session, text)
+        route = turn.route
         understand(session, turn, today)
         hops: list[Hop] = []
         filler: str | None = None
@@ -126,11 +124,7 @@ class LLMNavigator:
         for attempt in range(1, self.attempts + 1):
             try:
                 answer = parse_choice(await asyncio.wait_for(self.model(prompt), self.timeout_s))
-            except (ValueError, TimeoutError) as error:
-                self.log.event("navigator_retry", state=state, attempt=attempt,
-                               error=type(error).__name__)
-                continue
-            except Exception as error:  # noqa: BLE001 - a model failure is a retry, not a crash
+            except Exception as error:  # noqa: BLE001 - junk, a timeout or a model failure: retry
                 self.log.event("navigator_retry", state=state, attempt=attempt,
                                error=type(error).__name__)
                 continue

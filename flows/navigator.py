@@ -93,10 +93,6 @@ class NavDecision:
     pending_tool: str | None = None
     turn: Turn | None = None
 
-    @property
-    def exit(self) -> str | None:
-        return self.hops[0].reason if self.hops else None
-
 
 def _count(items: list[Any] | None) -> str:
     if items is None:
@@ -238,9 +234,9 @@ def _understand_identity(session: BookingSession, turn: Turn, today: date) -> No
             if (details.first_name is None or p.first_name.lower() == details.first_name.lower())
             and (details.date_of_birth is None or p.date_of_birth == details.date_of_birth)
         ]
-        if len(matches) == 1 and (details.date_of_birth is not None or details.first_name):
-            if details.date_of_birth is not None:  # a name alone is not enough on a shared phone
-                session.patient = matches[0]
+        # a name alone is not enough on a shared phone: the date of birth must match too
+        if len(matches) == 1 and details.date_of_birth is not None:
+            session.patient = matches[0]
 
 
 def understand_targets(session: BookingSession, turn: Turn) -> None:
@@ -266,13 +262,19 @@ def understand_targets(session: BookingSession, turn: Turn) -> None:
 # --- (3) The walk ------------------------------------------------------------------------
 
 
+def read_turn(session: BookingSession, text: str) -> Turn:
+    """The caller's words routed (with the agent's last action as evidence), before they
+    change the session: both navigator backends start every turn here."""
+    route = route_turn(text, session.last_action)
+    changed = route.task is not None and route.task is not session.task
+    return Turn(text, route, classify_answer(text), task_changed=changed)
+
+
 def navigate(
     graph: ContextGraph, session: BookingSession, state: str, text: str, today: date
 ) -> NavDecision:
     """One caller turn, deterministically: understand it, then walk to an action."""
-    route = route_turn(text, session.last_action)
-    changed = route.task is not None and route.task is not session.task
-    turn = Turn(text, route, classify_answer(text), task_changed=changed)
+    turn = read_turn(session, text)
     understand(session, turn, today)
     return walk(graph, session, state, turn)
 
@@ -365,7 +367,7 @@ def settle(graph: ContextGraph, session: BookingSession, state: str) -> NavDecis
     session.outcome = None
     if chosen is None:
         return None
-    target = _target(graph, session, state, chosen.to)
+    target = take_exit(graph, session, state, chosen.to)
     decision = walk(graph, session, target, turn)
     decision.hops.insert(0, Hop(state, target, chosen.name))
     return decision

@@ -227,7 +227,7 @@ class BookingTools:
             return "No upcoming appointments."
         return " ".join(
             f"{ref}: {a.type_name} with {a.practitioner_name} at {a.location_name}, "
-            f"{say_time(a.starts_at.astimezone(ZoneInfo(a.timezone)))}."
+            f"{say_time(a.local_start)}."
             for ref, a in session.appointment_refs.items()
         )
 
@@ -278,9 +278,8 @@ class BookingTools:
         session.upcoming = None
         session.confirmation = None
         session.outcome = "booked"
-        local = appointment.starts_at.astimezone(ZoneInfo(appointment.timezone))
         return (f"Booked: {appointment.type_name} with {appointment.practitioner_name} at "
-                f"{appointment.location_name}, {say_time(local)}.")
+                f"{appointment.location_name}, {say_time(appointment.local_start)}.")
 
     async def _cancel_one(self, args: Mapping[str, Any]) -> str:
         return await self._cancel([str(args["appointment_id"])])
@@ -299,7 +298,7 @@ class BookingTools:
         self.session.upcoming = await db.upcoming_appointments(self.pool, patient.id, self._now())
         self.session.outcome = "cancelled"
         return "Cancelled: " + say_list([
-            f"{a.type_name} on {say_time(a.starts_at.astimezone(ZoneInfo(a.timezone)))}"
+            f"{a.type_name} on {say_time(a.local_start)}"
             for a in cancelled
         ]) + "."
 
