@@ -2,7 +2,7 @@
 
     transport in -> [text bridge | STT] -> before_context layers
     -> user aggregator (Silero VAD + smart-turn v3) -> caller audio end -> before_llm
-    layers -> [graph navigator] -> fallback responder -> LLM -> after_llm layers -> TTS
+    layers -> [graph navigator (+ Flows)] -> fallback responder -> LLM -> after_llm layers -> TTS
     -> greeting player
     -> transport out -> agent audio tap -> call controller -> assistant aggregator
 
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pipecat.audio.turn.smart_turn.base_smart_turn import SmartTurnParams
 from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.flows import FlowManager
 from pipecat.frames.frames import ErrorFrame, Frame, TTSSpeakFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
@@ -151,9 +152,10 @@ def build_call_pipeline(
         stt = overrides.stt or build_stt(plan, settings, session.keyterms)
 
     context = LLMContext()
-    user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
+    aggregators = LLMContextAggregatorPair(
         context, user_params=user_aggregator_params(session, settings.turn_max_silence_s)
     )
+    user_aggregator, assistant_aggregator = aggregators
     chosen = layers(session)
     controller = CallController(session, max_duration_s=settings.max_call_duration_s)
     recording = None
@@ -167,8 +169,9 @@ def build_call_pipeline(
     if session.is_audio:
         processors.append(CallerAudioEnd(recording))
     processors += chosen.before_llm
-    if engine is not None:
-        processors.append(GraphNavigator(session, engine))
+    navigator = GraphNavigator(session, engine) if engine is not None else None
+    if navigator is not None:
+        processors.append(navigator)
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:
         processors.append(llm)
@@ -194,6 +197,9 @@ def build_call_pipeline(
         idle_timeout_secs=settings.idle_timeout_s,
     )
     record_worker_events(worker, session)
+    if navigator is not None and llm is not None:
+        # Flows owns the engage LLM's context and tools, node by node.
+        navigator.engage_with(FlowManager(llm=llm, context_aggregator=aggregators, worker=worker))
     initial_frames: list[Frame] = []
     if greeting is None and greeting_text:
         # Not pre-rendered in time: synthesize it live, first thing after start.

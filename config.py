@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 STTProvider = Literal["auto", "deepgram", "local"]
 TTSProvider = Literal["auto", "elevenlabs", "local"]
 LLMProvider = Literal["auto", "anthropic", "openai", "local"]
+NavigatorProvider = Literal["auto", "google", "anthropic", "deterministic"]
 
 # Engineering-level fallback vocabulary: the third keyterm layer (seed 000, Layer 1).
 DEFAULT_SYSTEM_KEYTERMS = (
@@ -62,6 +63,12 @@ class Settings(BaseSettings):
     stt_provider: STTProvider = "auto"
     tts_provider: TTSProvider = "auto"
     llm_provider: LLMProvider = "auto"
+    navigator_provider: NavigatorProvider = Field(
+        default="auto",
+        description="Who picks the context graph's next action: a fast model (Gemini Flash "
+        "with GOOGLE_API_KEY, else Claude Haiku with ANTHROPIC_API_KEY) or the deterministic "
+        "router rules (no key needed).",
+    )
 
     deepgram_api_key: SecretStr | None = None
     deepgram_model: str = "nova-3-general"
@@ -90,6 +97,11 @@ class Settings(BaseSettings):
     openai_model: str = "gpt-4.1-mini"
 
     google_api_key: SecretStr | None = None
+    google_base_url: str | None = Field(
+        default=None, description="Override the Gemini API base URL (a gateway, or a test fake)."
+    )
+    google_navigator_model: str = "gemini-2.5-flash"
+    anthropic_navigator_model: str = "claude-haiku-4-5"
 
     local_tts_voice: str = "en-us"
     local_tts_words_per_minute: int = Field(default=165, ge=80, le=450)
@@ -208,7 +220,25 @@ def resolve_providers(settings: Settings) -> dict[str, ProviderChoice]:
         llm = _choose("llm", "openai", "openai", ready, "OPENAI_API_KEY or OPENAI_BASE_URL")
     else:
         llm = ProviderChoice("llm", "local", "LLM_PROVIDER=local")
-    return {"stt": stt, "tts": tts, "llm": llm}
+    return {"stt": stt, "tts": tts, "llm": llm, "navigator": _navigator_choice(settings)}
+
+
+def _navigator_choice(settings: Settings) -> ProviderChoice:
+    """The fast model that navigates the context graph, or the deterministic rules."""
+    requested = settings.navigator_provider
+    keys = {"google": settings.google_api_key, "anthropic": settings.anthropic_api_key}
+    names = {"google": "GOOGLE_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+    if requested == "auto":
+        for provider in ("google", "anthropic"):
+            if keys[provider] is not None:
+                return ProviderChoice("navigator", provider, f"auto: {names[provider]} is set")
+        return ProviderChoice(
+            "navigator", "deterministic", "auto: no GOOGLE_API_KEY or ANTHROPIC_API_KEY"
+        )
+    if requested == "deterministic":
+        return ProviderChoice("navigator", "deterministic", "NAVIGATOR_PROVIDER=deterministic")
+    return _choose("navigator", requested, requested, keys[requested] is not None,
+                   names[requested])
 
 
 @lru_cache(maxsize=1)

@@ -25,13 +25,14 @@ from db import scheduling as db
 from flows.engage_local import engage
 from flows.graph import ContextGraph
 from flows.navigator import (
+    DeterministicNavigator,
+    FillerSink,
     Hop,
     NavDecision,
     NavigationError,
-    navigate,
+    Navigator,
     settle,
     understand_targets,
-    walk,
 )
 from flows.session import BookingSession
 from flows.tools import BookingTools
@@ -55,9 +56,10 @@ class BookingEngine:
     def __init__(
         self, graph: ContextGraph, session: BookingSession, pool: asyncpg.Pool, log: CallLog, *,
         clinic_name: str, emergency_number: str, today: Callable[[], date] = date.today,
-        transfer_number: str | None = None,
+        transfer_number: str | None = None, navigator: Navigator | None = None,
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
+        self.navigator = navigator or DeterministicNavigator(graph)
         self.tools = BookingTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number
         )
@@ -100,32 +102,55 @@ class BookingEngine:
                 self.pool, session.patient.id, datetime.now().astimezone()
             )
 
-    async def turn(self, caller_text: str) -> Reply:
-        """Answer one caller turn (raises nothing: a broken graph switches `failed` on)."""
+    async def navigate_turn(
+        self, caller_text: str, *, filler: FillerSink | None = None
+    ) -> tuple[NavDecision, float]:
+        """Navigate one caller turn to an action state, recorded; and the navigator's ms.
+
+        The tools of tool_call states met on the way run here (they are not the model's
+        to call). Raises NavigationError (or KeyError/ValueError) if the graph cannot
+        be walked; the caller of this method switches to static prompt mode.
+        """
+        nav_s = 0.0
         started = time.perf_counter()
-        try:
-            decision = navigate(self.graph, self.session, self.state, caller_text, self._today())
-            nav_ms = (time.perf_counter() - started) * 1000
-            while decision.pending_tool is not None:  # a tool_call state: its tool runs first
-                self._record(decision.hops)
-                await self.tools.call(decision.state, decision.pending_tool, {})
-                understand_targets(self.session, decision.turn)
-                decision = walk(
-                    self.graph, self.session, decision.state, decision.turn, tool_done=True
-                )
-        except (NavigationError, KeyError, ValueError) as error:
-            self._fail(error)
-            return Reply("", nav_ms=(time.perf_counter() - started) * 1000)
+        decision = await self.navigator.navigate(
+            self.session, self.state, caller_text, self._today(), filler=filler
+        )
+        nav_s += time.perf_counter() - started
+        while decision.pending_tool is not None:  # a tool_call state: its tool runs first
+            self._record(decision.hops)
+            await self.tools.call(decision.state, decision.pending_tool, {})
+            understand_targets(self.session, decision.turn)
+            started = time.perf_counter()
+            decision = await self.navigator.resume(self.session, decision.state, decision.turn)
+            nav_s += time.perf_counter() - started
         self._record(decision.hops)
-        said = [await self._say(decision, caller_text)]
-        decisions = [decision]
-        after = settle(self.graph, self.session, decision.state)
+        self.state = decision.state
+        return decision, nav_s * 1000
+
+    def settle(self) -> NavDecision | None:
+        """After a write: the exit its outcome opens, recorded (None: the state stays)."""
+        after = settle(self.graph, self.session, self.state)
         if after is not None:
             self._record(after.hops)
+            self.state = after.state
+        return after
+
+    async def turn(self, caller_text: str, *, filler: FillerSink | None = None) -> Reply:
+        """Answer one caller turn with the offline lines (raises nothing: a broken graph
+        switches `failed` on). A model navigator's filler goes to `filler` at once."""
+        try:
+            decision, nav_ms = await self.navigate_turn(caller_text, filler=filler)
+        except (NavigationError, KeyError, ValueError) as error:
+            self.fail(error)
+            return Reply("")
+        said = [await self._say(decision, caller_text)]
+        decisions = [decision]
+        after = self.settle()
+        if after is not None:
             if after.action != decision.action:  # never the same thing twice in one reply
                 said.append(await self._say(after, caller_text))
             decisions.append(after)
-        self.state = decisions[-1].state
         return Reply(
             " ".join(line for line in said if line), decisions, nav_ms,
             end_call=decisions[-1].terminal, transfer_to=self.session.transfer_to,
@@ -142,7 +167,7 @@ class BookingEngine:
         for hop in hops:
             self.log.transition(hop.previous, hop.next, hop.reason)
 
-    def _fail(self, error: Exception) -> None:
+    def fail(self, error: Exception) -> None:
         self.failed = True
         logger.error(f"call {self.session.call_id}: context graph failed ({error})")
         self.log.event("context_graph_failed", state=self.state, error=str(error)[:200])

@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from flows.graph import ContextGraph, StateType
 from flows.navigator import (
     MAX_HOPS,
+    FillerSink,
     Hop,
     NavDecision,
     NavigationError,
@@ -50,6 +51,24 @@ class NavChoice(BaseModel):
     filler: str | None = None
     verify_audio: bool = False
 
+    @field_validator("filler")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+
+# What the provider is asked to enforce (strict form: all required, nothing extra).
+NAV_CHOICE_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "choice": {"type": "string"},
+        "filler": {"type": "string"},
+        "verify_audio": {"type": "boolean"},
+    },
+    "required": ["choice", "filler", "verify_audio"],
+    "additionalProperties": False,
+}
+
 
 @dataclass
 class Choice:
@@ -58,6 +77,23 @@ class Choice:
     verify_audio: bool
     attempts: int
     fell_back: bool
+
+
+@dataclass
+class Filler:
+    """The turn's filler phrase: the first one any answer gives, said at once if it can be."""
+
+    sink: FillerSink | None
+    text: str | None = None
+    said: bool = False
+
+    async def offer(self, text: str | None) -> None:
+        if not text or self.text is not None:
+            return
+        self.text = text
+        if self.sink is not None:
+            await self.sink(text)  # the caller hears it while the decision goes on
+            self.said = True
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
@@ -82,45 +118,57 @@ class LLMNavigator:
         self.attempts, self.timeout_s = attempts, timeout_s
 
     async def navigate(
-        self, session: BookingSession, state: str, text: str, today: date
+        self, session: BookingSession, state: str, text: str, today: date, *,
+        filler: FillerSink | None = None,
     ) -> NavDecision:
         turn = read_turn(session, text)
-        route = turn.route
         understand(session, turn, today)
+        return await self._walk(session, state, turn, Filler(filler))
+
+    async def resume(self, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+        return await self._walk(session, state, turn, Filler(None), tool_done=True)
+
+    async def _walk(
+        self, session: BookingSession, state: str, turn: Turn, filler: Filler, *,
+        tool_done: bool = False,
+    ) -> NavDecision:
+        start = state
         hops: list[Hop] = []
-        filler: str | None = None
         verify = False
         for _ in range(MAX_HOPS):
             spec = self.graph.states[state]
-            if spec.type is StateType.TOOL_CALL:
-                return NavDecision(state=state, action="", route=route, hops=hops,
-                                   filler=filler, pending_tool=spec.tool, turn=turn)
+            if spec.type is StateType.TOOL_CALL and not (tool_done and state == start):
+                return NavDecision(state=state, action="", route=turn.route, hops=hops,
+                                   filler=filler.text, filler_said=filler.said,
+                                   pending_tool=spec.tool, turn=turn)
             if spec.type in (StateType.ANNOTATION, StateType.RECALL):
                 exit_ = spec.exits[0]  # nothing to decide: they pass straight on
             else:
-                choice = await self.choose(session, state, turn)
-                filler = filler or choice.filler
+                choice = await self.choose(session, state, turn, filler)
                 verify = verify or choice.verify_audio
                 exit_ = next((e for e in self.graph.exits_of(state) if e.name == choice.name), None)
                 if exit_ is None:
                     session.last_action = choice.name
                     return NavDecision(
-                        state=state, action=choice.name, route=route, hops=hops,
-                        filler=filler or self.graph.actions[choice.name].filler,
-                        verify_audio=verify, terminal=spec.is_terminal, turn=turn,
+                        state=state, action=choice.name, route=turn.route, hops=hops,
+                        filler=filler.text or self.graph.actions[choice.name].filler,
+                        filler_said=filler.said, verify_audio=verify,
+                        terminal=spec.is_terminal, turn=turn,
                     )
             target = take_exit(self.graph, session, state, exit_.to)
             hops.append(Hop(state, target, exit_.name))
             state = target
         raise NavigationError(f"no action within {MAX_HOPS} hops (stopped in {state!r})")
 
-    async def choose(self, session: BookingSession, state: str, turn: Turn) -> Choice:
+    async def choose(
+        self, session: BookingSession, state: str, turn: Turn, filler: Filler | None = None
+    ) -> Choice:
         """Ask the model, validate, retry; the first valid option if every attempt fails."""
         spec = self.graph.states[state]
         exits = [e.name for e in self.graph.exits_of(state)]
         valid = [*spec.actions, *exits] if spec.type is StateType.ACTION else exits
         prompt = self._prompt(session, state, turn, valid)
-        filler: str | None = None
+        filler = filler or Filler(None)
         for attempt in range(1, self.attempts + 1):
             try:
                 answer = parse_choice(await asyncio.wait_for(self.model(prompt), self.timeout_s))
@@ -128,14 +176,14 @@ class LLMNavigator:
                 self.log.event("navigator_retry", state=state, attempt=attempt,
                                error=type(error).__name__)
                 continue
-            filler = filler or answer.filler  # first wins, even from an invalid answer
+            await filler.offer(answer.filler)  # first wins, even from an invalid answer
             if answer.choice in valid:
-                return Choice(answer.choice, filler, answer.verify_audio, attempt, False)
+                return Choice(answer.choice, filler.text, answer.verify_audio, attempt, False)
             self.log.event("navigator_retry", state=state, attempt=attempt,
                            error=f"unknown option {answer.choice[:40]!r}")
         fallback = valid[0]
         self.log.event("navigator_fallback", state=state, choice=fallback)
-        return Choice(fallback, filler, False, self.attempts, True)
+        return Choice(fallback, filler.text, False, self.attempts, True)
 
     def _prompt(self, session: BookingSession, state: str, turn: Turn, valid: list[str]) -> str:
         spec = self.graph.states[state]
@@ -145,16 +193,8 @@ class LLMNavigator:
             else f"- {name} (action): {self.graph.actions[name].description}"
             for name in valid
         )
-        facts = {
-            "identified": session.patient is not None,
-            "task": session.task.value if session.task else None,
-            "service": session.appointment_type.name if session.appointment_type else None,
-            "slots_offered": len(session.last_offer), "slot_picked": bool(session.picked_slot),
-            "caller_confirmed": session.confirmation is not None,
-            "upcoming_bookings": None if session.upcoming is None else len(session.upcoming),
-        }
         return render_prompt(
             "navigator/choose.md", clinic_name=self.clinic_name, state=state,
             state_description=spec.description, phases=", ".join(spec.phases) or "-",
-            caller_text=turn.text.replace('"', "'"), facts=json.dumps(facts), options=options,
+            caller_text=turn.text.replace('"', "'"), facts=json.dumps(session.facts()), options=options,
         )

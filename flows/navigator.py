@@ -16,10 +16,10 @@ predicates they may name are the `PREDICATES` below, checked when the graph load
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Any
+from typing import Any, Protocol
 
 from flows.graph import RETURN, ContextGraph, StateType
 from flows.router import NO_ROUTE, RouteDecision, TaskKind, default_router, route_turn
@@ -88,6 +88,7 @@ class NavDecision:
     route: RouteDecision
     hops: list[Hop] = field(default_factory=list)
     filler: str | None = None
+    filler_said: bool = False  # already spoken while the navigator decided
     verify_audio: bool = False
     terminal: bool = False
     pending_tool: str | None = None
@@ -277,6 +278,39 @@ def navigate(
     turn = read_turn(session, text)
     understand(session, turn, today)
     return walk(graph, session, state, turn)
+
+
+# Speaks a filler phrase at once, while the navigator is still deciding.
+FillerSink = Callable[[str], Awaitable[None]]
+
+
+class Navigator(Protocol):
+    """A navigator backend: the deterministic rules or a fast model, same decisions."""
+
+    async def navigate(
+        self, session: BookingSession, state: str, text: str, today: date, *,
+        filler: FillerSink | None = None,
+    ) -> NavDecision:
+        """One caller turn from `state` to an action (or a tool_call state's pending tool)."""
+
+    async def resume(self, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+        """On from a tool_call state whose tool has just run."""
+
+
+@dataclass
+class DeterministicNavigator:
+    """The router rules and understanding above: microseconds a turn, no fillers needed."""
+
+    graph: ContextGraph
+
+    async def navigate(
+        self, session: BookingSession, state: str, text: str, today: date, *,
+        filler: FillerSink | None = None,
+    ) -> NavDecision:
+        return navigate(self.graph, session, state, text, today)
+
+    async def resume(self, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+        return walk(self.graph, session, state, turn, tool_done=True)
 
 
 def walk(

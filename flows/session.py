@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from flows.router import TaskKind
@@ -86,6 +87,21 @@ class BookingSession:
     def loaded_ids(self) -> set[str]:
         """Appointment ids the booked-appointments lookup returned to this call."""
         return {appointment.id for appointment in self.upcoming or []}
+
+    def facts(self) -> dict[str, Any]:
+        """What the call has settled so far, for a model's prompt (references, no ids)."""
+        refs = {a.id: ref for ref, a in self.appointment_refs.items()}
+        return {
+            "caller_first_name": self.patient.first_name if self.patient else None,
+            "identified": self.patient is not None,
+            "task": self.task.value if self.task else None,
+            "service": self.appointment_type.name if self.appointment_type else None,
+            "slots_offered": self.last_offer,
+            "slot_picked": self.picked_slot,
+            "bookings_chosen": [refs.get(i, "") for i in self.targets],
+            "caller_confirmed": self.confirmation is not None,
+            "upcoming_bookings": None if self.upcoming is None else len(self.upcoming),
+        }
 
     def confirmed(self, subject: str) -> bool:
         return self.confirmation is not None and self.confirmation.subject == subject

@@ -1,12 +1,21 @@
-"""The context-graph navigator in the pipeline: caller turn in, the engine's reply out.
+"""The context-graph navigator in the pipeline: each caller turn navigated, then answered.
 
 Between the user aggregator and the LLM. Each caller turn (the aggregator's context
-frame) goes to the call's `BookingEngine`; its reply is pushed downstream as an LLM
-response would be, so the TTS, the recorder and the call controller treat it like any
-other, and the context frame goes no further. The terminal state ends the call once
-its goodbye has been said. If the engine fails (the graph cannot be walked) the turn,
-and every turn after it, passes on to what follows (the LLM, or the fallback responder
-when there is none): static prompt mode, recorded, never silence.
+frame ending in the caller's words) goes to the call's `BookingEngine`, which
+navigates to the action to speak. Then either
+
+- no LLM (offline): the engine's spoken line is pushed downstream as an LLM response
+  would be, so the TTS, the recorder and the call controller treat it like any other,
+  and the context frame goes no further; or
+- an engage LLM: the decision becomes a `pipecat.flows` node (flows/compile), which the
+  Flows manager enters — the state's task and tools into the context, then an LLM run,
+  whose context frame passes through here untouched. A filler the navigator produced
+  is spoken at once, while the LLM works.
+
+The terminal state ends the call once its goodbye has been said. If the engine fails
+(the graph cannot be walked) the turn, and every turn after it, passes on to what
+follows (the LLM, or the fallback responder when there is none): static prompt mode,
+recorded, never silence.
 
 The engine's prefetch starts with the pipeline and is awaited (bounded) only by the
 first caller turn, so the greeting never waits for the database.
@@ -17,18 +26,24 @@ from __future__ import annotations
 import asyncio
 
 from loguru import logger
+from pipecat.flows import FlowManager
 from pipecat.frames.frames import (
     Frame,
     LLMConfigureOutputFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
+    LLMRunFrame,
     LLMTextFrame,
     StartFrame,
+    TTSSpeakFrame,
 )
+from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from flows.compile import EngageNodes
 from flows.engine import BookingEngine
+from flows.navigator import NavDecision
 from processors.fallback_responder import last_user_text
 from processors.frames import EndCallFrame, NavigationFrame
 from services.call_session import CallSession, CompletionReason
@@ -43,10 +58,18 @@ class GraphNavigator(FrameProcessor):
         self._engine = engine
         self._started: asyncio.Task | None = None
         self._skip_tts = False
+        self._flows: FlowManager | None = None
+        self._nodes = EngageNodes(engine, end_call=self._end_after_goodbye)
+
+    def engage_with(self, flows: FlowManager) -> None:
+        """An LLM speaks for the agent: each decision becomes the Flows node it runs."""
+        self._flows = flows
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame):
+            if self._flows is not None:
+                await self._flows.initialize()
             self._started = self.create_task(self._engine.start(), name="graph-prefetch")
         elif isinstance(frame, LLMConfigureOutputFrame):
             self._skip_tts = frame.skip_tts
@@ -54,20 +77,21 @@ class GraphNavigator(FrameProcessor):
             isinstance(frame, LLMContextFrame)
             and direction is FrameDirection.DOWNSTREAM
             and not self._engine.failed
+            and is_caller_turn(frame.context)
         ):
-            if await self._answer(last_user_text(frame)):
+            answered = (await self._engage(last_user_text(frame)) if self._flows is not None
+                        else await self._answer(last_user_text(frame)))
+            if answered:
                 return
         await self.push_frame(frame, direction)
 
     async def _answer(self, caller_text: str) -> bool:
-        """Answer the turn from the graph (False: the engine failed, let the frame through)."""
+        """Answer the turn with the offline lines (False: the engine failed, let it through)."""
         await self._wait_for_prefetch()
         try:
-            reply = await self._engine.turn(caller_text)
+            reply = await self._engine.turn(caller_text, filler=self._say)
         except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
-            logger.exception(f"call {self._session.call_id}: context graph engine crashed")
-            self._engine.failed = True
-            self._session.log.event("context_graph_failed", error=type(error).__name__)
+            self._static_from_here(error)
             return False
         if self._engine.failed or not reply.text:
             if not self._engine.failed:
@@ -76,22 +100,74 @@ class GraphNavigator(FrameProcessor):
             logger.warning(f"call {self._session.call_id}: static prompt mode from here on")
             return False
         last = reply.decisions[-1]
-        await self.push_frame(NavigationFrame(nav_ms=reply.nav_ms, state=last.state,
-                                              action=last.action))
+        await self._navigated(reply.nav_ms, last)
         await self.push_frame(LLMFullResponseStartFrame())
         text = LLMTextFrame(reply.text)
         text.skip_tts = self._skip_tts
         await self.push_frame(text)
         await self.push_frame(LLMFullResponseEndFrame())
-        self._session.log.update_call(final_state=last.state)
-        if reply.transfer_to and self._session.transfer_to is None:
-            self._session.transfer_to = reply.transfer_to  # dialled after the goodbye plays
-            self._session.log.event("transfer_requested", state=last.state)
+        if reply.transfer_to:
+            self._transfer(reply.transfer_to, last.state)
         if reply.end_call:
-            reason = (CompletionReason.TRANSFERRED if self._session.transfer_to
-                      else CompletionReason.AGENT_HANGUP)
-            await self.push_frame(EndCallFrame(reason=reason.value))
+            await self.push_frame(EndCallFrame(reason=self._end_reason().value))
         return True
+
+    async def _engage(self, caller_text: str) -> bool:
+        """Navigate, then let the engage LLM speak the chosen action in its Flows node."""
+        await self._wait_for_prefetch()
+        try:
+            decision, nav_ms = await self._engine.navigate_turn(caller_text, filler=self._say)
+        except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
+            self._static_from_here(error)
+            return False
+        await self._navigated(nav_ms, decision)
+        if decision.filler and not decision.filler_said:
+            await self._say(decision.filler)
+        self.create_task(self._enter(decision), name="flows-node")
+        return True
+
+    async def _enter(self, decision: NavDecision) -> None:
+        """Flows sets the node's task and tools, then runs the LLM (awaited off the frame
+        path: the node's frames enter at the pipeline source and pass this processor)."""
+        assert self._flows is not None
+        try:
+            await self._flows.set_node_from_config(self._nodes.node(decision))
+        except Exception as error:  # noqa: BLE001 - the LLM answers in static prompt mode
+            self._static_from_here(error)
+            await self.queue_frame_at_source(LLMRunFrame())
+
+    async def _end_after_goodbye(self, _action: dict, _flow_manager: FlowManager) -> None:
+        """The terminal node's goodbye has played: transfer if asked, then hang up."""
+        if self._engine.session.transfer_to:
+            self._transfer(self._engine.session.transfer_to, self._engine.state)
+        await self.queue_frame_at_source(EndCallFrame(reason=self._end_reason().value))
+
+    async def queue_frame_at_source(self, frame: Frame) -> None:
+        await self.pipeline_worker.queue_frame(frame)
+
+    async def _say(self, filler: str) -> None:
+        """A filler phrase, spoken at once; kept out of the LLM's context."""
+        self._session.log.event("filler", source="navigator")
+        await self.push_frame(TTSSpeakFrame(filler, append_to_context=False))
+
+    async def _navigated(self, nav_ms: float, decision: NavDecision) -> None:
+        await self.push_frame(NavigationFrame(nav_ms=nav_ms, state=decision.state,
+                                              action=decision.action))
+        self._session.log.update_call(final_state=decision.state)
+
+    def _transfer(self, number: str, state: str) -> None:
+        if self._session.transfer_to is None:
+            self._session.transfer_to = number  # dialled after the goodbye plays
+            self._session.log.event("transfer_requested", state=state)
+
+    def _end_reason(self) -> CompletionReason:
+        return (CompletionReason.TRANSFERRED if self._session.transfer_to
+                else CompletionReason.AGENT_HANGUP)
+
+    def _static_from_here(self, error: Exception) -> None:
+        logger.exception(f"call {self._session.call_id}: context graph engine failed")
+        self._engine.failed = True
+        self._session.log.event("context_graph_failed", error=type(error).__name__)
 
     async def _wait_for_prefetch(self) -> None:
         if self._started is None or self._started.done():
@@ -100,3 +176,9 @@ class GraphNavigator(FrameProcessor):
             await asyncio.wait_for(asyncio.shield(self._started), PREFETCH_WAIT_S)
         except TimeoutError:
             self._session.log.event("prefetch_slow", waited_ms=int(PREFETCH_WAIT_S * 1000))
+
+
+def is_caller_turn(context: LLMContext) -> bool:
+    """A context that ends with the caller's words (not a Flows task or a tool result)."""
+    messages = context.get_messages()
+    return bool(messages) and messages[-1].get("role") == "user"

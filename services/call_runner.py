@@ -26,6 +26,7 @@ from starlette.websockets import WebSocketDisconnect
 from bot import PHONE_SAMPLE_RATE, CallPipeline, build_call_pipeline
 from db import repositories as repo
 from flows.engine import BookingEngine
+from flows.llm_navigator import LLMNavigator
 from flows.session import BookingSession
 from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
@@ -282,9 +283,13 @@ def booking_engine(
         call_id=session.call_id, workspace_id=session.workspace_id,
         service_id=session.service_id, caller_phone=session.caller_number,
     )
+    navigator = None
+    if runtime.navigator_model is not None:
+        navigator = LLMNavigator(graph, runtime.navigator_model, session.log,
+                                 clinic_name=session.clinic_name)
     return BookingEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
-        emergency_number=runtime.settings.emergency_number,
+        emergency_number=runtime.settings.emergency_number, navigator=navigator,
     )
 
 

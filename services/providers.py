@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loguru import logger
+from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import LLMService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transcriptions.language import Language
 
 from config import ProviderChoice, Settings, resolve_providers
+from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
+from services.prompts import render_prompt
 from services.voice_settings import VoiceSettings
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
@@ -23,6 +26,9 @@ from services.voice_settings import VoiceSettings
 # loop is the limit), 15 to 20 with PocketSphinx and eSpeak NG on the same CPUs.
 CLOUD_VOICES_CALL_CAPACITY = 50
 LOCAL_VOICES_CALL_CAPACITY = 12
+
+NAVIGATOR_INSTRUCTION = render_prompt("navigator/system.md")
+NAVIGATOR_MAX_TOKENS = 120
 
 
 @dataclass(frozen=True)
@@ -32,19 +38,22 @@ class ProviderPlan:
     stt: ProviderChoice
     tts: ProviderChoice
     llm: ProviderChoice
+    navigator: ProviderChoice
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderPlan:
         choices = resolve_providers(settings)
-        return cls(stt=choices["stt"], tts=choices["tts"], llm=choices["llm"])
+        return cls(stt=choices["stt"], tts=choices["tts"], llm=choices["llm"],
+                   navigator=choices["navigator"])
 
     def log(self) -> None:
         """One line per component: which provider and why (never the key itself)."""
-        for choice in (self.stt, self.tts, self.llm):
+        for choice in (self.stt, self.tts, self.llm, self.navigator):
             logger.info(f"provider {choice.component}: {choice.provider} ({choice.reason})")
 
     def snapshot(self) -> dict[str, str]:
-        return {"stt": self.stt.provider, "tts": self.tts.provider, "llm": self.llm.provider}
+        return {"stt": self.stt.provider, "tts": self.tts.provider, "llm": self.llm.provider,
+                "navigator": self.navigator.provider}
 
     def call_capacity(self, settings: Settings) -> int:
         """MAX_CONCURRENT_CALLS when set, else the measured default for these voices."""
@@ -136,3 +145,47 @@ def build_llm(plan: ProviderPlan, settings: Settings, system_instruction: str) -
             ),
         )
     return None
+
+
+def build_navigator_model(plan: ProviderPlan, settings: Settings) -> DecisionModel | None:
+    """The fast model the LLM navigator asks (one per process), or None: deterministic rules.
+
+    It is a Pipecat LLM service used out of band (`run_inference`), never placed in a
+    pipeline: one HTTP client serves every call, and the provider enforces the answer's
+    JSON schema where it can (the navigator validates it either way).
+    """
+    if plan.navigator.provider == "google":
+        from google.genai.types import HttpOptions
+        from pipecat.services.google.llm import GoogleLLMService
+
+        service: LLMService = GoogleLLMService(
+            api_key=settings.google_api_key.get_secret_value(),
+            http_options=HttpOptions(base_url=settings.google_base_url)
+            if settings.google_base_url else None,
+            settings=GoogleLLMService.Settings(
+                model=settings.google_navigator_model, system_instruction=NAVIGATOR_INSTRUCTION,
+            ),
+        )
+    elif plan.navigator.provider == "anthropic":
+        from anthropic import AsyncAnthropic
+        from pipecat.services.anthropic.llm import AnthropicLLMService
+
+        api_key = settings.anthropic_api_key.get_secret_value()
+        service = AnthropicLLMService(
+            api_key=api_key,
+            client=AsyncAnthropic(api_key=api_key, base_url=settings.anthropic_base_url),
+            settings=AnthropicLLMService.Settings(
+                model=settings.anthropic_navigator_model, system_instruction=NAVIGATOR_INSTRUCTION,
+            ),
+        )
+    else:
+        return None
+
+    async def decide(prompt: str) -> str:
+        context = LLMContext(messages=[{"role": "user", "content": prompt}])
+        answer = await service.run_inference(
+            context, max_tokens=NAVIGATOR_MAX_TOKENS, response_schema=NAV_CHOICE_SCHEMA
+        )
+        return answer or ""
+
+    return decide

@@ -27,7 +27,7 @@ from services import dev_credentials
 from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
 from services.prompts import render_prompt
-from services.providers import ProviderPlan
+from services.providers import ProviderPlan, build_navigator_model
 from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, parse_voice_settings
 
@@ -57,7 +57,8 @@ class CallProfile:
         return {
             "providers": plan.snapshot(),
             "context_graph": (
-                {"id": graph.id, "version": graph.version, "navigator": "deterministic"}
+                {"id": graph.id, "version": graph.version, "navigator": plan.navigator.provider,
+                 "engage": "llm" if plan.has_llm else "local lines"}
                 if graph is not None else {"mode": "static prompt"}
             ),
             "graph_problems": self.graph_problems,
@@ -87,6 +88,7 @@ class AppRuntime:
         self.db = db
         self.writer = writer
         self.plan = ProviderPlan.from_settings(settings)
+        self.navigator_model = build_navigator_model(self.plan, settings)  # None: the rules
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
@@ -192,10 +194,8 @@ class AppRuntime:
         return len(self.active_calls) + waiting
 
     def graph_for(self, profile: CallProfile) -> ContextGraph | None:
-        """The graph a call's engine runs (None: static prompt mode). It needs a clinic to
-        book in; with no LLM the deterministic engine answers callers, and with an LLM
-        calls run in static prompt mode until the LLM engage path lands."""
-        if profile.workspace_id is None or profile.service_id is None or self.plan.has_llm:
+        """The graph a call's engine runs (None: static prompt mode); it needs a clinic."""
+        if profile.workspace_id is None or profile.service_id is None:
             return None
         return profile.graph
 

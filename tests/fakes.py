@@ -6,7 +6,9 @@ test that passes with them exercises the real frame flow, not a shortcut.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import math
 import struct
 from collections.abc import AsyncGenerator, Callable
@@ -123,3 +125,28 @@ class CollectingWriter:
 
     def events(self, type_: str | None = None) -> list:
         return [e for e in self.of_type("EventRecord") if type_ is None or e.type == type_]
+
+
+class ScriptedModel:
+    """A navigator model double: each prompt gets the next scripted reply.
+
+    A reply is the model's raw text, an exception to raise, or "hang" (never answers
+    in time).
+    """
+
+    def __init__(self, *replies) -> None:
+        self.replies = list(replies)
+        self.prompts: list[str] = []
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        if reply == "hang":
+            await asyncio.sleep(10)
+        return reply
+
+
+def choice(name: str, filler: str | None = None, verify: bool = False) -> str:
+    return json.dumps({"choice": name, "filler": filler, "verify_audio": verify})

@@ -1,13 +1,16 @@
-"""Each state becomes a Flows node offering exactly its tools; a premature booking is refused."""
+"""Each decision becomes a Flows node offering exactly its state's tools; a premature
+booking is refused; a write moves the node on; the terminal node hangs up after its goodbye."""
 
 import json
 from datetime import date
 
 from db.scheduling import Patient
-from flows.compile import node_for
+from flows.compile import EngageNodes
+from flows.engine import BookingEngine
 from flows.graph import bundled_graph
+from flows.navigator import NavDecision
+from flows.router import NO_ROUTE
 from flows.session import BookingSession
-from flows.tools import BookingTools
 from services.call_session import CallLog
 from tests.fakes import CollectingWriter
 
@@ -15,23 +18,36 @@ GRAPH = bundled_graph("clinic_booking")
 PRIYA = Patient("p-priya", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
 
 
-def tools(writer: CollectingWriter) -> BookingTools:
+async def hang_up(_action, _flow_manager) -> None:
+    """Stands in for the navigator's end-of-call action."""
+
+
+def nodes(writer: CollectingWriter, state: str = "init") -> EngageNodes:
     session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
-    return BookingTools(GRAPH, session, pool=None, log=CallLog("c", writer))
+    engine = BookingEngine(GRAPH, session, pool=None, log=CallLog("c", writer),
+                           clinic_name="Demo Family Clinic", emergency_number="911")
+    engine.state = state
+    return EngageNodes(engine, end_call=hang_up)
+
+
+def node_for(engage: EngageNodes, state: str, action: str):
+    spec = GRAPH.states[state]
+    return engage.node(NavDecision(state=state, action=action, route=NO_ROUTE,
+                                   terminal=spec.is_terminal))
 
 
 def test_every_state_offers_the_llm_exactly_its_allowed_tools_with_their_schemas():
-    booking_tools = tools(CollectingWriter())
+    engage = nodes(CollectingWriter())
     for state, spec in GRAPH.states.items():
         action = spec.actions[0] if spec.actions else None
         if action is None:
             continue  # pass-through states never speak
-        node = node_for(GRAPH, booking_tools, state, action)
+        node = node_for(engage, state, action)
         assert {f.name for f in node["functions"]} == GRAPH.state_tools[state], state
-        assert action in node["task_messages"][0]["content"]
-    confirm = node_for(
-        GRAPH, booking_tools, "awaiting_final_confirmation", "final_slot_confirmation"
-    )
+        task = node["task_messages"][0]["content"]
+        assert action in task and "911" in task and "Priya" in task
+        assert bool(node.get("post_actions")) is spec.is_terminal, state
+    confirm = node_for(engage, "awaiting_final_confirmation", "final_slot_confirmation")
     create = next(f for f in confirm["functions"] if f.name == "CreateAppointment")
     assert create.required == ["slot_ref"] and "slot_ref" in create.properties
     json.dumps(create.to_function_schema().properties)  # serialisable for any provider
@@ -39,8 +55,8 @@ def test_every_state_offers_the_llm_exactly_its_allowed_tools_with_their_schemas
 
 async def test_an_llm_booking_before_the_caller_confirmed_is_blocked_and_recorded():
     writer = CollectingWriter()
-    booking_tools = tools(writer)
-    node = node_for(GRAPH, booking_tools, "awaiting_final_confirmation", "final_slot_confirmation")
+    engage = nodes(writer, "awaiting_final_confirmation")
+    node = node_for(engage, "awaiting_final_confirmation", "final_slot_confirmation")
     create = next(f for f in node["functions"] if f.name == "CreateAppointment")
     result, next_node = await create.handler({"slot_ref": "S1"}, None)
     assert result.startswith("blocked:") and next_node is None
@@ -51,7 +67,9 @@ async def test_an_llm_booking_before_the_caller_confirmed_is_blocked_and_recorde
 
 async def test_a_tool_the_state_does_not_offer_is_refused_even_if_called():
     writer = CollectingWriter()
-    node = node_for(GRAPH, tools(writer), "offering_slots", "propose_initial_slot")
+    engage = nodes(writer, "offering_slots")
+    node = node_for(engage, "offering_slots", "propose_initial_slot")
     assert "CheckAvailability" not in {f.name for f in node["functions"]}
-    result = await tools(writer).call("offering_slots", "CancelAppt", {"appointment_ref": "A1"})
+    result = await engage.engine.tools.call(
+        "offering_slots", "CancelAppt", {"appointment_ref": "A1"})
     assert result.error_class == "guard" and "not available" in result.text

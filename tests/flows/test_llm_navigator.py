@@ -1,6 +1,5 @@
 """The LLM navigator survives bad model output, keeps the first filler, never gets stuck."""
 
-import asyncio
 import json
 from datetime import date
 
@@ -12,32 +11,11 @@ from flows.guards import check
 from flows.llm_navigator import LLMNavigator, parse_choice
 from flows.session import BookingSession
 from services.call_session import CallLog
-from tests.fakes import CollectingWriter
+from tests.fakes import CollectingWriter, ScriptedModel, choice
 
 GRAPH = bundled_graph("clinic_booking")
 TODAY = date(2026, 11, 24)
 PRIYA = Patient("p-priya", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
-
-
-class ScriptedModel:
-    """Answers each navigator prompt with the next scripted reply (a str, or an exception)."""
-
-    def __init__(self, *replies) -> None:
-        self.replies = list(replies)
-        self.prompts: list[str] = []
-
-    async def __call__(self, prompt: str) -> str:
-        self.prompts.append(prompt)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        if reply == "hang":
-            await asyncio.sleep(10)
-        return reply
-
-
-def choice(name: str, filler: str | None = None, verify: bool = False) -> str:
-    return json.dumps({"choice": name, "filler": filler, "verify_audio": verify})
 
 
 def navigator(model: ScriptedModel, writer: CollectingWriter | None = None) -> LLMNavigator:
@@ -106,3 +84,35 @@ async def test_the_model_chooses_where_to_go_but_not_what_the_caller_confirmed()
     assert call.confirmation is None
     refused = check(GRAPH, decision.state, "CreateAppointment", call, {"slot_ref": "S1"})
     assert refused is not None  # a premature booking is blocked, whatever the model chose
+
+
+async def test_the_first_filler_is_said_at_once_while_the_model_is_asked_again():
+    happened: list[str] = []
+
+    class RecordingModel(ScriptedModel):
+        async def __call__(self, prompt: str) -> str:
+            happened.append("asked the model")
+            return await super().__call__(prompt)
+
+    async def say(text: str) -> None:
+        happened.append(f"said {text!r}")
+
+    model = RecordingModel(
+        json.dumps({"choice": "teleport", "filler": "One moment."}),
+        choice("ask_how_can_help", filler="Sure, let me see."),
+    )
+    decision = await navigator(model).navigate(
+        session(), "booking_discovery", "hmm", TODAY, filler=say
+    )
+    assert happened == ["asked the model", "said 'One moment.'", "asked the model"]
+    assert decision.filler == "One moment." and decision.filler_said
+
+
+async def test_after_a_tool_call_state_the_model_picks_its_exit():
+    call = session()
+    model = ScriptedModel(choice("none"), choice("ask_how_can_help"))
+    decision = await navigator(model).navigate(call, "loading_bookings", "cancel it", TODAY)
+    assert decision.pending_tool == "GetCurrentlyBookedAppts" and not model.prompts
+    resumed = await navigator(model).resume(call, decision.state, decision.turn)
+    assert [h.next for h in resumed.hops] == ["booking_discovery"]
+    assert (resumed.state, resumed.action) == ("booking_discovery", "ask_how_can_help")

@@ -1,19 +1,27 @@
 """The navigator processor speaks the engine's reply like an LLM would, or steps aside."""
 
+import json
+from datetime import date
+
 from pipecat.frames.frames import (
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
+    TTSSpeakFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import run_test
 
-from flows.engine import Reply
+from flows.engine import BookingEngine, Reply
+from flows.graph import bundled_graph
+from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
 from processors.frames import EndCallFrame, NavigationFrame
+from flows.session import BookingSession
 from processors.graph_navigator import GraphNavigator
+from tests.fakes import ScriptedModel, choice
 
 
 class ScriptedEngine:
@@ -28,7 +36,7 @@ class ScriptedEngine:
     async def start(self) -> None:
         pass
 
-    async def turn(self, text: str) -> Reply:
+    async def turn(self, text: str, *, filler=None) -> Reply:
         self.heard.append(text)
         if self.fail_on_turn:
             self.failed = True
@@ -82,7 +90,7 @@ async def test_a_transfer_is_kept_for_after_the_goodbye(session):
 
 async def test_an_engine_that_crashes_leaves_the_turn_to_static_prompt_mode(session, writer):
     class CrashingEngine(ScriptedEngine):
-        async def turn(self, text: str) -> Reply:
+        async def turn(self, text: str, *, filler=None) -> Reply:
             raise RuntimeError("bug")
 
     engine = CrashingEngine()
@@ -93,3 +101,27 @@ async def test_an_engine_that_crashes_leaves_the_turn_to_static_prompt_mode(sess
     )
     assert engine.failed
     assert writer.events("context_graph_failed")[0].data == {"error": "RuntimeError"}
+
+
+async def test_a_model_navigators_filler_is_spoken_before_the_answer(session, writer):
+    graph = bundled_graph("clinic_booking")
+    model = ScriptedModel(
+        json.dumps({"choice": "teleport", "filler": "One moment."}),  # invalid: asked again
+        choice("caller_spoke"), choice("book_new"), choice("ask_visit_reason"),
+    )
+    booking = BookingSession(call_id="call-1", workspace_id="w", service_id="s",
+                             services_read=True, upcoming=[])
+    engine = BookingEngine(
+        graph, booking, pool=None, log=session.log, clinic_name="Riverside Clinic",
+        emergency_number="911", today=lambda: date(2026, 11, 24),
+        navigator=LLMNavigator(graph, model, session.log, clinic_name="Riverside Clinic"),
+    )
+    down, _ = await run_test(
+        GraphNavigator(session, engine),
+        frames_to_send=[caller_says("I'd like to book something")],
+        expected_down_frames=[TTSSpeakFrame, NavigationFrame, LLMFullResponseStartFrame,
+                              LLMTextFrame, LLMFullResponseEndFrame],
+    )
+    assert down[0].text == "One moment." and down[0].append_to_context is False
+    assert (down[1].state, down[1].action) == ("resolving_service", "ask_visit_reason")
+    assert writer.events("filler")[0].data == {"source": "navigator"}

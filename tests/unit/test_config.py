@@ -18,7 +18,7 @@ def make(**values) -> Settings:
 def test_auto_uses_local_engines_when_no_keys_are_set():
     choices = resolve_providers(make())
     assert {name: c.provider for name, c in choices.items()} == {
-        "stt": "local", "tts": "local", "llm": "local",
+        "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
     }
     assert "DEEPGRAM_API_KEY is not set" in choices["stt"].reason
 
@@ -31,6 +31,18 @@ def test_auto_uses_cloud_providers_when_their_keys_are_set():
         "deepgram", "elevenlabs", "anthropic",
     )
     assert "is set" in choices["llm"].reason
+
+
+def test_the_navigator_is_gemini_flash_with_a_google_key_else_claude_haiku_else_the_rules():
+    assert resolve_providers(make(google_api_key="g", anthropic_api_key="a"))[
+        "navigator"].provider == "google"
+    assert resolve_providers(make(anthropic_api_key="a"))["navigator"].provider == "anthropic"
+    assert resolve_providers(make(openai_base_url="http://127.0.0.1:8080/v1"))[
+        "navigator"].provider == "deterministic"
+    forced = make(anthropic_api_key="a", navigator_provider="deterministic")
+    assert resolve_providers(forced)["navigator"].provider == "deterministic"
+    with pytest.raises(ValueError, match="GOOGLE_API_KEY"):
+        resolve_providers(make(navigator_provider="google"))
 
 
 def test_openai_compatible_server_is_chosen_by_base_url_alone():

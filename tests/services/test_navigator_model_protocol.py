@@ -1,0 +1,123 @@
+"""The LLM navigator's fast model through Pipecat's services, against local protocol fakes.
+
+Gemini Flash (generateContent, the REST shape google-genai speaks) with a Google key,
+Claude Haiku (the Messages API, non-streaming) with only an Anthropic key. Both are
+asked for the navigator's JSON schema; a junk first answer is retried, and the first
+filler is said while the model is asked again.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+from aiohttp import web
+
+from config import Settings
+from db.scheduling import Patient
+from flows.graph import bundled_graph
+from flows.llm_navigator import LLMNavigator
+from flows.session import BookingSession
+from services.call_session import CallLog
+from services.providers import ProviderPlan, build_navigator_model
+from tests.fakes import CollectingWriter
+from tests.local_http import serve_http
+
+pytestmark = pytest.mark.timeout(20)
+
+GRAPH = bundled_graph("clinic_booking")
+PRIYA = Patient("p-priya", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
+ANSWERS = [
+    "Sure! The caller seems to want help.",  # not JSON: retried
+    json.dumps({"choice": "ask_how_can_help", "filler": "Of course.", "verify_audio": False}),
+]
+
+
+class FakeModelServer:
+    """Answers each request with the next of ANSWERS, in the provider's response shape."""
+
+    def __init__(self, shape) -> None:
+        self.shape = shape
+        self.requests: list[dict] = []
+        self.answers = list(ANSWERS)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append({"path": request.path, "headers": dict(request.headers),
+                              "body": await request.json()})
+        return web.json_response(self.shape(self.requests[-1]["body"], self.answers.pop(0)))
+
+
+def gemini_response(_body: dict, text: str) -> dict:
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 120, "candidatesTokenCount": 18,
+                          "totalTokenCount": 138},
+        "modelVersion": "gemini-2.5-flash",
+    }
+
+
+def anthropic_response(body: dict, text: str) -> dict:
+    return {
+        "id": "msg_01", "type": "message", "role": "assistant", "model": body["model"],
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 120, "output_tokens": 18},
+    }
+
+
+async def navigate_with(settings: Settings) -> tuple[object, list[str], CollectingWriter]:
+    plan = ProviderPlan.from_settings(settings)
+    model = build_navigator_model(plan, settings)
+    writer = CollectingWriter()
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+                             phone_matches=[PRIYA], upcoming=[], services_read=True)
+    navigator = LLMNavigator(GRAPH, model, CallLog("c", writer), clinic_name="Demo Family Clinic")
+    decision = await navigator.navigate(
+        session, "booking_discovery", "hmm, hello?", date(2026, 11, 24), filler=say
+    )
+    return decision, said, writer
+
+
+async def test_gemini_flash_navigates_with_the_schema_and_recovers_from_junk():
+    fake = FakeModelServer(gemini_response)
+    app = web.Application()
+    app.router.add_post("/v1beta/models/{model_and_method}", fake.handle)
+    async with serve_http(app) as base_url:
+        settings = Settings(_env_file=None, google_api_key="g-test", google_base_url=base_url)
+        decision, said, writer = await navigate_with(settings)
+
+    assert (decision.state, decision.action) == ("booking_discovery", "ask_how_can_help")
+    assert said == ["Of course."]
+    assert [e.data["attempt"] for e in writer.events("navigator_retry")] == [1]
+    first = fake.requests[0]
+    assert first["path"] == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert first["headers"]["x-goog-api-key"] == "g-test"
+    config = first["body"]["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert config["responseJsonSchema"]["required"] == ["choice", "filler", "verify_audio"]
+    prompt = first["body"]["contents"][-1]["parts"][0]["text"]
+    assert "ask_how_can_help" in prompt and "hmm, hello?" in prompt
+    assert "never speak to the caller" in json.dumps(first["body"]["systemInstruction"])
+
+
+async def test_claude_haiku_navigates_when_only_an_anthropic_key_is_set():
+    fake = FakeModelServer(anthropic_response)
+    app = web.Application()
+    app.router.add_post("/v1/messages", fake.handle)
+    async with serve_http(app) as base_url:
+        settings = Settings(_env_file=None, anthropic_api_key="sk-ant-test",
+                            anthropic_base_url=base_url)
+        decision, said, _ = await navigate_with(settings)
+
+    assert decision.action == "ask_how_can_help" and said == ["Of course."]
+    body = fake.requests[0]["body"]
+    assert body["model"] == "claude-haiku-4-5" and body["stream"] is False
+    assert body["max_tokens"] == 120
+    schema = body["output_config"]["format"]["schema"]
+    assert schema["properties"]["choice"] == {"type": "string"}
