@@ -184,6 +184,13 @@ async def create_service(
     ))
 
 
+async def set_service_graph(pool: asyncpg.Pool, service_id: str, graph_id: str | None) -> None:
+    """Which context graph the service's calls run (None: the configured default)."""
+    await pool.execute(
+        "UPDATE services SET graph_id = $2 WHERE id = $1", as_uuid(service_id), graph_id
+    )
+
+
 async def get_service_by_name(
     pool: asyncpg.Pool, workspace_id: str, name: str
 ) -> JsonDict | None:

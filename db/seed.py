@@ -22,6 +22,12 @@ from db import repositories as repo
 DEMO_WORKSPACE = "demo"
 DEMO_CLINIC = "Demo Family Clinic"
 DEMO_NUMBER = "+15550100100"
+CHECK_IN_LINE = "Demo Check-in Line"
+CHECK_IN_NUMBER = "+15550100300"
+CHECK_IN_GRAPH = "companion_checkin"
+CHECK_IN_GREETING = (
+    "Hello, this is your check-in call from Demo Family Clinic. How are you doing today?"
+)
 DEMO_KEYTERMS = (
     "Demo Family Clinic", "checkup", "physical", "physiotherapy", "blood test",
     "vaccination", "flu shot", "follow-up", "new patient",
@@ -54,6 +60,7 @@ async def seed_demo(pool: asyncpg.Pool) -> SeedResult:
     if await repo.get_voice_settings_raw(pool, workspace["id"]) is None:
         await repo.set_voice_settings(pool, workspace["id"], {})
     await seed_clinic(pool, workspace["id"], service["id"], date.today())
+    await seed_check_in_line(pool, workspace["id"])
     return SeedResult(workspace_id=workspace["id"], service_id=service["id"])
 
 
@@ -65,7 +72,40 @@ async def fill_demo_clinic(pool: asyncpg.Pool) -> bool:
     service = await repo.get_service_by_name(pool, workspace["id"], DEMO_CLINIC)
     if service is None:
         return False
-    return await seed_clinic(pool, workspace["id"], service["id"], date.today())
+    added = await seed_clinic(pool, workspace["id"], service["id"], date.today())
+    return await seed_check_in_line(pool, workspace["id"]) or added
+
+
+async def seed_check_in_line(
+    pool: asyncpg.Pool, workspace_id: str, clinic: DemoClinic | None = None
+) -> bool:
+    """The check-in line service and its people's memories and reminders, once (False:
+    already there). The clinic's patients must exist first (seed_clinic)."""
+    clinic = clinic or load_demo_clinic()
+    if await repo.get_service_by_name(pool, workspace_id, CHECK_IN_LINE) is not None:
+        return False
+    workspace = uuid.UUID(workspace_id)
+    async with pool.acquire() as connection, connection.transaction():
+        for check_in in clinic.check_ins:
+            first, last = check_in.patient.split(" ", 1)
+            patient = await connection.fetchval(
+                """SELECT id FROM patients WHERE workspace_id = $1 AND first_name = $2
+                   AND last_name = $3""", workspace, first, last,
+            )
+            for text in check_in.memories:
+                await connection.execute(
+                    "INSERT INTO memories (patient_id, text) VALUES ($1, $2)", patient, text
+                )
+            for text in check_in.reminders:
+                await connection.execute(
+                    "INSERT INTO reminders (patient_id, text) VALUES ($1, $2)", patient, text
+                )
+    service = await repo.create_service(
+        pool, workspace_id, CHECK_IN_LINE, phone_number=CHECK_IN_NUMBER,
+        greeting=CHECK_IN_GREETING,
+    )
+    await repo.set_service_graph(pool, service["id"], CHECK_IN_GRAPH)
+    return True
 
 
 # --- The demo clinic's world model (db/data/demo_clinic.yaml) ---------------------------
@@ -123,6 +163,12 @@ class AppointmentData(_Data):
     at: time
 
 
+class CheckInData(_Data):
+    patient: str
+    memories: list[str] = []
+    reminders: list[str] = []
+
+
 class DemoClinic(_Data):
     locations: list[LocationData]
     appointment_types: list[TypeData]
@@ -130,6 +176,7 @@ class DemoClinic(_Data):
     schedules: list[ScheduleData]
     patients: list[PatientData]
     appointments: list[AppointmentData]
+    check_ins: list[CheckInData] = []
 
     @model_validator(mode="after")
     def _references_resolve(self) -> DemoClinic:
@@ -144,6 +191,7 @@ class DemoClinic(_Data):
         wanted += [("type", offer) for s in self.schedules for offer in s.offers]
         wanted += [(kind, getattr(a, kind)) for a in self.appointments
                    for kind in ("patient", "practitioner", "type")]
+        wanted += [("patient", c.patient) for c in self.check_ins]
         missing = sorted({f"{kind} {name!r}" for kind, name in wanted if name not in names[kind]})
         bad_days = sorted({d for s in self.schedules for d in s.days if d not in WEEKDAYS})
         for location in self.locations:

@@ -2,8 +2,10 @@
 
 The graph format (flows/graph.py) is generic; this is where a graph meets this
 engine: its guards must exist (flows/guards), its conditions must be ones the
-deterministic navigator evaluates (flows/navigator), and every action needs a line
-for the offline voice (flows/engage_local). Checked once, at start-up.
+deterministic navigator evaluates (flows/navigator), its recall states must name
+lookups this engine has (flows/recalls), its tools handlers (flows/tools, checked
+when a call's tools are built), and every action needs a line for the offline voice
+(flows/engage_local). Checked once, at start-up.
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ from flows.engage_local import missing_lines
 from flows.graph import ContextGraph, GraphError, bundled_graph
 from flows.guards import unknown_guards
 from flows.navigator import condition_problems
+from flows.recalls import unknown_recalls
+from flows.tools import unknown_tools
 
 
 def engine_problems(graph: ContextGraph) -> list[str]:
     problems = [f"unknown guard {name!r}" for name in unknown_guards(graph)]
     problems += condition_problems(graph)
+    problems += [f"unknown recall {name!r}" for name in unknown_recalls(graph)]
+    problems += [f"tool {name!r} has no handler" for name in unknown_tools(graph)]
     problems += [f"action {name!r} has no spoken line" for name in missing_lines(graph)]
     return problems
 

@@ -28,7 +28,7 @@ LINES_FILE = Path(__file__).resolve().parent.parent / "prompts" / "actions.yaml"
 FIELDS = frozenset({
     "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
     "prices",
-    "hours", "service_info", "emergency_number",
+    "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
 })
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
 
@@ -67,6 +67,15 @@ def missing_lines(graph: ContextGraph, lines: ActionLines | None = None) -> list
 ToolCall = tuple[str, dict[str, Any]]
 
 
+# A check-in turn this long says something worth remembering next time.
+DETAIL_MIN_WORDS = 5
+
+
+def _reminder_ref(session: BookingSession) -> str:
+    focus = session.reminder_in_focus
+    return next((ref for ref, r in session.reminder_refs.items() if focus and r.id == focus.id), "")
+
+
 def _ref_of(session: BookingSession, appointment_id: str) -> str:
     return next((ref for ref, a in session.appointment_refs.items() if a.id == appointment_id), "")
 
@@ -96,6 +105,12 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
     "ask_service": lambda s, said: ("GetServicesAndPricing", {}),
     "answer_service_info": lambda s, said: ("GetAppointmentTypes", {}),
     "transfer_confirmed": lambda s, said: ("TransferCall", {}),
+    # companion check-in calls: the person's own words are what is worth remembering
+    "listen_and_reflect": lambda s, said: (
+        ("save_important_detail", {"detail": said})
+        if len(said.split()) >= DETAIL_MIN_WORDS else None),
+    "acknowledge_reminder": lambda s, said: ("mark_reminder_acknowledged", {
+        "reminder_ref": _reminder_ref(s)}),
 }
 
 
@@ -160,7 +175,23 @@ def _fields(
         "service_info": (kind.description if kind else
                          " ".join(f"{t.name}: {t.description}" for t in session.services)),
         "emergency_number": emergency_number,
+        "memory": session.memories[0].text.rstrip(".") + "." if session.memories else "",
+        "reminder": _lower_first(session.reminder_in_focus.text.rstrip("."))
+        if session.reminder_in_focus else "",
+        "summary": _check_in_summary(session),
     }
+
+
+def _check_in_summary(session: BookingSession) -> str:
+    """What this check-in settled, said back in one sentence (empty if nothing)."""
+    parts = [f"your reminder to {_lower_first(r.text.rstrip('.'))} is done"
+             for r in session.acknowledged]
+    if session.noted:
+        parts.append("I've made a note of what you told me for next time")
+    if not parts:
+        return ""
+    sentence = say_list(parts)
+    return sentence[:1].upper() + sentence[1:] + "."
 
 
 def _slot(slot: Slot, with_place: bool = False) -> str:

@@ -16,12 +16,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 
 import asyncpg
 from loguru import logger
 
-from db import scheduling as db
 from flows.engage_local import engage
 from flows.graph import ContextGraph
 from flows.navigator import (
@@ -32,8 +31,10 @@ from flows.navigator import (
     NavigationError,
     Navigator,
     settle,
+    took_action,
     understand_targets,
 )
+from flows.recalls import RECALLS
 from flows.session import BookingSession
 from flows.tools import BookingTools
 from services.call_session import CallLog
@@ -79,7 +80,7 @@ class BookingEngine:
         entry = self.graph.entry_state(greeting.to)
         self._record([Hop(self.state, entry, greeting.name)])
         self.state = entry
-        self.session.last_action = self.graph.states[entry].actions[0]
+        took_action(self.session, self.graph.states[entry].actions[0])
         try:
             await asyncio.wait_for(self._prefetch(), PREFETCH_TIMEOUT_S)
         except Exception as error:  # noqa: BLE001 - the call goes on without the context
@@ -87,20 +88,8 @@ class BookingEngine:
             self.log.event("prefetch_failed", error=type(error).__name__)
 
     async def _prefetch(self) -> None:
-        session = self.session
-        session.services = await db.appointment_types(self.pool, session.service_id)
-        session.services_read = bool(session.services)
-        session.locations = await db.locations(self.pool, session.service_id)
-        if session.caller_phone:
-            session.phone_matches = await db.patients_by_phone(
-                self.pool, session.workspace_id, session.caller_phone
-            )
-        if len(session.phone_matches) == 1:
-            session.patient = session.phone_matches[0]
-        if session.patient is not None:
-            session.upcoming = await db.upcoming_appointments(
-                self.pool, session.patient.id, datetime.now().astimezone()
-            )
+        recall = self.graph.states[self.graph.initial_state].recall
+        await RECALLS[recall or "caller_context"](self.session, self.pool)
 
     async def navigate_turn(
         self, caller_text: str, *, filler: FillerSink | None = None

@@ -14,6 +14,8 @@ super-state's set; a state with `tools` may only narrow it.
 
 from __future__ import annotations
 
+import re
+
 from collections import deque
 from enum import StrEnum
 from functools import cached_property
@@ -359,4 +361,6 @@ def load_graph(path: Path) -> ContextGraph:
 
 def bundled_graph(graph_id: str) -> ContextGraph:
     """A graph shipped in `flows/graphs/` (e.g. `clinic_booking`)."""
+    if not re.fullmatch(r"[a-z0-9_]{1,64}", graph_id):
+        raise GraphError(f"{graph_id!r} is not a graph name (lower-case letters, digits, _)")
     return load_graph(GRAPHS_DIR / f"{graph_id}.yaml")

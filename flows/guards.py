@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flows.graph import ContextGraph
-from flows.session import BookingSession, cancel_subject
+from flows.session import BookingSession, cancel_subject, reminder_subject
 
 Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
 
@@ -68,12 +68,18 @@ def destination_configured(session: BookingSession, args: Mapping[str, Any]) -> 
     return None
 
 
+def person_confirmed(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if not session.confirmed(reminder_subject(str(args.get("reminder_id")))):
+        return "the person has not said they did exactly this"
+    return None
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
         slot_from_availability, caller_confirmed_slot, identified_patient,
         appointment_was_loaded, appointments_were_loaded, caller_confirmed_cancel,
-        name_and_dob_given, destination_configured,
+        name_and_dob_given, destination_configured, person_confirmed,
     )
 }
 

@@ -33,6 +33,7 @@ from flows.navigator import (
     Turn,
     read_turn,
     take_exit,
+    took_action,
     understand,
 )
 from flows.session import BookingSession
@@ -148,7 +149,7 @@ class LLMNavigator:
                 verify = verify or choice.verify_audio
                 exit_ = next((e for e in self.graph.exits_of(state) if e.name == choice.name), None)
                 if exit_ is None:
-                    session.last_action = choice.name
+                    took_action(session, choice.name)
                     return NavDecision(
                         state=state, action=choice.name, route=turn.route, hops=hops,
                         filler=filler.text or self.graph.actions[choice.name].filler,

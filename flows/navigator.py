@@ -16,6 +16,7 @@ predicates they may name are the `PREDICATES` below, checked when the graph load
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 
 from flows.graph import RETURN, ContextGraph, StateType
 from flows.router import NO_ROUTE, RouteDecision, TaskKind, default_router, route_turn
-from flows.session import BookingSession, Confirmation, cancel_subject
+from flows.session import BookingSession, Confirmation, cancel_subject, reminder_subject
 from flows.understanding import (
     appointment_type,
     date_of_birth,
@@ -36,6 +37,8 @@ from flows.understanding import (
 from services.affirmation import Answer, classify_answer
 
 MAX_HOPS = 12
+# A check-in call winds down after this long (seed 003: nine minutes).
+LATE_IN_CALL_S = 9 * 60
 
 FINAL_READBACK = frozenset({"final_slot_confirmation", "reconfirm_selected_slot"})
 CANCEL_READBACK = frozenset({
@@ -124,6 +127,9 @@ PREDICATES: dict[str, Predicate] = {
     "last_action": lambda s, t: s.last_action,
     "task_changed": lambda s, t: t.task_changed,
     "at_start": lambda s, t: t.at_start,
+    "reminder_due": lambda s, t: s.reminder_due is not None,
+    "memory_to_follow": lambda s, t: bool(s.memories) and not s.followed_up,
+    "late_in_call": lambda s, t: time.monotonic() - s.started >= LATE_IN_CALL_S,
 }
 
 
@@ -153,7 +159,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
-        "task_changed", "at_start",
+        "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
     )},
 }
 
@@ -195,6 +201,8 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
             session.confirmation = None
     if last in CANCEL_READBACK and session.targets and turn.answer is Answer.YES:
         session.confirmation = Confirmation(cancel_subject(session.targets), text)
+    if last == "deliver_reminder" and session.reminder_in_focus and turn.answer is Answer.YES:
+        session.confirmation = Confirmation(reminder_subject(session.reminder_in_focus.id), text)
     rejecting = last in FINAL_READBACK and turn.answer is Answer.NO
     if session.last_offer and not rejecting:
         offer = [(ref, session.offered[ref]) for ref in session.last_offer]
@@ -355,11 +363,22 @@ def walk(
         (a for a in conditional if holds(spec.action_when[a], session, turn)),
         next((a for a in spec.actions if a not in spec.action_when), spec.actions[0]),
     )
-    session.last_action = action
+    took_action(session, action)
     return NavDecision(
         state=state, action=action, route=turn.route, hops=hops,
         filler=graph.actions[action].filler, terminal=spec.is_terminal, turn=turn,
     )
+
+
+def took_action(session: BookingSession, action: str) -> None:
+    """The agent is about to do `action`: what it is about becomes the call's focus."""
+    session.last_action = action
+    if action == "deliver_reminder":
+        session.reminder_in_focus = session.reminder_due
+        if session.reminder_in_focus is not None:
+            session.delivered.append(session.reminder_in_focus.id)
+    elif action == "follow_up_on_memory":
+        session.followed_up = True
 
 
 def take_exit(graph: ContextGraph, session: BookingSession, state: str, to: str) -> str:

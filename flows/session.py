@@ -8,9 +8,11 @@ only ever see times and names, and a booking can only name a slot this call offe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import time
 from datetime import date
 from typing import Any
 
+from db.companion import Memory, Reminder
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from flows.router import TaskKind
 from services.slots import Slot
@@ -37,6 +39,8 @@ class Confirmation:
 
 @dataclass
 class BookingSession:
+    """What the call knows (booking calls; companion check-ins use the last fields too)."""
+
     call_id: str
     workspace_id: str
     service_id: str
@@ -66,6 +70,15 @@ class BookingSession:
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
     transfer_to: str | None = None  # set by TransferCall; dialled after the goodbye plays
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
+    # companion check-in calls: what earlier calls left, and what this one has done
+    memories: list[Memory] = field(default_factory=list)  # newest first
+    followed_up: bool = False  # the latest memory was asked about
+    reminders: list[Reminder] = field(default_factory=list)  # still open
+    reminder_in_focus: Reminder | None = None  # the one just read out
+    delivered: list[str] = field(default_factory=list)  # reminder ids read out this call
+    noted: list[str] = field(default_factory=list)  # details saved this call
+    acknowledged: list[Reminder] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
     def offer(self, slots: list[Slot]) -> list[tuple[str, Slot]]:
         """Remember slots read to the caller; each gets a reference the booking must use."""
@@ -84,6 +97,16 @@ class BookingSession:
         return {f"A{i}": appointment for i, appointment in enumerate(self.upcoming or [], 1)}
 
     @property
+    def reminder_refs(self) -> dict[str, Reminder]:
+        """`R1`, `R2`, ... for the open reminders (ids stay server-side)."""
+        return {f"R{i}": reminder for i, reminder in enumerate(self.reminders, 1)}
+
+    @property
+    def reminder_due(self) -> Reminder | None:
+        """The next open reminder not yet read out this call."""
+        return next((r for r in self.reminders if r.id not in self.delivered), None)
+
+    @property
     def loaded_ids(self) -> set[str]:
         """Appointment ids the booked-appointments lookup returned to this call."""
         return {appointment.id for appointment in self.upcoming or []}
@@ -91,6 +114,17 @@ class BookingSession:
     def facts(self) -> dict[str, Any]:
         """What the call has settled so far, for a model's prompt (references, no ids)."""
         refs = {a.id: ref for ref, a in self.appointment_refs.items()}
+        if self.memories or self.reminders or self.noted:  # a companion check-in call
+            focus = {r.id: ref for ref, r in self.reminder_refs.items()}
+            return {
+                "caller_first_name": self.patient.first_name if self.patient else None,
+                "earlier_calls": [m.text for m in self.memories[:3]],
+                "open_reminders": {ref: r.text for ref, r in self.reminder_refs.items()},
+                "reminder_just_mentioned": focus.get(self.reminder_in_focus.id)
+                if self.reminder_in_focus else None,
+                "caller_confirmed": self.confirmation is not None,
+                "noted_this_call": self.noted,
+            }
         return {
             "caller_first_name": self.patient.first_name if self.patient else None,
             "identified": self.patient is not None,
@@ -110,3 +144,8 @@ class BookingSession:
 def cancel_subject(appointment_ids: list[str]) -> str:
     """What a cancellation confirmation is about: exactly these appointments."""
     return "cancel:" + ",".join(sorted(appointment_ids))
+
+
+def reminder_subject(reminder_id: str) -> str:
+    """What a reminder confirmation is about: the person said they did exactly this."""
+    return f"reminder:{reminder_id}"

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 from loguru import logger
 
+from db import companion
 from db import scheduling as db
 from flows import guards
 from flows.graph import ContextGraph
@@ -51,6 +52,35 @@ class Refused(Exception):
 Handler = Callable[[Mapping[str, Any]], Awaitable[str]]
 
 
+# Tool name (as graphs name it) → the BookingTools method that runs it.
+HANDLERS: dict[str, str] = {
+    "GetPatientDetails": "_patient_details",
+    "GetServicesAndPricing": "_services_and_pricing",
+    "GetAppointmentTypes": "_appointment_types",
+    "CheckAvailability": "_check_availability",
+    "ConvertTimezone": "_convert_timezone",
+    "AddToWaitlist": "_add_to_waitlist",
+    "GetCurrentlyBookedAppts": "_booked_appointments",
+    "CreatePatient": "_create_patient",
+    "CreateAppointment": "_create_appointment",
+    "RescheduleAppointment": "_reschedule_appointment",
+    "CancelAppt": "_cancel_one",
+    "CancelAppointments": "_cancel_all",
+    "ConfirmAppointment": "_confirm_appointment",
+    "EscalateToHuman": "_escalate",
+    "TransferCall": "_transfer",
+    # companion check-in calls
+    "search_memories": "_search_memories",
+    "save_important_detail": "_save_detail",
+    "mark_reminder_acknowledged": "_acknowledge_reminder",
+}
+
+
+def unknown_tools(graph: ContextGraph) -> list[str]:
+    """Tools the graph names that have no handler here (empty: all can run)."""
+    return sorted(set(graph.tools) - set(HANDLERS))
+
+
 class BookingTools:
     """One call's tools over the scheduling world model."""
 
@@ -64,23 +94,9 @@ class BookingTools:
         self._transfer_number = clinic_transfer_number
         self._timeout_s = timeout_s
         self._handlers: dict[str, Handler] = {
-            "GetPatientDetails": self._patient_details,
-            "GetServicesAndPricing": self._services_and_pricing,
-            "GetAppointmentTypes": self._appointment_types,
-            "CheckAvailability": self._check_availability,
-            "ConvertTimezone": self._convert_timezone,
-            "AddToWaitlist": self._add_to_waitlist,
-            "GetCurrentlyBookedAppts": self._booked_appointments,
-            "CreatePatient": self._create_patient,
-            "CreateAppointment": self._create_appointment,
-            "RescheduleAppointment": self._reschedule_appointment,
-            "CancelAppt": self._cancel_one,
-            "CancelAppointments": self._cancel_all,
-            "ConfirmAppointment": self._confirm_appointment,
-            "EscalateToHuman": self._escalate,
-            "TransferCall": self._transfer,
+            name: getattr(self, method) for name, method in HANDLERS.items()
         }
-        missing = sorted(set(graph.tools) - set(self._handlers))
+        missing = unknown_tools(graph)
         if missing:
             raise ValueError(f"graph {graph.id!r} names tools with no handler: {missing}")
 
@@ -112,7 +128,9 @@ class BookingTools:
         except db.SlotTaken:
             return ToolResult("That time was just taken by someone else; offer another.", "pms")
         except db.NotFound:
-            return ToolResult("blocked: that appointment is not one of this caller's.", "guard")
+            return ToolResult(
+                "blocked: that record is not one of this caller's (or is already done).", "guard"
+            )
         except (asyncpg.PostgresError, OSError, ConnectionError) as error:
             logger.warning(f"tool {name}: clinic system error ({type(error).__name__})")
             return ToolResult("The clinic system is not answering right now.", "pms")
@@ -131,6 +149,10 @@ class BookingTools:
         if "appointment_refs" in args:
             given = [str(r) for r in args.pop("appointment_refs")]
             args["appointment_ids"] = [refs[r].id if r in refs else r for r in given]
+        if "reminder_ref" in args:
+            ref = str(args.pop("reminder_ref"))
+            reminders = self.session.reminder_refs
+            args["reminder_id"] = reminders[ref].id if ref in reminders else ref
         return args
 
     def _now(self) -> datetime:
@@ -330,6 +352,36 @@ class BookingTools:
         session.transfer_to = number
         session.outcome = "handed_off"
         return "The call will be transferred to the front desk after the goodbye."
+
+    # --- Companion check-in calls ---------------------------------------------------
+
+    async def _search_memories(self, args: Mapping[str, Any]) -> str:
+        found = await companion.search_memories(
+            self.pool, self._patient().id, str(args.get("query", ""))
+        )
+        if not found:
+            return "Nothing about that in earlier calls."
+        return " ".join(f"On {say_date(m.created_at.date())} they said: {m.text}" for m in found)
+
+    async def _save_detail(self, args: Mapping[str, Any]) -> str:
+        detail = str(args.get("detail", "")).strip()
+        if not detail:
+            raise Refused("there is no detail to save")
+        await companion.save_memory(self.pool, self._patient().id, detail, self.session.call_id)
+        self.session.noted.append(detail)
+        return "Noted for next time."
+
+    async def _acknowledge_reminder(self, args: Mapping[str, Any]) -> str:
+        reminder = await companion.acknowledge_reminder(
+            self.pool, str(args["reminder_id"]), patient_id=self._patient().id,
+            call_id=self.session.call_id,
+        )
+        session = self.session
+        session.acknowledged.append(reminder)
+        session.reminders = [r for r in session.reminders if r.id != reminder.id]
+        session.reminder_in_focus = None
+        session.confirmation = None
+        return f"Marked done: {reminder.text}."
 
     def _patient(self) -> db.Patient:
         if self.session.patient is None:

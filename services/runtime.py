@@ -209,8 +209,7 @@ class AppRuntime:
         """The service's latest stored graph version, else the bundled graph (checked, cached)."""
         definition = await latest_graph(self.db.pool, workspace_id, service_id, graph_id)
         if definition is None:
-            return (self.graph if self.graph is not None and self.graph.id == graph_id
-                    else None), []
+            return self._bundled(graph_id)
         key = (workspace_id, definition.get("id"), definition.get("version"))
         if key not in self._graphs:
             try:
@@ -221,7 +220,23 @@ class AppRuntime:
                 self._graphs[key] = (graph, [])
             except GraphError as error:
                 logger.error(f"stored graph {graph_id} cannot run, using the bundled one: {error}")
-                self._graphs[key] = (self.graph, [str(error)[:300]])
+                bundled, problems = self._bundled(graph_id)
+                self._graphs[key] = (bundled, [str(error)[:300], *problems])
+        return self._graphs[key]
+
+    def _bundled(self, graph_id: str) -> tuple[ContextGraph | None, list[str]]:
+        """The graph shipped as flows/graphs/<graph_id>.yaml, checked once (None: it cannot
+        run here, and calls use static prompt mode)."""
+        key = ("bundled", graph_id)
+        if key not in self._graphs:
+            if self.graph is not None and self.graph.id == graph_id:
+                self._graphs[key] = (self.graph, [])
+            else:
+                try:
+                    self._graphs[key] = (runnable_graph(graph_id), [])
+                except GraphError as error:
+                    logger.error(f"graph {graph_id} cannot run: {error}")
+                    self._graphs[key] = (None, [str(error)[:300]])
         return self._graphs[key]
 
     def has_capacity(self) -> bool:

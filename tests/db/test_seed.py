@@ -4,7 +4,7 @@ from config import Settings
 from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
-from db.seed import DEMO_CLINIC, DEMO_NUMBER, is_empty, seed_demo
+from db.seed import CHECK_IN_NUMBER, DEMO_CLINIC, DEMO_NUMBER, is_empty, seed_demo
 
 
 async def test_an_empty_database_is_seeded_once_and_edits_survive_a_reseed(fresh_dsn, tmp_path):
@@ -20,9 +20,12 @@ async def test_an_empty_database_is_seeded_once_and_edits_survive_a_reseed(fresh
         empty_after = await is_empty(pool)
         service = await repo.find_service_by_phone(pool, DEMO_NUMBER)
         voice = await repo.get_voice_settings_raw(pool, first.workspace_id)
+        check_in = await repo.find_service_by_phone(pool, CHECK_IN_NUMBER)
         counts = await pool.fetchrow(
             "SELECT (SELECT count(*) FROM workspaces) AS workspaces,"
-            " (SELECT count(*) FROM services) AS services"
+            " (SELECT count(*) FROM services) AS services,"
+            " (SELECT count(*) FROM memories) AS memories,"
+            " (SELECT count(*) FROM reminders) AS reminders"
         )
     finally:
         await database.close()
@@ -32,5 +35,8 @@ async def test_an_empty_database_is_seeded_once_and_edits_survive_a_reseed(fresh
     assert service["id"] == first.service_id and service["name"] == DEMO_CLINIC
     assert DEMO_CLINIC in service["keyterms"]
     assert voice == {"speed": 1.2}
-    assert (counts["workspaces"], counts["services"]) == (1, 1)
+    # the clinic and its check-in line, each seeded once
+    assert (counts["workspaces"], counts["services"]) == (1, 2)
+    assert check_in["graph_id"] == "companion_checkin"
+    assert (counts["memories"], counts["reminders"]) == (1, 1)
 

@@ -72,6 +72,25 @@ WRITES = {
 }
 
 
+async def test_a_check_in_call_runs_the_companion_graph_and_writes_only_what_was_said(
+    server, db
+):
+    script = load_script(SCENARIOS / "companion_checkin.yaml")
+    result = await run(server, "companion_checkin.yaml", text_mode=True)
+
+    summary = result.to_json_dict()
+    assert script.expect.failures(summary) == [], summary
+    assert result.record["config_snapshot"]["context_graph"]["id"] == "companion_checkin"
+    call = uuid.UUID(result.call_id)
+    saved = await db.pool.fetch("SELECT text FROM memories WHERE source_call = $1", call)
+    assert [r["text"] for r in saved] == ["I'm thinking of visiting my sister next week."]
+    done = await db.pool.fetch(
+        "SELECT text FROM reminders WHERE acknowledged_by_call = $1", call
+    )
+    assert [r["text"] for r in done] == ["Take your blood pressure reading each morning"]
+    assert await written_by(db, result.call_id) == {"created": 0, "changed": 0, "callbacks": 0}
+
+
 async def written_by(db, call_id: str) -> dict[str, int]:
     row = await db.pool.fetchrow(
         """SELECT (SELECT count(*) FROM appointments WHERE created_by_call = $1) AS created,

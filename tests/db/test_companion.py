@@ -1,0 +1,83 @@
+"""A person's memories and reminders: found by any word, written per call, never another's."""
+
+import uuid
+from datetime import date
+
+import pytest
+
+from db import companion
+from db import scheduling as sched
+from db.scheduling import NotFound
+from flows.graph import bundled_graph
+from flows.session import BookingSession, Confirmation, reminder_subject
+from flows.tools import BookingTools
+from services.call_session import CallLog
+from tests.fakes import CollectingWriter
+
+
+async def person(db, workspace_id: str, first: str) -> sched.Patient:
+    patient, _ = await sched.create_patient(
+        db.pool, workspace_id, first_name=first, last_name="Test",
+        date_of_birth=date(1950, 1, 1), phone=None, call_id=None,
+    )
+    return patient
+
+
+async def test_memories_are_found_by_any_word_newest_first_and_scoped_to_the_person(
+    db, workspace_id, call_id
+):
+    ada, bob = await person(db, workspace_id, "Ada"), await person(db, workspace_id, "Bob")
+    await companion.save_memory(db.pool, ada.id, "I planted tulips in the garden.", call_id)
+    await companion.save_memory(db.pool, ada.id, "My sister visits on Sunday.", call_id)
+    await companion.save_memory(db.pool, bob.id, "The garden needs weeding.", call_id)
+
+    found = await companion.search_memories(db.pool, ada.id, "how are the gardens?")
+    recent = await companion.recent_memories(db.pool, ada.id)
+
+    assert [m.text for m in found] == ["I planted tulips in the garden."]
+    assert [m.text for m in recent] == ["My sister visits on Sunday.",
+                                        "I planted tulips in the garden."]
+    assert await companion.search_memories(db.pool, ada.id, "?!") == []
+
+
+async def test_a_reminder_is_acknowledged_once_and_only_by_its_person(db, workspace_id, call_id):
+    ada, bob = await person(db, workspace_id, "Ada"), await person(db, workspace_id, "Bob")
+    reminder_id = await db.pool.fetchval(
+        "INSERT INTO reminders (patient_id, text) VALUES ($1, 'Drink water') RETURNING id",
+        uuid.UUID(ada.id),
+    )
+    with pytest.raises(NotFound):
+        await companion.acknowledge_reminder(
+            db.pool, str(reminder_id), patient_id=bob.id, call_id=call_id)
+
+    done = await companion.acknowledge_reminder(
+        db.pool, str(reminder_id), patient_id=ada.id, call_id=call_id)
+
+    assert done.text == "Drink water"
+    assert await companion.open_reminders(db.pool, ada.id) == []
+    with pytest.raises(NotFound):
+        await companion.acknowledge_reminder(
+            db.pool, str(reminder_id), patient_id=ada.id, call_id=call_id)
+
+
+async def test_a_reminder_is_marked_done_only_after_the_person_said_so(db, workspace_id, call_id):
+    ada = await person(db, workspace_id, "Ada")
+    reminder_id = await db.pool.fetchval(
+        "INSERT INTO reminders (patient_id, text) VALUES ($1, 'Walk daily') RETURNING id",
+        uuid.UUID(ada.id),
+    )
+    writer = CollectingWriter()
+    reminders = await companion.open_reminders(db.pool, ada.id)
+    session = BookingSession(call_id=call_id, workspace_id=workspace_id, service_id="s",
+                             patient=ada, reminders=reminders)
+    graph = bundled_graph("companion_checkin")
+    tools = BookingTools(graph, session, db.pool, CallLog(call_id, writer))
+
+    early = await tools.call("main", "mark_reminder_acknowledged", {"reminder_ref": "R1"})
+    assert early.error_class == "guard" and "has not said" in early.text
+    assert await companion.open_reminders(db.pool, ada.id) != []
+
+    session.confirmation = Confirmation(reminder_subject(str(reminder_id)), "yes I did")
+    done = await tools.call("main", "mark_reminder_acknowledged", {"reminder_ref": "R1"})
+    assert done.ok and done.text == "Marked done: Walk daily."
+    assert await companion.open_reminders(db.pool, ada.id) == []
