@@ -29,7 +29,9 @@ def answer_form() -> dict:
 def test_health_reports_the_database_and_local_providers(server):
     body = httpx.get(f"{server.url}/health").json()
     assert body["status"] == "ok" and body["database"]["ok"]
-    assert body["providers"] == {"stt": "local", "tts": "local", "llm": "local"}
+    assert body["providers"] == {
+        "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
+    }
 
 
 def test_unsigned_and_badly_signed_webhooks_are_forbidden(server):
