@@ -146,7 +146,11 @@ class GraphNavigator(FrameProcessor):
         await self.pipeline_worker.queue_frame(frame)
 
     async def _say(self, filler: str) -> None:
-        """A filler phrase, spoken at once; kept out of the LLM's context."""
+        """A filler phrase, spoken at once; kept out of the LLM's context. Not in a text
+        session: there is no silence to cover, and Pipecat holds unspoken replies back
+        behind audio still playing."""
+        if self._skip_tts:
+            return
         self._session.log.event("filler", source="navigator")
         await self.push_frame(TTSSpeakFrame(filler, append_to_context=False))
 

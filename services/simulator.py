@@ -647,7 +647,11 @@ class RtviTextLeg:
     async def _say(self, line: CallerLine) -> None:
         self._tracker.caller_spoke()
         self._timeline.note("caller_line", f"{line.number}: {line.text}")
-        data = {"content": line.text, "options": {"run_immediately": True, "audio_response": False}}
+        # No `audio_response` option: the connection is already text-only (eval-connect
+        # skip_tts). Pipecat's RTVI processor, which never sees that flag, would answer an
+        # explicit `false` by switching skip-TTS on for this line and back off after it,
+        # leaving the agent's replies voiced (and held behind audio) in a text session.
+        data = {"content": line.text, "options": {"run_immediately": True}}
         try:
             await self._ws.send(rtvi_message("send-text", f"line-{line.number}", data))
         except ConnectionClosed as closed:

@@ -129,6 +129,11 @@ async def test_the_llm_books_only_after_the_callers_yes_and_the_early_write_is_b
     assert (summary["completion_reason"], summary["final_state"]) == ("agent_hangup", "closing")
     assert result.record["config_snapshot"]["context_graph"]["engage"] == "llm"
 
+    # The model's context holds what it said in full (a text session never voices it).
+    context = chat.requests[-1]["body"]["messages"]
+    assert any("S2: Tuesday" in (m.get("content") or "") for m in context
+               if m["role"] == "assistant"), context
+
     # Each node offered the model only its state's tools: the booking write only where the
     # caller's yes is awaited, never in the first turns.
     for request in chat.requests:
