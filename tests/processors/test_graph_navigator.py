@@ -7,11 +7,12 @@ from pipecat.frames.frames import (
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
+    LLMRunFrame,
     LLMTextFrame,
     TTSSpeakFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.tests.utils import run_test
+from pipecat.tests.utils import SleepFrame, run_test
 
 from flows.engine import BookingEngine, Reply
 from flows.graph import bundled_graph
@@ -125,3 +126,69 @@ async def test_a_model_navigators_filler_is_spoken_before_the_answer(session, wr
     assert down[0].text == "One moment." and down[0].append_to_context is False
     assert (down[1].state, down[1].action) == ("resolving_service", "ask_visit_reason")
     assert writer.events("filler")[0].data == {"source": "navigator"}
+
+
+class RecordingFlows:
+    """Stands in for the Flows manager: keeps the nodes it is asked to enter."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.nodes: list[dict] = []
+        self.fail = fail
+
+    async def initialize(self) -> None:
+        pass
+
+    async def set_node_from_config(self, node) -> None:
+        if self.fail:
+            raise RuntimeError("node rejected")
+        self.nodes.append(node)
+
+
+def engine_for(session, navigator=None) -> BookingEngine:
+    graph = bundled_graph("clinic_booking")
+    booking = BookingSession(call_id="call-1", workspace_id="w", service_id="s",
+                             services_read=True, upcoming=[])
+    return BookingEngine(graph, booking, pool=None, log=session.log,
+                         clinic_name="Riverside Clinic", emergency_number="911",
+                         today=lambda: date(2026, 11, 24), navigator=navigator)
+
+
+async def test_with_an_llm_the_turn_becomes_the_flows_node_the_llm_runs(session):
+    flows = RecordingFlows()
+    navigator = GraphNavigator(session, engine_for(session))
+    navigator.engage_with(flows)
+    down, _ = await run_test(
+        navigator,
+        frames_to_send=[caller_says("I'd like to book an appointment"), SleepFrame(0.05)],
+        expected_down_frames=[NavigationFrame],
+    )
+    [node] = flows.nodes
+    state = down[0].state
+    assert node["name"] == state == "collecting_new_patient"  # not known on this number
+    assert f"Do now: {down[0].action}" in node["task_messages"][0]["content"]
+    tools = {f.name for f in node["functions"]}
+    assert tools == bundled_graph("clinic_booking").state_tools[state]
+    assert "CreateAppointment" not in tools
+
+
+async def test_a_flows_context_frame_passes_to_the_llm_untouched(session):
+    navigator = GraphNavigator(session, engine_for(session))
+    navigator.engage_with(RecordingFlows())
+    task_run = LLMContextFrame(context=LLMContext(messages=[
+        {"role": "user", "content": "I'd like to book"},
+        {"role": "developer", "content": "Do now: ask_service"},
+    ]))
+    await run_test(navigator, frames_to_send=[task_run], expected_down_frames=[LLMContextFrame])
+
+
+async def test_when_flows_cannot_enter_the_node_the_llm_answers_in_static_prompt_mode(
+    session, writer
+):
+    navigator = GraphNavigator(session, engine_for(session))
+    navigator.engage_with(RecordingFlows(fail=True))
+    await run_test(
+        navigator,
+        frames_to_send=[caller_says("I'd like to book an appointment"), SleepFrame(0.1)],
+        expected_down_frames=[NavigationFrame, LLMRunFrame],
+    )
+    assert [e.data for e in writer.events("context_graph_failed")] == [{"error": "RuntimeError"}]
