@@ -31,7 +31,9 @@ _ENDPAUSE = 0x1000
 _EVENT_LIST_TERMINATED = 0
 _EVENT_WORD = 1
 _PARAM_RATE = 1
+_PARAM_VOLUME = 2
 _PARAM_PITCH = 3
+_PARAM_RANGE = 4
 _EE_OK = 0
 
 # Words per minute eSpeak accepts; values outside are clamped by the library anyway.
@@ -40,6 +42,20 @@ MAX_WORDS_PER_MINUTE = 450
 DEFAULT_VOICE = "en-us"
 DEFAULT_WORDS_PER_MINUTE = 165
 DEFAULT_PITCH = 50
+
+
+@dataclass(frozen=True)
+class VoiceShape:
+    """How eSpeak sounds beyond its voice and rate (its own 0-100/0-200 scales):
+    base pitch, pitch range (monotone 0 .. expressive 100) and volume (100 = normal)."""
+
+    pitch: int = DEFAULT_PITCH
+    range: int = 50
+    volume: int = 100
+
+    def clamped(self) -> VoiceShape:
+        return VoiceShape(min(100, max(0, self.pitch)), min(100, max(0, self.range)),
+                          min(200, max(0, self.volume)))
 
 # Audio is handed over every BUFFER_MS; small buffers mean early first audio.
 BUFFER_MS = 60
@@ -220,6 +236,7 @@ class EspeakEngine:
         self._sample_rate = 0
         self._voice: str | None = None
         self._rate: int | None = None
+        self._shape: VoiceShape | None = None
         self._job: _Job | None = None
         self._callback = _SynthCallback(self._on_synth)  # kept alive for the library
 
@@ -246,13 +263,14 @@ class EspeakEngine:
         *,
         voice: str = DEFAULT_VOICE,
         words_per_minute: float = DEFAULT_WORDS_PER_MINUTE,
+        shape: VoiceShape = VoiceShape(),
         on_chunk: ChunkCallback,
         should_stop: StopCheck = _never_stop,
     ) -> Future[SynthesisResult]:
         """Queue a synthesis on the engine thread; `on_chunk` is called on that thread."""
         return self._run(
             self._synthesize_locked, text, voice, clamp_words_per_minute(words_per_minute),
-            on_chunk, should_stop,
+            shape.clamped(), on_chunk, should_stop,
         )
 
     def synthesize(
@@ -261,12 +279,13 @@ class EspeakEngine:
         *,
         voice: str = DEFAULT_VOICE,
         words_per_minute: float = DEFAULT_WORDS_PER_MINUTE,
+        shape: VoiceShape = VoiceShape(),
         on_chunk: ChunkCallback,
         should_stop: StopCheck = _never_stop,
     ) -> SynthesisResult:
         """Synthesize `text`, streaming chunks to `on_chunk`; blocks until done or stopped."""
         return self.start_synthesis(
-            text, voice=voice, words_per_minute=words_per_minute,
+            text, voice=voice, words_per_minute=words_per_minute, shape=shape,
             on_chunk=on_chunk, should_stop=should_stop,
         ).result()
 
@@ -309,6 +328,7 @@ class EspeakEngine:
             lib.espeak_SetSynthCallback(self._callback)
             self._voice = None
             self._rate = None
+            self._shape = None
             cls._library_owner = self
         return lib
 
@@ -320,12 +340,14 @@ class EspeakEngine:
         if voice == self._voice:
             return
         self._voice = None
+        self._shape = None  # a new voice brings its own pitch: set ours again
         if lib.espeak_SetVoiceByName(voice.encode()) != _EE_OK:
             raise EspeakError(f"eSpeak has no voice named {voice!r}")
         self._voice = voice
 
     def _synthesize_locked(
-        self, text: str, voice: str, rate: int, on_chunk: ChunkCallback, should_stop: StopCheck
+        self, text: str, voice: str, rate: int, shape: VoiceShape, on_chunk: ChunkCallback,
+        should_stop: StopCheck,
     ) -> SynthesisResult:
         data = text.encode("utf-8")
         with self._library_lock:
@@ -337,6 +359,11 @@ class EspeakEngine:
             if rate != self._rate:
                 lib.espeak_SetParameter(_PARAM_RATE, rate, 0)
                 self._rate = rate
+            if shape != self._shape:
+                lib.espeak_SetParameter(_PARAM_PITCH, shape.pitch, 0)
+                lib.espeak_SetParameter(_PARAM_RANGE, shape.range, 0)
+                lib.espeak_SetParameter(_PARAM_VOLUME, shape.volume, 0)
+                self._shape = shape
             self._job = _Job(_WordLocator(text), self._sample_rate, on_chunk, should_stop, result)
             try:
                 status = lib.espeak_Synth(
@@ -422,6 +449,7 @@ async def synthesize_pcm(
     *,
     voice: str = DEFAULT_VOICE,
     words_per_minute: float = DEFAULT_WORDS_PER_MINUTE,
+    shape: VoiceShape = VoiceShape(),
     engine: EspeakEngine | None = None,
 ) -> bytes:
     """The whole utterance as PCM16 mono at `sample_rate`, without blocking the loop."""
@@ -429,7 +457,7 @@ async def synthesize_pcm(
     chunks: list[bytes] = []
     result = await asyncio.wrap_future(
         engine.start_synthesis(
-            text, voice=voice, words_per_minute=words_per_minute,
+            text, voice=voice, words_per_minute=words_per_minute, shape=shape,
             on_chunk=lambda chunk: chunks.append(chunk.audio),
         )
     )

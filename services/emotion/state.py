@@ -11,7 +11,8 @@ laugh, a sigh). The state keeps the last 30 s of them and answers, at any moment
 - the trend: mean valence of the window's second half minus its first half
   (> 0.1 improving, < -0.1 deteriorating, else stable);
 - coherence between voice and words: same valence sign 0.7–1.0 (closer is higher),
-  opposite 0.0–0.3 (further apart is lower), either neutral 0.8, no language 1.0;
+  opposite 0.0–0.3 (further apart is lower), either neutral 0.8, no language 1.0 (and
+  no voice valence actually heard — the offline analyzer measures arousal only — 1.0);
   below 0.4 the caller may be masking how they feel;
 - the latest burst, and behavioural signals (barge-ins, short replies, long silences).
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from services.emotion.dimensions import EmotionTable, Point, emotion_table, point_of
@@ -60,6 +61,8 @@ class EmotionReading:
     scores: dict[str, float]
     at: float  # monotonic seconds: when the segment ended
     provider: str = ""
+    valence_measured: bool = True  # False: the labels' valence was not heard (local audio)
+    arousal: float | None = None  # measured directly (0..1), instead of the labels' mean
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Segment:
     at: float
     point: Point
     scores: dict[str, float]  # canonical label → score
+    valence_measured: bool = True
 
 
 @dataclass(frozen=True)
@@ -189,8 +193,10 @@ class EmotionalState:
         point = point_of(scores, self.table)
         if point is None:
             return
+        if reading.arousal is not None:
+            point = replace(point, arousal=reading.arousal)
         target = self._voice if reading.source is Source.PROSODY else self._words
-        target.append(Segment(reading.at, point, scores))
+        target.append(Segment(reading.at, point, scores, reading.valence_measured))
 
     def _add_burst(self, reading: EmotionReading) -> None:
         known = [(self.table.burst(n), s) for n, s in reading.scores.items()]
@@ -227,7 +233,8 @@ class EmotionalState:
         voice, words = list(self._voice), list(self._words)
         primary = voice or words  # how they sound; their words when there is no audio
         dominant, score = dominant_of(primary)
-        voice_valence = recency_mean([s.point.valence for s in voice]) if voice else None
+        heard = [s.point.valence for s in voice if s.valence_measured]
+        voice_valence = recency_mean(heard) if heard else None
         words_valence = recency_mean([s.point.valence for s in words]) if words else None
         return EmotionSnapshot(
             segments=len(primary),

@@ -1,0 +1,80 @@
+"""The offline emotion providers: arousal from the voice signal, emotion from the words."""
+
+import time
+
+import pytest
+
+from services.emotion.local_audio import LocalProsodyAnalyzer, nearest_labels, prosody_features
+from services.emotion.local_text import LocalTextAnalyzer
+from services.emotion.state import Source
+from services.espeak import VoiceShape, synthesize_pcm
+
+SENTENCE = "I need to see a doctor about my appointment next week please"
+SEGMENT_S = 2.0
+
+
+async def two_seconds(rate: int, wpm: int, shape: VoiceShape) -> bytes:
+    pcm = await synthesize_pcm(SENTENCE, rate, words_per_minute=wpm, shape=shape)
+    return pcm[: int(SEGMENT_S * rate) * 2]
+
+
+@pytest.mark.parametrize("rate", [8000, 16000])
+async def test_fast_loud_high_speech_sounds_more_aroused_than_calm_speech(rate):
+    calm = await two_seconds(rate, 140, VoiceShape(pitch=40, range=30, volume=70))
+    agitated = await two_seconds(rate, 260, VoiceShape(pitch=80, range=90, volume=180))
+
+    calm_f, agitated_f = prosody_features(calm, rate), prosody_features(agitated, rate)
+
+    assert agitated_f.arousal > calm_f.arousal + 0.15
+    assert agitated_f.loudness_db > calm_f.loudness_db
+    assert agitated_f.pitch_hz > calm_f.pitch_hz
+    assert agitated_f.syllables_per_s > calm_f.syllables_per_s
+
+
+async def test_the_reading_claims_arousal_only_and_silence_gives_none():
+    agitated = await two_seconds(16000, 260, VoiceShape(pitch=80, range=90, volume=180))
+    reading = LocalProsodyAnalyzer().analyze(agitated, 16000, at=5.0, valence_hint=-0.6)
+    assert reading.source is Source.PROSODY and not reading.valence_measured
+    assert reading.arousal > 0.5 and set(reading.scores) & {"Anger", "Horror", "Distress",
+                                                           "Surprise (negative)", "Pain"}
+    assert LocalProsodyAnalyzer().analyze(b"\x00\x00" * 32000, 16000, at=5.0) is None
+
+
+def test_nearest_labels_follow_the_quadrant():
+    assert "Calmness" in nearest_labels(0.6, 0.3) or "Contentment" in nearest_labels(0.6, 0.3)
+    assert set(nearest_labels(-0.7, 0.3)) & {"Sadness", "Disappointment", "Shame"}
+
+
+async def test_a_two_second_segment_is_analysed_well_within_budget():
+    segment = await two_seconds(16000, 180, VoiceShape())
+    prosody_features(segment, 16000)  # first call warms numpy's FFT plans
+    started = time.perf_counter()
+    for _ in range(20):
+        prosody_features(segment, 16000)
+    assert (time.perf_counter() - started) / 20 < 0.1  # the benchmark holds the real budget
+
+
+@pytest.mark.parametrize(("words", "label"), [
+    ("This is ridiculous, I have been waiting for an hour!", "Annoyance"),
+    ("I'm really worried about my test results", "Anxiety"),
+    ("Thank you so much, that is a relief", "Gratitude"),
+    ("Sorry, what do you mean?", "Confusion"),
+    ("Oh great, another hold", "Sarcasm"),
+    ("THIS IS A TERRIBLE SERVICE!!", "Distress"),
+])
+def test_words_that_carry_a_feeling_are_labelled(words, label):
+    [reading] = LocalTextAnalyzer().analyze(words, at=1.0)
+    assert reading.source is Source.LANGUAGE and label in reading.scores
+
+
+def test_plain_answers_carry_no_emotion_and_sarcasm_cancels_praise():
+    assert LocalTextAnalyzer().analyze("Yes", at=1.0) == []
+    assert LocalTextAnalyzer().analyze("Tuesday at ten", at=1.0) == []
+    [reading] = LocalTextAnalyzer().analyze("Oh great, another hold", at=1.0)
+    assert "Joy" not in reading.scores
+
+
+def test_written_bursts_become_burst_readings():
+    readings = LocalTextAnalyzer().analyze("ugh, not again", at=1.0)
+    bursts = [r for r in readings if r.source is Source.BURST]
+    assert bursts and "Ugh" in bursts[0].scores
