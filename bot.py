@@ -1,9 +1,9 @@
 """The per-call Pipecat pipeline: one factory for production, tests, the simulator and benchmarks.
 
-    transport in -> [text bridge | STT] -> before_context layers
+    transport in -> [text bridge | STT] -> [emotion tap] -> before_context layers
     -> user aggregator (Silero VAD + smart-turn v3) -> caller audio end -> before_llm
-    layers -> [graph navigator (+ Flows)] -> fallback responder -> LLM -> after_llm layers -> TTS
-    -> greeting player
+    layers -> [emotion steering] -> [graph navigator (+ Flows)] -> fallback responder -> LLM
+    -> after_llm layers -> [voice tone] -> TTS -> greeting player
     -> transport out -> agent audio tap -> call controller -> assistant aggregator
 
 Later issues insert the intelligence processors (emotion, observers, safety,
@@ -50,13 +50,27 @@ from flows.engine import BookingEngine
 from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
+from processors.emotion_steering import EmotionSteering
+from processors.emotion_tap import EmotionTap
 from processors.fallback_responder import FallbackResponder
 from processors.graph_navigator import GraphNavigator
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.text_input import TextInputBridge
+from processors.voice_tone import ToneController, tone_settings_of
 from services.call_session import CallSession, CompletionReason, SessionMode
+from services.emotion.providers import (
+    AudioEmotionProvider,
+    LocalAudioProvider,
+    TextEmotionProvider,
+)
 from services.prompts import render_prompt
-from services.providers import ProviderPlan, build_llm, build_stt, build_tts
+from services.providers import (
+    EmotionProviders,
+    ProviderPlan,
+    build_llm,
+    build_stt,
+    build_tts,
+)
 from services.recording import StereoRecording
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
 
@@ -88,6 +102,8 @@ class ServiceOverrides:
     tts: TTSService | None = None
     llm: LLMService | None = None
     llm_available: bool | None = None
+    emotion_audio: AudioEmotionProvider | None = None
+    emotion_text: TextEmotionProvider | None = None
 
 
 @dataclass
@@ -137,6 +153,7 @@ def build_call_pipeline(
     engine: BookingEngine | None = None,
     audio_in_sample_rate: int = PHONE_SAMPLE_RATE,
     audio_out_sample_rate: int = PHONE_SAMPLE_RATE,
+    emotion_providers: EmotionProviders | None = None,
 ) -> CallPipeline:
     """Assemble the pipeline and its worker for one call."""
     overrides = overrides or ServiceOverrides()
@@ -162,20 +179,24 @@ def build_call_pipeline(
     if session.is_audio and recordings_dir is not None:
         recording = StereoRecording(session, recordings_dir, audio_in_sample_rate)
 
+    emotion = emotion_processors(
+        session, emotion_providers or EmotionProviders.local(), overrides, tts, system_instruction
+    )
+
     processors: list[FrameProcessor] = [transport.input()]
     processors.append(stt if stt is not None else TextInputBridge())
-    processors += chosen.before_context
+    processors += emotion.before_context + chosen.before_context
     processors.append(user_aggregator)
     if session.is_audio:
         processors.append(CallerAudioEnd(recording))
-    processors += chosen.before_llm
+    processors += chosen.before_llm + emotion.before_llm
     navigator = GraphNavigator(session, engine) if engine is not None else None
     if navigator is not None:
         processors.append(navigator)
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:
         processors.append(llm)
-    processors += chosen.after_llm
+    processors += chosen.after_llm + emotion.after_llm
     processors += [tts, GreetingPlayer(session, greeting), transport.output()]
     if recording is not None:
         processors.append(agent_audio_tap(recording))
@@ -209,6 +230,26 @@ def build_call_pipeline(
         worker=worker, recorder=recorder, recording=recording, controller=controller,
         initial_frames=initial_frames,
     )
+
+
+def emotion_processors(
+    session: CallSession, providers: EmotionProviders, overrides: ServiceOverrides,
+    tts: TTSService, system_instruction: str,
+) -> IntelligenceLayers:
+    """The emotion layers, when the workspace has emotion on: the tap beside STT, steering
+    before the navigator, the voice tone just before the TTS. A text session has no
+    audio to hear, so its words alone are scored."""
+    emotion = session.emotion
+    if emotion is None:
+        return IntelligenceLayers()
+    audio = overrides.emotion_audio
+    if audio is None:
+        audio = providers.audio() if session.is_audio else LocalAudioProvider()
+    tap = EmotionTap(session, emotion, audio=audio,
+                     text=overrides.emotion_text or providers.text)
+    steering = EmotionSteering(session, emotion, system_instruction=system_instruction)
+    tone = ToneController(session, emotion, tts_settings=tone_settings_of(tts))
+    return IntelligenceLayers(before_context=[tap], before_llm=[steering], after_llm=[tone])
 
 
 def record_worker_events(worker: PipelineWorker, session: CallSession) -> None:

@@ -20,6 +20,8 @@ STTProvider = Literal["auto", "deepgram", "local"]
 TTSProvider = Literal["auto", "elevenlabs", "local"]
 LLMProvider = Literal["auto", "anthropic", "openai", "local"]
 NavigatorProvider = Literal["auto", "google", "anthropic", "deterministic"]
+EmotionAudioProvider = Literal["auto", "hume", "local"]
+EmotionTextProvider = Literal["auto", "google", "anthropic", "local"]
 
 # Engineering-level fallback vocabulary: the third keyterm layer (seed 000, Layer 1).
 DEFAULT_SYSTEM_KEYTERMS = (
@@ -70,6 +72,17 @@ class Settings(BaseSettings):
         "router rules (no key needed).",
     )
 
+    emotion_audio_provider: EmotionAudioProvider = Field(
+        default="auto",
+        description="How the caller sounds: Hume's realtime Expression Measurement (with "
+        "HUME_API_KEY) or the offline signal analyzer (pitch, loudness, rate).",
+    )
+    emotion_text_provider: EmotionTextProvider = Field(
+        default="auto",
+        description="What the caller's words carry: the fast model (Gemini Flash with "
+        "GOOGLE_API_KEY, else Claude Haiku with ANTHROPIC_API_KEY) or VADER plus phrase rules.",
+    )
+
     deepgram_api_key: SecretStr | None = None
     deepgram_model: str = "nova-3-general"
     deepgram_base_url: str | None = Field(
@@ -102,6 +115,15 @@ class Settings(BaseSettings):
     )
     google_navigator_model: str = "gemini-2.5-flash"
     anthropic_navigator_model: str = "claude-haiku-4-5"
+
+    hume_api_key: SecretStr | None = None
+    hume_base_url: str | None = Field(
+        default=None, description="Override Hume's API host (tests use a local fake)."
+    )
+    emotion_text_timeout_s: float = Field(
+        default=2.5, gt=0, le=10,
+        description="Longest wait for the fast model to score one caller transcript.",
+    )
 
     local_tts_voice: str = "en-us"
     local_tts_words_per_minute: int = Field(default=165, ge=80, le=450)
@@ -220,24 +242,35 @@ def resolve_providers(settings: Settings) -> dict[str, ProviderChoice]:
         llm = _choose("llm", "openai", "openai", ready, "OPENAI_API_KEY or OPENAI_BASE_URL")
     else:
         llm = ProviderChoice("llm", "local", "LLM_PROVIDER=local")
-    return {"stt": stt, "tts": tts, "llm": llm, "navigator": _navigator_choice(settings)}
+    emotion_audio = _choose(
+        "emotion_audio", settings.emotion_audio_provider, "hume",
+        settings.hume_api_key is not None, "HUME_API_KEY",
+    )
+    return {
+        "stt": stt, "tts": tts, "llm": llm,
+        "navigator": _fast_model_choice(
+            "navigator", settings.navigator_provider, settings, offline="deterministic"),
+        "emotion_audio": emotion_audio,
+        "emotion_text": _fast_model_choice(
+            "emotion_text", settings.emotion_text_provider, settings, offline="local"),
+    }
 
 
-def _navigator_choice(settings: Settings) -> ProviderChoice:
-    """The fast model that navigates the context graph, or the deterministic rules."""
-    requested = settings.navigator_provider
+def _fast_model_choice(
+    component: str, requested: str, settings: Settings, *, offline: str
+) -> ProviderChoice:
+    """A fast model (Gemini Flash first, then Claude Haiku) for a side job, or the
+    offline engine named `offline` when neither key is set."""
     keys = {"google": settings.google_api_key, "anthropic": settings.anthropic_api_key}
     names = {"google": "GOOGLE_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
     if requested == "auto":
         for provider in ("google", "anthropic"):
             if keys[provider] is not None:
-                return ProviderChoice("navigator", provider, f"auto: {names[provider]} is set")
-        return ProviderChoice(
-            "navigator", "deterministic", "auto: no GOOGLE_API_KEY or ANTHROPIC_API_KEY"
-        )
-    if requested == "deterministic":
-        return ProviderChoice("navigator", "deterministic", "NAVIGATOR_PROVIDER=deterministic")
-    return _choose("navigator", requested, requested, keys[requested] is not None,
+                return ProviderChoice(component, provider, f"auto: {names[provider]} is set")
+        return ProviderChoice(component, offline, "auto: no GOOGLE_API_KEY or ANTHROPIC_API_KEY")
+    if requested == offline:
+        return ProviderChoice(component, offline, f"{component.upper()}_PROVIDER={offline}")
+    return _choose(component, requested, requested, keys[requested] is not None,
                    names[requested])
 
 

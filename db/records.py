@@ -39,6 +39,10 @@ class TurnRecord:
     audio_ttfb_ms: int | None = None
     agent_speech_start_ms: int | None = None
     agent_speech_end_ms: int | None = None
+    emotion: str | None = None  # caller turns: the dominant emotion heard
+    valence: float | None = None
+    arousal: float | None = None
+    tone: str | None = None  # agent turns: the voice tone used
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ MAX_LIST_LIMIT = 500
 CALL_UPDATE_COLUMNS = frozenset({
     "status", "twilio_status", "twilio_duration_s", "connected_at", "ended_at", "duration_s",
     "completion_reason", "final_state", "config_snapshot", "recording_path",
+    "emotional_summary",
 })
 # Child rows in a call detail: table, key, order. Their own id/call_id are noise there.
 _CALL_CHILDREN = (

@@ -70,6 +70,11 @@ class BookingEngine:
         self.state = graph.initial_state
         self.failed = False
 
+    @property
+    def navigates_by_model(self) -> bool:
+        """A model picks the actions (it offers its own filler while it thinks)."""
+        return not isinstance(self.navigator, DeterministicNavigator)
+
     async def start(self) -> None:
         """The init (recall) state: what the call needs before the caller speaks.
 

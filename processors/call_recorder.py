@@ -35,7 +35,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
-from processors.frames import NavigationFrame
+from processors.frames import NavigationFrame, ToneFrame
 from services.call_session import CallSession
 
 
@@ -56,6 +56,7 @@ class _AgentTurn:
     speech_start_ms: int | None = None
     speech_end_ms: int | None = None
     nav_ms: int | None = None
+    tone: str | None = None
     interrupted: bool = False
 
     def text(self) -> str:
@@ -120,6 +121,8 @@ class CallRecorder(BaseObserver):
                 turn.first_text_ms = now
         elif isinstance(frame, NavigationFrame):
             self._agent_turn().nav_ms = round(frame.nav_ms)
+        elif isinstance(frame, ToneFrame):
+            self._agent_turn().tone = frame.tone
         elif isinstance(frame, TTSTextFrame):
             turn = self._agent_turn()
             turn.spoken_words.append(frame.text)
@@ -182,12 +185,19 @@ class CallRecorder(BaseObserver):
         # A new caller turn closes any agent turn still waiting for its audio.
         if self._agent is not None and self._agent.text():
             self._close_agent_turn()
+        heard = {}
+        if self._session.emotion is not None:  # how they sounded as the turn ended
+            snapshot = self._session.emotion.snapshot()
+            if snapshot.dominant is not None:
+                heard = {"emotion": snapshot.dominant, "valence": snapshot.valence,
+                         "arousal": snapshot.arousal}
         self._session.log.turn(
             speaker_id="caller",
             speaker_role="caller",
             text=text,
             user_speech_start_ms=caller.speech_start_ms,
             user_speech_end_ms=end_ms,
+            **heard,
         )
 
     def _close_agent_turn(self) -> None:
@@ -208,4 +218,5 @@ class CallRecorder(BaseObserver):
             audio_ttfb_ms=_delta(agent.first_audio_ms, agent.reference_ms),
             agent_speech_start_ms=agent.speech_start_ms,
             agent_speech_end_ms=agent.speech_end_ms,
+            tone=agent.tone,
         )

@@ -27,6 +27,7 @@ from pipecat.services.llm_service import LLMService
 from processors.frames import EndCallFrame
 from services.affirmation import Answer, classify_answer
 from services.call_session import CallSession, CompletionReason
+from services.emotion.steering import strip_voice_tag
 from services.prompts import render_prompt
 
 
@@ -38,16 +39,17 @@ class _Step(StrEnum):
 
 
 def last_user_text(frame: LLMContextFrame) -> str:
-    """The newest caller message in the LLM context, as plain text."""
+    """The newest caller message in the LLM context, as plain text (the caller's words
+    only: the emotion tag the steering adds for the LLM is not theirs)."""
     for message in reversed(frame.context.get_messages()):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
-                return content
+                return strip_voice_tag(content)
             if isinstance(content, list):
-                return " ".join(
+                return strip_voice_tag(" ".join(
                     part.get("text", "") for part in content if isinstance(part, dict)
-                )
+                ))
     return ""
 
 

@@ -29,8 +29,25 @@ class NavigationFrame(DataFrame):
         nav_ms: how long the navigator took to decide.
         state: the state the turn landed in.
         action: the action the agent takes there.
+        intent: what that action is about (its description: the tone chain reads it).
     """
 
     nav_ms: float = 0.0
     state: str = ""
     action: str = ""
+    intent: str = ""
+
+
+@dataclass
+class ToneFrame(DataFrame):
+    """The voice tone chosen for the coming agent turn (for the call record).
+
+    Parameters:
+        tone: the tone (calm, sympathetic, ...).
+        level: which level of the tone chain chose it (1 burst ... 6 neutral).
+        why: what fired it (a burst type, an emotion, a topic, momentum).
+    """
+
+    tone: str = "neutral"
+    level: int = 6
+    why: str = ""

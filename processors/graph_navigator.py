@@ -24,6 +24,7 @@ first caller turn, so the greeting never waits for the database.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from loguru import logger
 from pipecat.flows import FlowManager
@@ -88,11 +89,17 @@ class GraphNavigator(FrameProcessor):
     async def _answer(self, caller_text: str) -> bool:
         """Answer the turn with the offline lines (False: the engine failed, let it through)."""
         await self._wait_for_prefetch()
+        if not self._engine.navigates_by_model:
+            await self._offer_filler(None, kind="offline_turn")
+        started = time.perf_counter()
         try:
-            reply = await self._engine.turn(caller_text, filler=self._say)
+            reply = await self._engine.turn(caller_text, filler=self._model_filler)
         except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
             self._static_from_here(error)
             return False
+        if self._session.emotion is not None and not self._engine.navigates_by_model:
+            self._session.emotion.latency.observe(
+                "offline_turn", (time.perf_counter() - started) * 1000)
         if self._engine.failed or not reply.text:
             if not self._engine.failed:
                 self._engine.failed = True
@@ -116,13 +123,15 @@ class GraphNavigator(FrameProcessor):
         """Navigate, then let the engage LLM speak the chosen action in its Flows node."""
         await self._wait_for_prefetch()
         try:
-            decision, nav_ms = await self._engine.navigate_turn(caller_text, filler=self._say)
+            decision, nav_ms = await self._engine.navigate_turn(
+                caller_text, filler=self._model_filler)
         except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
             self._static_from_here(error)
             return False
         await self._navigated(nav_ms, decision)
-        if decision.filler and not decision.filler_said:
-            await self._say(decision.filler)
+        if not decision.filler_said:  # the LLM is next: a filler if its wait is long
+            await self._offer_filler(decision.filler, kind="engage_llm",
+                                     verifying=decision.verify_audio)
         self.create_task(self._enter(decision), name="flows-node")
         return True
 
@@ -130,6 +139,8 @@ class GraphNavigator(FrameProcessor):
         """Flows sets the node's task and tools, then runs the LLM (awaited off the frame
         path: the node's frames enter at the pipeline source and pass this processor)."""
         assert self._flows is not None
+        if self._session.emotion is not None:
+            self._session.emotion.reply_requested_at = self._session.emotion.clock()
         try:
             await self._flows.set_node_from_config(self._nodes.node(decision))
         except Exception as error:  # noqa: BLE001 - the LLM answers in static prompt mode
@@ -145,18 +156,46 @@ class GraphNavigator(FrameProcessor):
     async def queue_frame_at_source(self, frame: Frame) -> None:
         await self.pipeline_worker.queue_frame(frame)
 
+    async def _model_filler(self, text: str) -> None:
+        """The navigator model's filler (the first it gave this turn), offered at once."""
+        await self._offer_filler(text, kind="navigator_model", from_model=True)
+
+    async def _offer_filler(
+        self, text: str | None, *, kind: str, from_model: bool = False, verifying: bool = False,
+    ) -> None:
+        """Say a filler if the wait ahead of `kind` is long and the caller's state allows
+        one (services/emotion/fillers.py); without the emotion layer, what was offered."""
+        emotion = self._session.emotion
+        if emotion is None:
+            if text:
+                self._session.log.event("filler", said=text, register=None, why="offered")
+                await self._say(text)
+            return
+        decision = emotion.fillers.decide(
+            emotion.snapshot(), expected_ms=emotion.latency.expected_ms(kind),
+            enabled=self._session.voice.fillers_enabled,
+            proposed=text if from_model else None, hint=None if from_model else text,
+            verifying=verifying,
+        )
+        if decision.say is None and decision.register != "suppressed":
+            return  # no wait to cover, or fillers off: nothing worth a record
+        self._session.log.event("filler", said=decision.say, register=decision.register,
+                                why=decision.why)
+        if decision.say:
+            await self._say(decision.say)
+
     async def _say(self, filler: str) -> None:
         """A filler phrase, spoken at once; kept out of the LLM's context. Not in a text
         session: there is no silence to cover, and Pipecat holds unspoken replies back
         behind audio still playing."""
         if self._skip_tts:
             return
-        self._session.log.event("filler", source="navigator")
         await self.push_frame(TTSSpeakFrame(filler, append_to_context=False))
 
     async def _navigated(self, nav_ms: float, decision: NavDecision) -> None:
+        intent = self._engine.graph.actions[decision.action].description
         await self.push_frame(NavigationFrame(nav_ms=nav_ms, state=decision.state,
-                                              action=decision.action))
+                                              action=decision.action, intent=intent))
         self._session.log.update_call(final_state=decision.state)
 
     def _transfer(self, number: str, state: str) -> None:

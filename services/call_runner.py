@@ -30,6 +30,7 @@ from flows.llm_navigator import LLMNavigator
 from flows.session import BookingSession
 from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
+from services.emotion.call import CallEmotion
 from services.runtime import AppRuntime, CallProfile
 from services.twilio_media import (
     SafeTwilioFrameSerializer,
@@ -176,6 +177,7 @@ async def _phone_pipeline(
         transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
         greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
         engine=booking_engine(runtime, session, profile),
+        emotion_providers=runtime.emotion_providers,
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -240,6 +242,7 @@ async def _serve_text_session(
         call_pipeline = build_call_pipeline(
             transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
             greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
+            emotion_providers=runtime.emotion_providers,
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:
@@ -259,6 +262,7 @@ def _new_session(
         service_id=profile.service_id, call_sid=call_sid, caller_number=caller_number,
         keyterms=profile.keyterms, voice=profile.voice,
         config_snapshot=runtime.snapshot(profile),
+        emotion=CallEmotion() if profile.voice.emotion_enabled else None,
     )
     log.update_call(
         status="in_progress", connected_at=datetime.now(UTC),
@@ -345,6 +349,8 @@ async def finish_call(
     if session.bad_messages:
         session.log.event("bad_input_total", count=session.bad_messages)
     session.log.event("call_ended", reason=reason.value)
+    if session.emotion is not None:
+        session.log.update_call(emotional_summary=session.emotion.summary_record())
     session.log.update_call(
         status="completed", ended_at=ended, completion_reason=reason.value,
         duration_s=round((ended - started).total_seconds(), 3),

@@ -12,7 +12,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -25,6 +25,9 @@ from db.writer import (
     TurnRecord,
 )
 from services.voice_settings import VoiceSettings
+
+if TYPE_CHECKING:
+    from services.emotion.call import CallEmotion
 
 
 class SessionMode(StrEnum):
@@ -133,6 +136,8 @@ class CallSession:
     transfer_to: str | None = None
     caller_hung_up: bool = False
     bad_messages: int = 0
+    # The call's emotional intelligence (None: emotion is off for this workspace).
+    emotion: CallEmotion | None = None
 
     @property
     def is_audio(self) -> bool:

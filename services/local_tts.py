@@ -24,10 +24,12 @@ from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 
 from services.espeak import (
+    DEFAULT_PITCH,
     DEFAULT_VOICE,
     DEFAULT_WORDS_PER_MINUTE,
     EspeakEngine,
     SynthesisChunk,
+    VoiceShape,
 )
 
 # Same range as ElevenLabs' speed, so a workspace's voice speed means the same on both.
@@ -55,9 +57,15 @@ class EspeakTTSSettings(TTSSettings):
     Parameters:
         voice: eSpeak voice name (``"en-us"``, ``"en-gb"``...). Wins over ``language``.
         speed: Speaking-rate multiplier, 0.7-1.2, applied to the base words per minute.
+        volume: Loudness multiplier, 0-2 (the workspace's; 1.0 is eSpeak's normal).
+        pitch: Base pitch, 0-100 (eSpeak's scale; 50 is its default): the voice tone.
+        pitch_range: Pitch range, 0 (monotone) to 100 (expressive): the voice tone.
     """
 
     speed: float | NotGiven = field(default_factory=lambda: NOT_GIVEN)
+    volume: float | NotGiven = field(default_factory=lambda: NOT_GIVEN)
+    pitch: int | NotGiven = field(default_factory=lambda: NOT_GIVEN)
+    pitch_range: int | NotGiven = field(default_factory=lambda: NOT_GIVEN)
 
 
 # Marks the end of an utterance in the queue from the engine thread.
@@ -134,6 +142,18 @@ class EspeakTTSService(TTSService):
             return str(language)
         return DEFAULT_VOICE
 
+    def _shape(self) -> VoiceShape:
+        settings = self._settings
+
+        def given(value, default):
+            return value if is_given(value) and value is not None else default
+
+        return VoiceShape(
+            pitch=int(given(settings.pitch, DEFAULT_PITCH)),
+            range=int(given(settings.pitch_range, 50)),
+            volume=int(round(100 * float(given(settings.volume, 1.0)))),
+        )
+
     def _words_per_minute(self) -> int:
         speed = self._settings.speed if is_given(self._settings.speed) else 1.0
         if speed is None:
@@ -175,6 +195,7 @@ class EspeakTTSService(TTSService):
                 text,
                 voice=self._voice(),
                 words_per_minute=self._words_per_minute(),
+                shape=self._shape(),
                 on_chunk=on_chunk,
                 should_stop=stop.is_set,
             )

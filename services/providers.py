@@ -1,4 +1,4 @@
-"""Builds the STT, TTS and LLM services for a call from the settings.
+"""Builds the STT, TTS, LLM and emotion providers for a call from the settings.
 
 Cloud providers are Pipecat's own services; local ones are real engines
 (PocketSphinx, eSpeak NG). With no LLM the fallback responder answers (see
@@ -7,6 +7,7 @@ processors/fallback_responder.py), so a call is never silent.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from loguru import logger
@@ -18,6 +19,12 @@ from pipecat.transcriptions.language import Language
 
 from config import ProviderChoice, Settings, resolve_providers
 from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
+from services.emotion.providers import (
+    AudioEmotionProvider,
+    LocalAudioProvider,
+    LocalTextProvider,
+    TextEmotionProvider,
+)
 from services.prompts import render_prompt
 from services.voice_settings import VoiceSettings
 
@@ -39,21 +46,24 @@ class ProviderPlan:
     tts: ProviderChoice
     llm: ProviderChoice
     navigator: ProviderChoice
+    emotion_audio: ProviderChoice
+    emotion_text: ProviderChoice
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderPlan:
-        choices = resolve_providers(settings)
-        return cls(stt=choices["stt"], tts=choices["tts"], llm=choices["llm"],
-                   navigator=choices["navigator"])
+        return cls(**resolve_providers(settings))
+
+    def choices(self) -> tuple[ProviderChoice, ...]:
+        return (self.stt, self.tts, self.llm, self.navigator, self.emotion_audio,
+                self.emotion_text)
 
     def log(self) -> None:
         """One line per component: which provider and why (never the key itself)."""
-        for choice in (self.stt, self.tts, self.llm, self.navigator):
+        for choice in self.choices():
             logger.info(f"provider {choice.component}: {choice.provider} ({choice.reason})")
 
     def snapshot(self) -> dict[str, str]:
-        return {"stt": self.stt.provider, "tts": self.tts.provider, "llm": self.llm.provider,
-                "navigator": self.navigator.provider}
+        return {choice.component: choice.provider for choice in self.choices()}
 
     def call_capacity(self, settings: Settings) -> int:
         """MAX_CONCURRENT_CALLS when set, else the measured default for these voices."""
@@ -114,7 +124,9 @@ def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> T
     from services.local_tts import EspeakTTSService
 
     return EspeakTTSService(
-        settings=EspeakTTSService.Settings(voice=settings.local_tts_voice, speed=voice.speed),
+        settings=EspeakTTSService.Settings(
+            voice=settings.local_tts_voice, speed=voice.speed, volume=voice.volume
+        ),
         base_words_per_minute=settings.local_tts_words_per_minute,
     )
 
@@ -147,18 +159,18 @@ def build_llm(plan: ProviderPlan, settings: Settings, system_instruction: str) -
     return None
 
 
-def build_navigator_model(plan: ProviderPlan, settings: Settings) -> DecisionModel | None:
-    """The fast model the LLM navigator asks (one per process), or None: deterministic rules.
+# A structured side call to a fast model: prompt in, JSON text out.
+StructuredModel = Callable[[str], Awaitable[str]]
 
-    It is a Pipecat LLM service used out of band (`run_inference`), never placed in a
-    pipeline: one HTTP client serves every call, and the provider enforces the answer's
-    JSON schema where it can (the navigator validates it either way).
-    """
-    if plan.navigator.provider == "google":
+
+def build_fast_llm(provider: str, settings: Settings) -> LLMService | None:
+    """Gemini Flash or Claude Haiku as a Pipecat service used out of band
+    (`run_inference`), never placed in a pipeline: one HTTP client serves every call."""
+    if provider == "google":
         from google.genai.types import HttpOptions
         from pipecat.services.google.llm import GoogleLLMService
 
-        service: LLMService = GoogleLLMService(
+        return GoogleLLMService(
             api_key=settings.google_api_key.get_secret_value(),
             http_options=HttpOptions(base_url=settings.google_base_url)
             if settings.google_base_url else None,
@@ -166,26 +178,83 @@ def build_navigator_model(plan: ProviderPlan, settings: Settings) -> DecisionMod
                 model=settings.google_navigator_model, system_instruction=NAVIGATOR_INSTRUCTION,
             ),
         )
-    elif plan.navigator.provider == "anthropic":
+    if provider == "anthropic":
         from anthropic import AsyncAnthropic
         from pipecat.services.anthropic.llm import AnthropicLLMService
 
         api_key = settings.anthropic_api_key.get_secret_value()
-        service = AnthropicLLMService(
+        return AnthropicLLMService(
             api_key=api_key,
             client=AsyncAnthropic(api_key=api_key, base_url=settings.anthropic_base_url),
             settings=AnthropicLLMService.Settings(
                 model=settings.anthropic_navigator_model, system_instruction=NAVIGATOR_INSTRUCTION,
             ),
         )
-    else:
-        return None
+    return None
 
-    async def decide(prompt: str) -> str:
+
+def structured_model(
+    service: LLMService, *, instruction: str, schema: dict, max_tokens: int
+) -> StructuredModel:
+    """One question to the fast model whose answer the provider holds to `schema` where
+    it can (the caller validates it either way)."""
+
+    async def ask(prompt: str) -> str:
         context = LLMContext(messages=[{"role": "user", "content": prompt}])
         answer = await service.run_inference(
-            context, max_tokens=NAVIGATOR_MAX_TOKENS, response_schema=NAV_CHOICE_SCHEMA
+            context, max_tokens=max_tokens, system_instruction=instruction,
+            response_schema=schema,
         )
         return answer or ""
 
-    return decide
+    return ask
+
+
+def build_navigator_model(plan: ProviderPlan, settings: Settings) -> DecisionModel | None:
+    """The fast model the LLM navigator asks (one per process), or None: deterministic rules."""
+    service = build_fast_llm(plan.navigator.provider, settings)
+    if service is None:
+        return None
+    return structured_model(service, instruction=NAVIGATOR_INSTRUCTION,
+                            schema=NAV_CHOICE_SCHEMA, max_tokens=NAVIGATOR_MAX_TOKENS)
+
+
+@dataclass(frozen=True)
+class EmotionProviders:
+    """Each call's emotion providers as the plan chose them: a Hume session per call (one
+    persistent connection each), and the text provider, which keeps no per-call state
+    and so is shared (its fast model holds one HTTP client for every call)."""
+
+    text: TextEmotionProvider
+    hume_api_key: str | None = None
+    hume_base_url: str | None = None
+
+    def audio(self) -> AudioEmotionProvider:
+        if self.hume_api_key is None:
+            return LocalAudioProvider()
+        from services.emotion.hume import HumeAudioProvider
+
+        return HumeAudioProvider(self.hume_api_key, base_url=self.hume_base_url)
+
+    @classmethod
+    def local(cls) -> EmotionProviders:
+        return cls(text=LocalTextProvider())
+
+
+def build_emotion_providers(plan: ProviderPlan, settings: Settings) -> EmotionProviders:
+    """Hume for how the caller sounds and the fast model for their words, each when its
+    key is set; else the offline analyzers."""
+    text: TextEmotionProvider = LocalTextProvider()
+    service = build_fast_llm(plan.emotion_text.provider, settings)
+    if service is not None:
+        from services.emotion.llm_text import INSTRUCTION, MAX_TOKENS, LLMTextProvider, language_schema
+
+        text = LLMTextProvider(
+            structured_model(service, instruction=INSTRUCTION, schema=language_schema(),
+                             max_tokens=MAX_TOKENS),
+            timeout_s=settings.emotion_text_timeout_s,
+        )
+    hume_key = None
+    if plan.emotion_audio.provider == "hume":
+        hume_key = settings.hume_api_key.get_secret_value()
+    return EmotionProviders(text=text, hume_api_key=hume_key, hume_base_url=settings.hume_base_url)

@@ -27,7 +27,11 @@ from services import dev_credentials
 from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
 from services.prompts import render_prompt
-from services.providers import ProviderPlan, build_navigator_model
+from services.providers import (
+    ProviderPlan,
+    build_emotion_providers,
+    build_navigator_model,
+)
 from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, parse_voice_settings
 
@@ -89,6 +93,7 @@ class AppRuntime:
         self.writer = writer
         self.plan = ProviderPlan.from_settings(settings)
         self.navigator_model = build_navigator_model(self.plan, settings)  # None: the rules
+        self.emotion_providers = build_emotion_providers(self.plan, settings)
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}

@@ -55,7 +55,8 @@ from services.caller_audio import (
 )
 from services.redaction import mask_phone
 
-Synthesizer = Callable[[str, int], Awaitable[bytes]]
+# (text, sample rate, **voice) -> PCM16; `voice` is CallerVoice.synthesis() when a line has one.
+Synthesizer = Callable[..., Awaitable[bytes]]
 Log = Callable[[str], None]
 
 HTTP_TIMEOUT_S = 10.0
@@ -84,12 +85,35 @@ class ScriptError(ValueError):
     """The script file is missing, not YAML, or does not follow the script model."""
 
 
+class CallerVoice(BaseModel):
+    """How the caller sounds on a line, on eSpeak NG's scales: an agitated caller speaks
+    fast, loud and high (e.g. 230 wpm, pitch 80, range 90, volume 180); a calm one slowly,
+    low and even."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    words_per_minute: int = Field(default=165, ge=80, le=450)
+    pitch: int = Field(default=50, ge=0, le=100)
+    range: int = Field(default=50, ge=0, le=100, description="Pitch range: 0 is monotone.")
+    volume: int = Field(default=100, ge=0, le=200, description="100 is eSpeak's normal.")
+
+    def synthesis(self) -> dict[str, Any]:
+        """Keyword arguments for the synthesizer (services.espeak.synthesize_pcm)."""
+        from services.espeak import VoiceShape
+
+        return {"words_per_minute": self.words_per_minute,
+                "shape": VoiceShape(self.pitch, self.range, self.volume)}
+
+
 class ScriptTurn(BaseModel):
     """One caller line and how the caller times it."""
 
     model_config = ConfigDict(extra="forbid")
 
     say: str = Field(min_length=1, description="What the caller says.")
+    voice: CallerVoice | None = Field(
+        default=None, description="How the caller sounds on this line (audio calls)."
+    )
     pause_s: float = Field(
         default=0.6, ge=0, le=60,
         description="Silence before speaking, once the agent has finished.",
@@ -102,6 +126,26 @@ class ScriptTurn(BaseModel):
         default=20.0, gt=0, le=600,
         description="Longest wait for the agent before this line; the line goes ahead then.",
     )
+
+
+class EventExpectation(BaseModel):
+    """An event the call record must hold: its type, and fields its data must match."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    def met_by(self, events: list[dict[str, Any]]) -> bool:
+        return any(
+            event.get("type") == self.type
+            and all((event.get("data") or {}).get(k) == v for k, v in self.data.items())
+            for event in events
+        )
+
+    def __str__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.data.items())
+        return f"{self.type}({fields})"
 
 
 class ScriptExpectation(BaseModel):
@@ -119,6 +163,9 @@ class ScriptExpectation(BaseModel):
         default_factory=list, description="Tools (writes) that must not have succeeded."
     )
     states: list[str] = Field(default_factory=list, description="States the call passed through.")
+    events: list[EventExpectation] = Field(
+        default_factory=list, description="Events the record holds (type and data fields)."
+    )
 
     def failures(self, summary: dict[str, Any]) -> list[str]:
         """What the record does not show (empty: everything expected happened)."""
@@ -140,6 +187,8 @@ class ScriptExpectation(BaseModel):
         problems += [f"{name} succeeded" for name in self.tools_never_succeeded if name in ok]
         visited = {t["next_state"] for t in summary["transitions"]}
         problems += [f"never reached {state}" for state in self.states if state not in visited]
+        events = summary.get("events") or []
+        problems += [f"no event {wanted}" for wanted in self.events if not wanted.met_by(events)]
         return problems
 
 
@@ -773,6 +822,9 @@ class SimulationResult:
                  "reason": t.get("reason")}
                 for t in record.get("transitions") or []
             ],
+            "events": [
+                {"type": e.get("type"), "data": e.get("data")} for e in record.get("events") or []
+            ],
         }
 
 
@@ -840,7 +892,8 @@ async def _caller_lines(
         frames: list[bytes] = []
         if voice is not None:
             try:
-                pcm = await voice(turn.say, SAMPLE_RATE)
+                shape = turn.voice.synthesis() if turn.voice is not None else {}
+                pcm = await voice(turn.say, SAMPLE_RATE, **shape)
             except Exception as error:
                 raise SimulationError(
                     f"the caller's voice failed on line {number}: {type(error).__name__}: {error}"

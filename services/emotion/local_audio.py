@@ -6,10 +6,10 @@ percentile range, in semitones), and
 speaking rate (syllable nuclei: peaks of the smoothed energy envelope per second of
 speech). Arousal rises with all four — the robust finding of the acoustic literature
 (Eyben et al. 2016, GeMAPS, IEEE Trans. Affective Computing) — while valence is only
-weakly recoverable from acoustics, so this analyzer does not claim it: the labels it
-reports are the prosody labels nearest to (valence of the caller's recent words, the
-measured arousal), and the reading is marked `valence_measured=False` so coherence is
-never computed from it. Silence (too little speech) gives no reading.
+weakly recoverable from acoustics, so this analyzer claims arousal and nothing else: no
+emotion label, no valence (`valence_measured=False`). The emotional state takes which
+emotion it is, and how pleasant, from the caller's words. Silence (too little speech)
+gives no reading.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.emotion.dimensions import EmotionTable, emotion_table
 from services.emotion.state import EmotionReading, Source
 
 FRAME_S = 0.040  # three periods of a 75 Hz voice
@@ -29,9 +28,6 @@ SPEECH_DB_FLOOR = -45.0
 SPEECH_DB_BELOW_PEAK = 30.0
 F0_MIN, F0_MAX = 75.0, 400.0
 VOICED_CORRELATION = 0.45
-LABEL_SIGMA = 0.25
-TOP_LABELS = 3
-MIN_LABEL_SCORE = 0.2
 
 # Feature → 0..1 before weighting (typical telephone speech ranges).
 LOUDNESS_DB = (-40.0, -10.0)
@@ -118,33 +114,14 @@ def prosody_features(pcm: bytes, sample_rate: int) -> ProsodyFeatures | None:
     )
 
 
-def nearest_labels(
-    valence: float, arousal: float, table: EmotionTable | None = None
-) -> dict[str, float]:
-    """Prosody labels near (valence, arousal): a Gaussian kernel, the best few kept."""
-    table = table or emotion_table()
-    scores = {}
-    for label in table.prosody_labels:
-        dims = table.dimensions[label]
-        distance2 = (dims.valence - valence) ** 2 + (dims.arousal - arousal) ** 2
-        scores[label] = math.exp(-distance2 / (2 * LABEL_SIGMA ** 2))
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:TOP_LABELS]
-    return {label: round(score, 4) for label, score in best if score >= MIN_LABEL_SCORE}
-
-
 class LocalProsodyAnalyzer:
-    """The offline audio provider (prosody only; bursts come from transcripts)."""
+    """The offline audio provider: arousal per segment (bursts come from transcripts)."""
 
     name = "local"
 
-    def analyze(
-        self, pcm: bytes, sample_rate: int, *, at: float, valence_hint: float = 0.0
-    ) -> EmotionReading | None:
+    def analyze(self, pcm: bytes, sample_rate: int, *, at: float) -> EmotionReading | None:
         features = prosody_features(pcm, sample_rate)
         if features is None:
             return None
-        scores = nearest_labels(valence_hint, features.arousal)
-        if not scores:
-            return None
-        return EmotionReading(Source.PROSODY, scores, at, provider=self.name,
+        return EmotionReading(Source.PROSODY, {}, at, provider=self.name,
                               valence_measured=False, arousal=features.arousal)

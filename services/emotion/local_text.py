@@ -5,7 +5,9 @@ when the words name it (`data/text_rules.yaml`), more strongly the more intense 
 sentiment; when no rule names a feeling but the sentiment is clear (and the turn is more than a
 word or two), its quadrant's plain label is used — distress, sadness, joy or
 contentment, by valence and the words' intensity. Sarcasm cancels the praise it wraps.
-Neutral words give no reading.
+Neutral words give no reading. Each reading carries VADER's compound on the 9-level
+sentiment scale, and hostile phrases aimed at the agent (insults, obscenity, threats)
+score their toxicity category; the rules claim no more than words can show.
 Bursts written in the transcript ("haha", "ugh", "hmm") come out as burst readings.
 """
 
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from services.emotion.dimensions import emotion_table
-from services.emotion.state import EmotionReading, Source
+from services.emotion.state import TOXICITY_CATEGORIES, EmotionReading, Source
 from services.phrases import normalize, phrase_pattern
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "text_rules.yaml"
@@ -33,6 +35,18 @@ QUADRANT_LABELS = {("negative", "high"): "Distress", ("negative", "low"): "Sadne
 HIGH_INTENSITY = 0.6
 RULE_BASE_SCORE = 0.55
 BURST_SCORE = 0.7
+TOXICITY_SCORE = 0.8
+
+
+def sentiment_distribution(compound: float) -> tuple[float, ...]:
+    """VADER's compound (-1..1) on the 9-level sentiment scale: a point estimate, split
+    between the two nearest levels (level 1 is -1, 5 is 0, 9 is +1)."""
+    position = 4 * max(-1.0, min(1.0, compound)) + 4  # 0..8
+    low = min(7, int(position))
+    upper = round(position - low, 4)
+    levels = [0.0] * 9
+    levels[low], levels[low + 1] = round(1 - upper, 4), upper
+    return tuple(levels)
 
 
 class _Rules(BaseModel):
@@ -40,12 +54,15 @@ class _Rules(BaseModel):
 
     labels: dict[str, list[str]]
     bursts: dict[str, list[str]]
+    toxicity: dict[str, list[str]]
 
     @model_validator(mode="after")
     def _known(self) -> _Rules:
         table = emotion_table()
         problems = [f"unknown label {name!r}" for name in self.labels if name not in table.dimensions]
         problems += [f"unknown burst {name!r}" for name in self.bursts if table.burst(name) != name]
+        problems += [f"unknown toxicity category {name!r}" for name in self.toxicity
+                     if name not in TOXICITY_CATEGORIES]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -55,6 +72,7 @@ class _Rules(BaseModel):
 class CompiledRules:
     labels: dict[str, re.Pattern[str]]
     bursts: dict[str, re.Pattern[str]]
+    toxicity: dict[str, re.Pattern[str]]
 
 
 @lru_cache(maxsize=1)
@@ -63,6 +81,7 @@ def text_rules(path: Path = RULES_FILE) -> CompiledRules:
     return CompiledRules(
         labels={name: phrase_pattern(phrases) for name, phrases in rules.labels.items()},
         bursts={name: phrase_pattern(phrases) for name, phrases in rules.bursts.items()},
+        toxicity={name: phrase_pattern(phrases) for name, phrases in rules.toxicity.items()},
     )
 
 
@@ -104,6 +123,12 @@ class LocalTextAnalyzer:
             side = "positive" if compound > 0 else "negative"
             level = "high" if intensity(text, compound) >= HIGH_INTENSITY else "low"
             named = {QUADRANT_LABELS[side, level]: round(abs(compound), 4)}
-        if named:
-            readings.append(EmotionReading(Source.LANGUAGE, named, at, provider=self.name))
+        hostile = {name for name, pattern in rules.toxicity.items() if pattern.search(said)}
+        if named or hostile:
+            toxicity = {name: TOXICITY_SCORE if name in hostile else 0.0
+                        for name in TOXICITY_CATEGORIES} if hostile else None
+            readings.append(EmotionReading(
+                Source.LANGUAGE, named, at, provider=self.name,
+                sentiment=sentiment_distribution(compound), toxicity=toxicity,
+            ))
         return readings

@@ -8,6 +8,10 @@ laugh, a sigh). The state keeps the last 30 s of them and answers, at any moment
   dimensions), then recency-weighted *linearly* over the window — the newest segment
   weighs n, the oldest 1 — so the agent answers how the caller is now, not on average;
 - the dominant emotion: the label with the highest recency-weighted score;
+- which signal says what: the emotion and valence come from the voice when its provider
+  hears them (Hume), else from the words — the offline analyzer measures only how
+  activated the voice is (valence is barely recoverable from acoustics: Eyben et al.
+  2016), so offline the words name the feeling and the voice gives its arousal;
 - the trend: mean valence of the window's second half minus its first half
   (> 0.1 improving, < -0.1 deteriorating, else stable);
 - coherence between voice and words: same valence sign 0.7–1.0 (closer is higher),
@@ -36,6 +40,8 @@ NEUTRAL_VALENCE = 0.1  # |valence| below this is neither positive nor negative
 MASKING_BELOW = 0.4
 SHORT_REPLY_WORDS = 4
 SILENCE_GAP_S = 5.0
+# Hume's language-model toxicity categories (the cloud text provider scores them).
+TOXICITY_CATEGORIES = ("toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate")
 
 
 class Source(StrEnum):
@@ -63,6 +69,17 @@ class EmotionReading:
     provider: str = ""
     valence_measured: bool = True  # False: the labels' valence was not heard (local audio)
     arousal: float | None = None  # measured directly (0..1), instead of the labels' mean
+    # Language only: P(level) for sentiment levels 1 (most negative) .. 9 (most positive),
+    # and toxicity per category (0..1), when the provider gives them.
+    sentiment: tuple[float, ...] | None = None
+    toxicity: dict[str, float] | None = None
+
+    @property
+    def sentiment_level(self) -> float | None:
+        """The expected sentiment level, 1..9 (5 is neutral)."""
+        if not self.sentiment:
+            return None
+        return sum(level * p for level, p in enumerate(self.sentiment, start=1))
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,15 @@ class Segment:
     point: Point
     scores: dict[str, float]  # canonical label → score
     valence_measured: bool = True
+
+
+@dataclass(frozen=True)
+class WordsTone:
+    """What one transcript's language scoring said beyond its labels."""
+
+    at: float
+    sentiment_level: float | None
+    toxicity: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -103,6 +129,8 @@ class EmotionSnapshot:
     words_dominant: str | None
     burst: Burst | None
     signals: BehaviourSignals
+    words_sentiment: float | None = None  # recency-weighted sentiment level, 1..9
+    toxicity: dict[str, float] = field(default_factory=dict)  # window maxima per category
 
     @property
     def steerable(self) -> bool:
@@ -178,11 +206,15 @@ class EmotionalState:
         self.bursts: dict[str, int] = {}
         self.signals = BehaviourSignals()
         self.unknown_labels = 0
+        self._words_tone: deque[WordsTone] = deque()
+        self.toxicity_peaks: dict[str, float] = {}
 
     def add(self, reading: EmotionReading) -> None:
         if reading.source is Source.BURST:
             self._add_burst(reading)
             return
+        if reading.source is Source.LANGUAGE:
+            self._add_words_tone(reading)
         scores = {}
         for name, score in reading.scores.items():
             label = self.table.label(name)
@@ -191,12 +223,24 @@ class EmotionalState:
             elif score > 0:
                 scores[label] = max(score, scores.get(label, 0.0))
         point = point_of(scores, self.table)
+        if point is None and reading.arousal is not None and reading.source is Source.PROSODY:
+            point = Point(0.0, reading.arousal, 0.0)  # how activated, nothing more
         if point is None:
             return
         if reading.arousal is not None:
             point = replace(point, arousal=reading.arousal)
         target = self._voice if reading.source is Source.PROSODY else self._words
-        target.append(Segment(reading.at, point, scores, reading.valence_measured))
+        measured = reading.valence_measured and bool(scores)
+        target.append(Segment(reading.at, point, scores, measured))
+
+    def _add_words_tone(self, reading: EmotionReading) -> None:
+        if reading.sentiment_level is None and not reading.toxicity:
+            return
+        toxicity = dict(reading.toxicity or {})
+        for category, score in toxicity.items():
+            self.toxicity_peaks[category] = round(
+                max(score, self.toxicity_peaks.get(category, 0.0)), 4)
+        self._words_tone.append(WordsTone(reading.at, reading.sentiment_level, toxicity))
 
     def _add_burst(self, reading: EmotionReading) -> None:
         known = [(self.table.burst(n), s) for n, s in reading.scores.items()]
@@ -227,28 +271,41 @@ class EmotionalState:
 
     def snapshot(self) -> EmotionSnapshot:
         now = self.clock()
-        for window in (self._voice, self._words):
+        for window in (self._voice, self._words, self._words_tone):
             while window and now - window[0].at > self.window_s:
                 window.popleft()
         voice, words = list(self._voice), list(self._words)
-        primary = voice or words  # how they sound; their words when there is no audio
-        dominant, score = dominant_of(primary)
-        heard = [s.point.valence for s in voice if s.valence_measured]
-        voice_valence = recency_mean(heard) if heard else None
+        levels = [t.sentiment_level for t in self._words_tone if t.sentiment_level is not None]
+        toxicity: dict[str, float] = {}
+        for tone in self._words_tone:
+            for category, score in tone.toxicity.items():
+                toxicity[category] = max(score, toxicity.get(category, 0.0))
+        heard = [s for s in voice if s.valence_measured]
+        # Which emotion and how pleasant: the voice when its provider hears that (Hume);
+        # else the words (the offline analyzer measures only how activated the voice is).
+        feeling = heard or words
+        # How activated: the voice whenever there is one.
+        activation = voice or words
+        dominant, score = dominant_of(feeling)
+        voice_valence = recency_mean([s.point.valence for s in heard]) if heard else None
         words_valence = recency_mean([s.point.valence for s in words]) if words else None
+        valences = [s.point.valence for s in feeling]
         return EmotionSnapshot(
-            segments=len(primary),
+            segments=max(len(voice), len(words)),
             dominant=dominant,
             dominant_score=round(score, 4),
-            valence=round(recency_mean([s.point.valence for s in primary]), 4) if primary else 0.0,
-            arousal=round(recency_mean([s.point.arousal for s in primary]), 4) if primary else 0.0,
-            trend=trend_of([s.point.valence for s in primary]),
+            valence=round(recency_mean(valences), 4) if valences else 0.0,
+            arousal=round(recency_mean([s.point.arousal for s in activation]), 4)
+            if activation else 0.0,
+            trend=trend_of(valences),
             coherence=coherence_of(voice_valence, words_valence),
             voice_valence=voice_valence,
             words_valence=words_valence,
             words_dominant=dominant_of(words)[0],
             burst=self.last_burst,
             signals=BehaviourSignals(**vars(self.signals)),
+            words_sentiment=round(recency_mean(levels), 3) if levels else None,
+            toxicity=toxicity,
         )
 
 
@@ -263,3 +320,4 @@ class EmotionalSummary:
     bursts: dict[str, int] = field(default_factory=dict)
     provider_health: dict[str, str] = field(default_factory=dict)
     dropped_segments: int = 0
+    toxicity_peaks: dict[str, float] = field(default_factory=dict)

@@ -4,8 +4,8 @@
   model sees the emotional trajectory across the whole conversation.
 - Per session: a block in the system instruction, refreshed each turn — the dominant
   emotion and trend, the response for it (the Emotion → Response matrix, else the
-  valence–arousal quadrant), behavioural signals, call-phase urgency and, when voice and
-  words disagree, "respond to how they sound, not what they claim". The agent is told
+  valence–arousal quadrant), hostile words, behavioural signals, call-phase urgency and,
+  when voice and words disagree, "respond to how they sound, not what they claim". The agent is told
   never to say that it can tell.
 
 The words live in `prompts/emotion/steering.yaml`, checked when loaded.
@@ -13,6 +13,7 @@ The words live in `prompts/emotion/steering.yaml`, checked when loaded.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -70,6 +71,13 @@ class CallPhase(BaseModel):
     late: str
 
 
+class HostileWords(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    above: float = Field(gt=0, le=1)
+    text: str
+
+
 class Behaviour(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -87,6 +95,7 @@ class Steering(BaseModel):
     bursts: dict[str, BurstTone]
     call_phase: CallPhase
     coherence_warning: str
+    hostile_words: HostileWords
     behaviour: Behaviour
     trend: dict[Trend, str]
     template: str
@@ -128,6 +137,14 @@ def steering_rules(path: Path = STEERING_FILE) -> Steering:
     return Steering.model_validate(yaml.safe_load(path.read_text()))
 
 
+VOICE_TAG = re.compile(r"\s*\[VOICE: [^\]]*\]")
+
+
+def strip_voice_tag(text: str) -> str:
+    """The caller's words without the `[VOICE: ...]` tag steering added for the LLM."""
+    return VOICE_TAG.sub("", text).strip()
+
+
 def annotation(snapshot: EmotionSnapshot) -> str | None:
     """The inline tag for one caller message (None: nothing heard yet)."""
     if snapshot.dominant is None:
@@ -164,6 +181,11 @@ def session_steering(snapshot: EmotionSnapshot, elapsed_s: float) -> SessionStee
     if snapshot.masking and snapshot.words_dominant:
         extra.append(rules.coherence_warning.format(
             words=snapshot.words_dominant.lower(), voice=snapshot.dominant.lower()))
+    hostile = sorted(kind for kind, score in snapshot.toxicity.items()
+                     if score >= rules.hostile_words.above)
+    if hostile:
+        extra.append(rules.hostile_words.text.format(
+            kinds=", ".join(kind.replace("_", " ") for kind in hostile)))
     signals = snapshot.signals
     if signals.barge_ins >= 2:
         extra.append(rules.behaviour.barge_ins.format(count=signals.barge_ins))

@@ -28,6 +28,9 @@ from tests.fakes import ScriptedModel, choice
 class ScriptedEngine:
     """Stands in for BookingEngine: answers each turn with the next scripted reply."""
 
+    graph = bundled_graph("clinic_booking")
+    navigates_by_model = False
+
     def __init__(self, *replies: Reply, fail_on_turn: bool = False) -> None:
         self.replies = list(replies)
         self.fail_on_turn = fail_on_turn
@@ -125,7 +128,7 @@ async def test_a_model_navigators_filler_is_spoken_before_the_answer(session, wr
     )
     assert down[0].text == "One moment." and down[0].append_to_context is False
     assert (down[1].state, down[1].action) == ("resolving_service", "ask_visit_reason")
-    assert writer.events("filler")[0].data == {"source": "navigator"}
+    assert writer.events("filler")[0].data["said"] == "One moment."
 
 
 class RecordingFlows:

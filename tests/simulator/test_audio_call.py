@@ -68,6 +68,7 @@ async def test_a_call_follows_the_media_stream_protocol_and_reads_back_the_recor
         ],
         "tool_calls": [],
         "transitions": [],
+        "events": [],
     }
     json.dumps(result.to_json_dict())
 

@@ -59,6 +59,7 @@ async def test_json_output_is_the_summary_alone_on_stdout(
     assert code == 0
     assert list(summary) == [
         "call_id", "completion_reason", "final_state", "turns", "tool_calls", "transitions",
+        "events",
     ]
     assert summary["turns"][1] == {"speaker_role": "caller", "text": "Hello"}
 

@@ -19,6 +19,7 @@ def test_auto_uses_local_engines_when_no_keys_are_set():
     choices = resolve_providers(make())
     assert {name: c.provider for name, c in choices.items()} == {
         "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
+        "emotion_audio": "local", "emotion_text": "local",
     }
     assert "DEEPGRAM_API_KEY is not set" in choices["stt"].reason
 
@@ -43,6 +44,19 @@ def test_the_navigator_is_gemini_flash_with_a_google_key_else_claude_haiku_else_
     assert resolve_providers(forced)["navigator"].provider == "deterministic"
     with pytest.raises(ValueError, match="GOOGLE_API_KEY"):
         resolve_providers(make(navigator_provider="google"))
+
+
+def test_emotion_is_heard_by_hume_and_read_by_the_fast_model_when_their_keys_are_set():
+    choices = resolve_providers(make(hume_api_key="h", google_api_key="g"))
+    assert (choices["emotion_audio"].provider, choices["emotion_text"].provider) == (
+        "hume", "google")
+    assert resolve_providers(make(anthropic_api_key="a"))["emotion_text"].provider == "anthropic"
+    offline = make(hume_api_key="h", google_api_key="g", emotion_audio_provider="local",
+                   emotion_text_provider="local")
+    assert {resolve_providers(offline)[k].provider for k in ("emotion_audio", "emotion_text")} == {
+        "local"}
+    with pytest.raises(ValueError, match="HUME_API_KEY"):
+        resolve_providers(make(emotion_audio_provider="hume"))
 
 
 def test_openai_compatible_server_is_chosen_by_base_url_alone():

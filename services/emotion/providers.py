@@ -1,0 +1,76 @@
+"""Emotion providers: one for audio (prosody + bursts), one for words (language).
+
+Each has a cloud and a local implementation behind the same small interface, so the
+tap (processors/emotion_tap.py) neither knows nor cares which it talks to:
+
+- audio: `connect()` once (it may raise `ProviderUnavailable`: bad key, billing, no
+  answer — the call then goes on without audio emotion), `analyze(segment)` per 2 s
+  segment, `close()`;
+- text: `analyze(transcript)` per final transcript.
+
+Offline (the default): `LocalAudioProvider` (signal prosody) and `LocalTextProvider`
+(VADER + rules). Cloud: Hume's realtime Expression Measurement (services/emotion/hume.py)
+and the fast LLM (services/emotion/llm_text.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from services.emotion.local_audio import LocalProsodyAnalyzer
+from services.emotion.local_text import LocalTextAnalyzer
+from services.emotion.state import EmotionReading
+
+
+class ProviderUnavailable(RuntimeError):
+    """The provider cannot serve this call at all (auth, billing, unreachable)."""
+
+
+class AudioEmotionProvider(Protocol):
+    name: str
+
+    async def connect(self) -> None: ...
+
+    async def analyze(self, pcm: bytes, sample_rate: int, *, at: float) -> list[EmotionReading]:
+        """Readings for one segment of caller audio; what arrived since the last call for
+        a streaming provider (possibly none). Raises on a failure (the breaker counts it)."""
+
+    async def close(self) -> None: ...
+
+
+class TextEmotionProvider(Protocol):
+    name: str
+
+    async def analyze(self, text: str, *, at: float) -> list[EmotionReading]: ...
+
+
+class LocalAudioProvider:
+    """Signal prosody off the event loop (numpy releases the GIL for the heavy parts)."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self._analyzer = LocalProsodyAnalyzer()
+
+    async def connect(self) -> None:
+        return None
+
+    async def analyze(self, pcm: bytes, sample_rate: int, *, at: float) -> list[EmotionReading]:
+        reading = await asyncio.to_thread(self._analyzer.analyze, pcm, sample_rate, at=at)
+        return [reading] if reading is not None else []
+
+    async def close(self) -> None:
+        return None
+
+
+class LocalTextProvider:
+    """VADER and phrase rules: well under a millisecond, so it runs inline."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self._analyzer = LocalTextAnalyzer()
+
+    async def analyze(self, text: str, *, at: float) -> list[EmotionReading]:
+        return self._analyzer.analyze(text, at=at)
