@@ -20,12 +20,13 @@ from services.voice_settings import DEFAULT_SENSITIVE_TOPICS
 
 
 def snapshot(dominant="Anger", score=0.6, valence=-0.6, arousal=0.58, segments=3,
-             trend=Trend.STABLE, coherence=1.0, words=None, burst=None, **signals):
+             trend=Trend.STABLE, coherence=1.0, words=None, burst=None, toxicity=None,
+             **signals):
     return EmotionSnapshot(
         segments=segments, dominant=dominant, dominant_score=score, valence=valence,
         arousal=arousal, trend=trend, coherence=coherence, voice_valence=valence,
         words_valence=None, words_dominant=words, burst=burst,
-        signals=BehaviourSignals(**signals),
+        signals=BehaviourSignals(**signals), toxicity=toxicity or {},
     )
 
 
@@ -206,3 +207,11 @@ def test_the_state_feeds_the_chain_end_to_end():
     state.add(EmotionReading(Source.PROSODY, {"Anger": 0.9}, 99.5))
     snap = state.snapshot()
     assert tone(snap).tone == "calm" and suppressed(snap)
+
+
+def test_hostile_words_keep_the_agent_professional():
+    steering = session_steering(
+        snapshot("Anger", toxicity={"insult": 0.8, "obscene": 0.6, "threat": 0.1}), 60)
+    assert "hostile (insult, obscene)" in steering.text
+    assert "do not take it personally" in steering.text
+    assert "hostile" not in session_steering(snapshot("Anger", toxicity={"insult": 0.2}), 60).text

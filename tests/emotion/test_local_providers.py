@@ -5,8 +5,8 @@ import time
 import pytest
 
 from services.emotion.local_audio import LocalProsodyAnalyzer, prosody_features
-from services.emotion.local_text import LocalTextAnalyzer
-from services.emotion.state import Source
+from services.emotion.local_text import LocalTextAnalyzer, sentiment_distribution
+from services.emotion.state import EmotionReading, Source
 from services.espeak import VoiceShape, synthesize_pcm
 
 SENTENCE = "I need to see a doctor about my appointment next week please"
@@ -72,3 +72,29 @@ def test_written_bursts_become_burst_readings():
     readings = LocalTextAnalyzer().analyze("ugh, not again", at=1.0)
     bursts = [r for r in readings if r.source is Source.BURST]
     assert bursts and "Ugh" in bursts[0].scores
+
+
+@pytest.mark.parametrize(("words", "category"), [
+    ("You people are useless, this stupid clinic", "insult"),
+    ("What the hell is going on with my booking", "obscene"),
+    ("You'll regret this", "threat"),
+])
+def test_hostile_words_aimed_at_the_agent_score_their_toxicity(words, category):
+    [reading] = LocalTextAnalyzer().analyze(words, at=1.0)
+    assert reading.toxicity[category] == 0.8
+
+
+@pytest.mark.parametrize("words", [
+    "I feel stupid asking this", "I have a bloody nose", "My arm is useless since the fall",
+])
+def test_what_patients_say_of_themselves_is_not_hostile(words):
+    assert all(not (r.toxicity and any(r.toxicity.values()))
+               for r in LocalTextAnalyzer().analyze(words, at=1.0))
+
+
+@pytest.mark.parametrize(("compound", "level"), [(-1.0, 1), (0.0, 5), (1.0, 9), (-0.5, 3)])
+def test_vader_compound_sits_on_the_nine_level_sentiment_scale(compound, level):
+    levels = sentiment_distribution(compound)
+    assert len(levels) == 9 and sum(levels) == pytest.approx(1.0)
+    reading = EmotionReading(Source.LANGUAGE, {}, 0.0, sentiment=levels)
+    assert reading.sentiment_level == pytest.approx(level)

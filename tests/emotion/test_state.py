@@ -138,3 +138,48 @@ def test_bursts_keep_the_strongest_known_type():
     state.add(EmotionReading(Source.BURST, {"laugh": 0.7, "sigh": 0.2, "beatbox": 0.9}, 99))
     assert (state.last_burst.kind, state.last_burst.confidence) == ("Laugh", 0.7)
     assert state.bursts == {"Laugh": 1}
+
+
+def arousal_only(arousal: float, at: float) -> EmotionReading:
+    """What the offline analyzer hears: how activated the voice is, nothing more."""
+    return EmotionReading(Source.PROSODY, {}, at, valence_measured=False, arousal=arousal)
+
+
+def test_offline_the_words_name_the_feeling_and_the_voice_says_how_activated():
+    state = EmotionalState(clock=Clock())
+    state.add(arousal_only(0.8, 96))
+    state.add(arousal_only(0.7, 98))
+    assert not state.snapshot().steerable  # an activated voice alone names no emotion
+
+    state.add(EmotionReading(Source.LANGUAGE, {"Annoyance": 0.8}, 99))
+    snap = state.snapshot()
+    assert snap.steerable and snap.dominant == "Annoyance"
+    assert snap.valence == pytest.approx(-0.6325)  # Glasgow annoyance: (2.47 - 5) / 4
+    assert snap.arousal == pytest.approx((1 * 0.8 + 2 * 0.7) / 3, abs=1e-4)  # the voice's
+    assert snap.voice_valence is None and snap.coherence == 1.0  # no voice valence: no clash
+
+
+def test_a_voice_provider_that_hears_valence_names_the_feeling_over_the_words():
+    state = EmotionalState(clock=Clock())
+    state.add(voice("Sadness", 0.8, 97))
+    state.add(voice("Sadness", 0.7, 98))
+    state.add(EmotionReading(Source.LANGUAGE, {"Contentment": 0.6}, 99))
+    snap = state.snapshot()
+    assert snap.dominant == "Sadness" and snap.words_dominant == "Contentment"
+    assert snap.masking
+
+
+def test_sentiment_and_toxicity_of_the_words_are_kept_for_the_window():
+    clock = Clock()
+    state = EmotionalState(clock=clock)
+    hostile = dict.fromkeys(("toxic", "severe_toxic", "obscene", "threat", "insult",
+                             "identity_hate"), 0.0) | {"insult": 0.8}
+    state.add(EmotionReading(Source.LANGUAGE, {"Anger": 0.7}, 90, sentiment=(1.0,) + (0.0,) * 8,
+                             toxicity=hostile))
+    state.add(EmotionReading(Source.LANGUAGE, {}, 99, sentiment=(0.0,) * 4 + (1.0,) + (0.0,) * 4))
+    snap = state.snapshot()
+    assert snap.words_sentiment == pytest.approx((1 * 1 + 2 * 5) / 3, abs=1e-3)  # levels 1, 5
+    assert snap.toxicity["insult"] == 0.8
+    clock.now = 125  # the hostile words are older than 30 s now
+    assert state.snapshot().toxicity == {}
+    assert state.toxicity_peaks["insult"] == 0.8  # but the call's summary keeps the peak

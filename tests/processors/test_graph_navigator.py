@@ -1,7 +1,10 @@
 """The navigator processor speaks the engine's reply like an LLM would, or steps aside."""
 
 import json
+import time
 from datetime import date
+
+import pytest
 
 from pipecat.frames.frames import (
     LLMContextFrame,
@@ -22,6 +25,9 @@ from flows.router import NO_ROUTE
 from processors.frames import EndCallFrame, NavigationFrame
 from flows.session import BookingSession
 from processors.graph_navigator import GraphNavigator
+from services.emotion.call import CallEmotion
+from services.emotion.fillers import filler_set
+from services.emotion.state import EmotionReading, Source
 from tests.fakes import ScriptedModel, choice
 
 
@@ -195,3 +201,55 @@ async def test_when_flows_cannot_enter_the_node_the_llm_answers_in_static_prompt
         expected_down_frames=[NavigationFrame, LLMRunFrame],
     )
     assert [e.data for e in writer.events("context_graph_failed")] == [{"error": "RuntimeError"}]
+
+
+def with_emotion(session, *readings: EmotionReading):
+    session.emotion = CallEmotion()
+    for reading in readings:
+        session.emotion.state.add(reading)
+    return session
+
+
+def heard(label: str, at: float) -> EmotionReading:
+    return EmotionReading(Source.PROSODY, {label: 0.8}, at)
+
+
+@pytest.mark.parametrize(("caller", "register"), [
+    ((), "neutral"),  # nothing heard yet: a plain filler
+    (("Anxiety", "Anxiety"), "reassuring"),  # anxiety: reassured
+    (("Anger", "Anger"), "suppressed"),  # frustration: the answer, not filler
+])
+async def test_the_wait_for_the_llm_is_covered_in_the_callers_register(
+    session, writer, caller, register
+):
+    now = time.monotonic()
+    with_emotion(session, *(heard(label, now - i) for i, label in enumerate(caller)))
+    navigator = GraphNavigator(session, engine_for(session))
+    navigator.engage_with(RecordingFlows())
+    phrases = [] if register == "suppressed" else filler_set().registers[register].short
+    expected = [NavigationFrame, TTSSpeakFrame] if phrases else [NavigationFrame]
+    down, _ = await run_test(
+        navigator, frames_to_send=[caller_says("I'd like to book an appointment"),
+                                   SleepFrame(0.05)],
+        expected_down_frames=expected,
+    )
+    [event] = writer.events("filler")
+    assert event.data["register"] == register
+    if phrases:
+        assert event.data["said"] in phrases and down[1].text == event.data["said"]
+        assert down[1].append_to_context is False
+    else:
+        assert event.data["said"] is None
+
+
+async def test_offline_lines_need_no_filler_but_a_frustrated_callers_turns_record_why(
+    session, writer
+):
+    now = time.monotonic()
+    with_emotion(session, heard("Anger", now - 1), heard("Anger", now))
+    await run_test(GraphNavigator(session, ScriptedEngine(reply("Which day suits you?"))),
+                   frames_to_send=[caller_says("I need an appointment")],
+                   expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame,
+                                         LLMTextFrame, LLMFullResponseEndFrame])
+    assert [e.data["register"] for e in writer.events("filler")] == ["suppressed"]
+    assert session.emotion.latency.expected_ms("offline_turn") < 700  # learnt from the turn

@@ -11,12 +11,19 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from pipecat.frames.frames import TTSAudioRawFrame, TTSSpeakFrame, TTSTextFrame
+from pipecat.frames.frames import (
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSTextFrame,
+    TTSUpdateSettingsFrame,
+)
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 from websockets.asyncio.server import ServerConnection
 
 from config import Settings
+from processors.voice_tone import tone_settings_of
+from services.emotion.voice_controls import tts_settings_for, voice_tones
 from services.providers import ProviderPlan, build_tts
 from services.voice_settings import VoiceSettings
 from tests.fakes import tone
@@ -96,3 +103,23 @@ async def test_agent_speech_is_synthesized_in_the_workspace_voice_at_the_phone_r
     assert elevenlabs.api_key == "el-test-key"
     context_init = next(m for m in elevenlabs.messages if "voice_settings" in m)
     assert context_init["voice_settings"]["speed"] == 0.9
+
+
+async def test_a_voice_tone_changes_the_next_contexts_voice_but_never_its_speed(elevenlabs):
+    settings = Settings(
+        _env_file=None, elevenlabs_api_key="el-test-key", elevenlabs_url=elevenlabs.url
+    )
+    tts = build_tts(ProviderPlan.from_settings(settings), settings, VoiceSettings(speed=0.9))
+    calm = tts_settings_for("calm", *tone_settings_of(tts))
+
+    await run_test(
+        tts,
+        frames_to_send=[TTSUpdateSettingsFrame(delta=calm), TTSSpeakFrame("I understand."),
+                        SleepFrame(sleep=1.0)],
+        pipeline_params=PipelineParams(audio_out_sample_rate=RATE),
+    )
+
+    voice = next(m for m in elevenlabs.messages if "voice_settings" in m)["voice_settings"]
+    shape = voice_tones().tones["calm"].elevenlabs
+    assert (voice["stability"], voice["style"]) == (shape.stability, shape.style)
+    assert voice["speed"] == 0.9  # the workspace's, always

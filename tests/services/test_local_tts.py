@@ -14,10 +14,14 @@ from pipecat.frames.frames import (
     TTSStartedFrame,
     TTSStoppedFrame,
     TTSTextFrame,
+    TTSUpdateSettingsFrame,
 )
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
+from processors.voice_tone import tone_settings_of
+from services.emotion.local_audio import prosody_features
+from services.emotion.voice_controls import tts_settings_for
 from services.espeak import EspeakEngine
 from services.local_tts import EspeakTTSService, words_per_minute_for
 
@@ -105,3 +109,22 @@ async def test_a_reply_of_two_sentences_keeps_its_words_in_time_across_both():
     # The second sentence starts after the first one's audio, not back at zero.
     first_audio_s = 1.5
     assert (pts[5] - pts[0]) / 1e9 > first_audio_s
+
+
+async def test_a_voice_tone_changes_pitch_and_the_workspace_volume_is_kept():
+    def audio_of(frames) -> bytes:
+        return b"".join(f.audio for f in frames if isinstance(f, TTSAudioRawFrame))
+
+    service = tts(volume=0.5)
+    tone = tts_settings_for("enthusiastic", *tone_settings_of(service))
+    plain, _ = await speak(tts(volume=0.5))
+    lively, _ = await run_test(
+        service, frames_to_send=[TTSUpdateSettingsFrame(delta=tone), TTSSpeakFrame(SENTENCE)],
+        pipeline_params=PHONE,
+    )
+    plain_pcm, lively_pcm = audio_of(plain), audio_of(lively)
+    plain_f, lively_f = prosody_features(plain_pcm, 8000), prosody_features(lively_pcm, 8000)
+    assert lively_f.pitch_hz > plain_f.pitch_hz * 1.05  # the tone raised the voice
+    assert abs(lively_f.loudness_db - plain_f.loudness_db) < 3  # the volume did not move
+    loud, _ = await speak(tts(volume=1.5))
+    assert prosody_features(audio_of(loud), 8000).loudness_db > plain_f.loudness_db + 3

@@ -12,7 +12,6 @@ import json
 from datetime import date
 
 import pytest
-from aiohttp import web
 
 from config import Settings
 from db.scheduling import Patient
@@ -22,7 +21,7 @@ from flows.session import BookingSession
 from services.call_session import CallLog
 from services.providers import ProviderPlan, build_navigator_model
 from tests.fakes import CollectingWriter
-from tests.local_http import serve_http
+from tests.model_fakes import serve_anthropic, serve_gemini
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -32,38 +31,6 @@ ANSWERS = [
     "Sure! The caller seems to want help.",  # not JSON: retried
     json.dumps({"choice": "ask_how_can_help", "filler": "Of course.", "verify_audio": False}),
 ]
-
-
-class FakeModelServer:
-    """Answers each request with the next of ANSWERS, in the provider's response shape."""
-
-    def __init__(self, shape) -> None:
-        self.shape = shape
-        self.requests: list[dict] = []
-        self.answers = list(ANSWERS)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append({"path": request.path, "headers": dict(request.headers),
-                              "body": await request.json()})
-        return web.json_response(self.shape(self.requests[-1]["body"], self.answers.pop(0)))
-
-
-def gemini_response(_body: dict, text: str) -> dict:
-    return {
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-                        "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {"promptTokenCount": 120, "candidatesTokenCount": 18,
-                          "totalTokenCount": 138},
-        "modelVersion": "gemini-2.5-flash",
-    }
-
-
-def anthropic_response(body: dict, text: str) -> dict:
-    return {
-        "id": "msg_01", "type": "message", "role": "assistant", "model": body["model"],
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-        "stop_sequence": None, "usage": {"input_tokens": 120, "output_tokens": 18},
-    }
 
 
 async def navigate_with(settings: Settings) -> tuple[object, list[str], CollectingWriter]:
@@ -85,10 +52,7 @@ async def navigate_with(settings: Settings) -> tuple[object, list[str], Collecti
 
 
 async def test_gemini_flash_navigates_with_the_schema_and_recovers_from_junk():
-    fake = FakeModelServer(gemini_response)
-    app = web.Application()
-    app.router.add_post("/v1beta/models/{model_and_method}", fake.handle)
-    async with serve_http(app) as base_url:
+    async with serve_gemini(ANSWERS) as (fake, base_url):
         settings = Settings(_env_file=None, google_api_key="g-test", google_base_url=base_url)
         decision, said, writer = await navigate_with(settings)
 
@@ -107,10 +71,7 @@ async def test_gemini_flash_navigates_with_the_schema_and_recovers_from_junk():
 
 
 async def test_claude_haiku_navigates_when_only_an_anthropic_key_is_set():
-    fake = FakeModelServer(anthropic_response)
-    app = web.Application()
-    app.router.add_post("/v1/messages", fake.handle)
-    async with serve_http(app) as base_url:
+    async with serve_anthropic(ANSWERS) as (fake, base_url):
         settings = Settings(_env_file=None, anthropic_api_key="sk-ant-test",
                             anthropic_base_url=base_url)
         decision, said, _ = await navigate_with(settings)

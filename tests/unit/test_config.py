@@ -112,3 +112,11 @@ def test_call_capacity_defaults_to_what_the_chosen_voices_were_measured_to_carry
     )
     pinned = make(max_concurrent_calls=7)
     assert ProviderPlan.from_settings(pinned).call_capacity(pinned) == 7
+
+
+def test_the_documented_example_environment_is_valid_settings():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    settings = Settings(_env_file=example)
+    assert settings.emotion_audio_provider == "auto" and settings.emotion_text_timeout_s == 2.5
