@@ -15,7 +15,6 @@ super-state's set; a state with `tools` may only narrow it.
 from __future__ import annotations
 
 import re
-
 from collections import deque
 from enum import StrEnum
 from functools import cached_property

@@ -42,6 +42,7 @@ from services.prompts import render_prompt
 
 ATTEMPTS = 3
 DECISION_TIMEOUT_S = 2.0
+DEFAULT_FILLER_GUIDANCE = "2-4 words, plain and friendly, hinting at what the agent does next"
 
 # The model call: prompt in, raw text out (Gemini Flash or Claude Haiku in production).
 DecisionModel = Callable[[str], Awaitable[str]]
@@ -113,8 +114,12 @@ class LLMNavigator:
     def __init__(
         self, graph: ContextGraph, model: DecisionModel, log: CallLog, *, clinic_name: str,
         attempts: int = ATTEMPTS, timeout_s: float = DECISION_TIMEOUT_S,
+        filler_guidance: Callable[[], str] = lambda: DEFAULT_FILLER_GUIDANCE,
     ) -> None:
+        """`filler_guidance`: how this turn's filler should sound (the caller's register:
+        services/emotion/fillers.filler_guidance), asked afresh each turn."""
         self.graph, self.model, self.log = graph, model, log
+        self.filler_guidance = filler_guidance
         self.clinic_name = clinic_name
         self.attempts, self.timeout_s = attempts, timeout_s
 
@@ -198,4 +203,5 @@ class LLMNavigator:
             "navigator/choose.md", clinic_name=self.clinic_name, state=state,
             state_description=spec.description, phases=", ".join(spec.phases) or "-",
             caller_text=turn.text.replace('"', "'"), facts=json.dumps(session.facts()), options=options,
+            filler_guidance=self.filler_guidance(),
         )

@@ -7,8 +7,8 @@ only ever see times and names, and a booking can only name a slot this call offe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import time
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 

@@ -31,6 +31,7 @@ from flows.session import BookingSession
 from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
 from services.emotion.call import CallEmotion
+from services.emotion.fillers import filler_guidance
 from services.runtime import AppRuntime, CallProfile
 from services.twilio_media import (
     SafeTwilioFrameSerializer,
@@ -289,8 +290,11 @@ def booking_engine(
     )
     navigator = None
     if runtime.navigator_model is not None:
-        navigator = LLMNavigator(graph, runtime.navigator_model, session.log,
-                                 clinic_name=session.clinic_name)
+        navigator = LLMNavigator(
+            graph, runtime.navigator_model, session.log, clinic_name=session.clinic_name,
+            filler_guidance=lambda: filler_guidance(
+                session.emotion.snapshot() if session.emotion is not None else None),
+        )
     return BookingEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.emergency_number, navigator=navigator,

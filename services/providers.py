@@ -247,7 +247,12 @@ def build_emotion_providers(plan: ProviderPlan, settings: Settings) -> EmotionPr
     text: TextEmotionProvider = LocalTextProvider()
     service = build_fast_llm(plan.emotion_text.provider, settings)
     if service is not None:
-        from services.emotion.llm_text import INSTRUCTION, MAX_TOKENS, LLMTextProvider, language_schema
+        from services.emotion.llm_text import (
+            INSTRUCTION,
+            MAX_TOKENS,
+            LLMTextProvider,
+            language_schema,
+        )
 
         text = LLMTextProvider(
             structured_model(service, instruction=INSTRUCTION, schema=language_schema(),

@@ -24,6 +24,8 @@ from db import repositories as repo
 from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
+from services.call_session import CallSession
+from tests.fakes import CollectingWriter, make_session
 
 
 def _short_temp_root() -> str | None:
@@ -75,3 +77,15 @@ async def call_id(db: Database, workspace_id: str) -> str:
         db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
         direction="inbound", from_number=None, to_number=None, status="in_progress",
     )
+
+
+@pytest.fixture
+def writer() -> CollectingWriter:
+    """Collects what a call would write to its record."""
+    return CollectingWriter()
+
+
+@pytest.fixture
+def session(writer: CollectingWriter) -> CallSession:
+    """A phone call session recording into `writer`."""
+    return make_session(writer)

@@ -30,6 +30,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.time import time_now_iso8601
 
 from processors.fallback_responder import last_user_text
+from services.call_session import CallLog, CallSession, SessionMode
 
 
 def _blank(settings_cls):
@@ -109,6 +110,13 @@ class InstantSTT(SegmentedSTTService):
         text = self._lines[self._count % len(self._lines)] if self._lines else "hello"
         self._count += 1
         yield TranscriptionFrame(text, "caller", time_now_iso8601(), finalized=True)
+
+
+def make_session(writer: CollectingWriter, mode: SessionMode = SessionMode.PHONE) -> CallSession:
+    """A call session whose record goes to `writer` instead of the database."""
+    return CallSession(
+        call_id="call-1", mode=mode, log=CallLog("call-1", writer), clinic_name="Riverside Clinic"
+    )
 
 
 class CollectingWriter:

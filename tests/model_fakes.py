@@ -60,18 +60,19 @@ class FakeModelServer:
 
 
 @asynccontextmanager
-async def serve_gemini(answers: list) -> AsyncIterator[tuple[FakeModelServer, str]]:
-    fake = FakeModelServer(gemini_response, answers)
+async def _serve(shape: Shape, route: str, answers: list) -> AsyncIterator[tuple[FakeModelServer, str]]:
+    fake = FakeModelServer(shape, answers)
     app = web.Application()
-    app.router.add_post("/v1beta/models/{model_and_method}", fake.handle)
+    app.router.add_post(route, fake.handle)
     async with serve_http(app) as base_url:
         yield fake, base_url
 
 
-@asynccontextmanager
-async def serve_anthropic(answers: list) -> AsyncIterator[tuple[FakeModelServer, str]]:
-    fake = FakeModelServer(anthropic_response, answers)
-    app = web.Application()
-    app.router.add_post("/v1/messages", fake.handle)
-    async with serve_http(app) as base_url:
-        yield fake, base_url
+def serve_gemini(answers: list):
+    """Gemini's generateContent on a local port: yields (fake, base URL)."""
+    return _serve(gemini_response, "/v1beta/models/{model_and_method}", answers)
+
+
+def serve_anthropic(answers: list):
+    """Anthropic's Messages API on a local port: yields (fake, base URL)."""
+    return _serve(anthropic_response, "/v1/messages", answers)

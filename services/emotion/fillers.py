@@ -32,9 +32,10 @@ NORMAL_WORDS = (2, 4)
 VERIFYING_WORDS = (3, 5)
 
 
-class _Phrases(BaseModel):
+class _Register(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    guidance: str
     short: list[str]
     long: list[str]
 
@@ -42,7 +43,8 @@ class _Phrases(BaseModel):
 class FillerSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    registers: dict[str, _Phrases]
+    suppressed_guidance: str
+    registers: dict[str, _Register]
 
     @model_validator(mode="after")
     def _fits(self) -> FillerSet:
@@ -84,6 +86,18 @@ def register_for(snapshot: EmotionSnapshot | None) -> str:
 
 def words_for(verifying: bool) -> tuple[int, int]:
     return VERIFYING_WORDS if verifying else NORMAL_WORDS
+
+
+def filler_guidance(snapshot: EmotionSnapshot | None, fillers: FillerSet | None = None) -> str:
+    """How a model that writes its own filler should make it: the caller's register, its
+    length for the wait, a hint at what comes next (or: none at all, for frustration)."""
+    fillers = fillers or filler_set()
+    register = "suppressed" if suppressed(snapshot) else register_for(snapshot)
+    if register == "suppressed":
+        return fillers.suppressed_guidance
+    (low, high), (vlow, vhigh) = NORMAL_WORDS, VERIFYING_WORDS
+    return (f"{low}-{high} words ({vlow}-{vhigh} if you set verify_audio), "
+            f"{fillers.registers[register].guidance}, hinting at what the agent does next")
 
 
 @dataclass

@@ -10,8 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pipecat.services.settings import TTSSettings
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.emotion.steering import TONES
 

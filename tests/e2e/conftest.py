@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,24 @@ class RunningServer:
 
     def log(self) -> str:
         return self.process.log()
+
+
+@asynccontextmanager
+async def another_server(
+    server: RunningServer, db, tmp_path_factory, name: str, env: dict[str, str]
+) -> AsyncIterator[RunningServer]:
+    """A second service on the same database and API key, with settings of its own."""
+    data_dir = tmp_path_factory.mktemp(name)
+    full_env = {"DATABASE_URL": db._dsn, "DATA_DIR": str(data_dir), **env}  # noqa: SLF001
+    try:
+        process = await asyncio.to_thread(start_service, full_env, data_dir / "server.log")
+    except ServiceDidNotStart as error:
+        pytest.fail(str(error))
+    settings = server.settings.model_copy(update={"data_dir": data_dir})
+    try:
+        yield RunningServer(process.url, data_dir, server.api_key, settings, process)
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="session")

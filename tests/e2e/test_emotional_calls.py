@@ -8,7 +8,6 @@ signal and the words (recognised by PocketSphinx) name the feeling.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from aiohttp import web
 
 from services.dev_credentials import twilio_auth_token
 from services.simulator import load_script, simulate_call
-from tests.e2e.conftest import RunningServer
-from tests.e2e.service_process import ServiceDidNotStart, start_service
+from tests.e2e.conftest import RunningServer, another_server
 from tests.local_http import serve_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -72,24 +70,15 @@ async def failing_emotion_server(server, db, tmp_path_factory):
 
     app = web.Application()
     app.router.add_post("/v1beta/models/{model_and_method}", junk)
-    async with serve_http(app) as model_url:
-        data_dir = tmp_path_factory.mktemp("failing-emotion")
-        env = {
-            "DATABASE_URL": db._dsn,  # noqa: SLF001
-            "DATA_DIR": str(data_dir),
-            "HUME_API_KEY": "hume-test-key",
-            "HUME_BASE_URL": "ws://127.0.0.1:9",  # nothing listens there
-            "GOOGLE_API_KEY": "g-test-key",
-            "GOOGLE_BASE_URL": model_url,
-            "NAVIGATOR_PROVIDER": "deterministic",
-        }
-        try:
-            process = await asyncio.to_thread(start_service, env, data_dir / "server.log")
-        except ServiceDidNotStart as error:
-            pytest.fail(str(error))
-        settings = server.settings.model_copy(update={"data_dir": data_dir})
-        yield RunningServer(process.url, data_dir, server.api_key, settings, process)
-        process.stop()
+    async with serve_http(app) as model_url, another_server(server, db, tmp_path_factory,
+                                                            "failing-emotion", {
+        "HUME_API_KEY": "hume-test-key",
+        "HUME_BASE_URL": "ws://127.0.0.1:9",  # nothing listens there
+        "GOOGLE_API_KEY": "g-test-key",
+        "GOOGLE_BASE_URL": model_url,
+        "NAVIGATOR_PROVIDER": "deterministic",
+    }) as failing:
+        yield failing
 
 
 async def test_the_same_call_with_every_emotion_provider_failing_completes_normally(

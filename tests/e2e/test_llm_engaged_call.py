@@ -9,7 +9,6 @@ asked to confirm, and only their yes books exactly the slot they picked.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -19,8 +18,7 @@ import pytest
 
 from services.dev_credentials import twilio_auth_token
 from services.simulator import CallScript, simulate_call
-from tests.e2e.conftest import RunningServer
-from tests.e2e.service_process import ServiceDidNotStart, start_service
+from tests.e2e.conftest import another_server
 from tests.fake_chat import CallTool, Reply, Say, serve_chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -70,23 +68,15 @@ def careless_model(body: dict[str, Any]) -> Reply:
 @pytest.fixture(scope="module")
 async def llm_server(server, db, tmp_path_factory):
     """The service with the scripted engage LLM (and the deterministic navigator)."""
-    async with serve_chat(careless_model) as chat:
-        data_dir = tmp_path_factory.mktemp("llm-server")
-        env = {
-            "DATABASE_URL": db._dsn,  # noqa: SLF001
-            "DATA_DIR": str(data_dir),
+    async with serve_chat(careless_model) as chat, another_server(
+        server, db, tmp_path_factory, "llm-server", {
             "LLM_PROVIDER": "openai",
             "OPENAI_BASE_URL": chat.base_url,
             "OPENAI_MODEL": "scripted-careless",
             "NAVIGATOR_PROVIDER": "deterministic",
-        }
-        try:
-            process = await asyncio.to_thread(start_service, env, data_dir / "server.log")
-        except ServiceDidNotStart as error:
-            pytest.fail(str(error))
-        settings = server.settings.model_copy(update={"data_dir": data_dir})
-        yield RunningServer(process.url, data_dir, server.api_key, settings, process), chat
-        process.stop()
+        },
+    ) as llm:
+        yield llm, chat
 
 
 BOOKING = CallScript.model_validate({

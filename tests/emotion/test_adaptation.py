@@ -4,7 +4,13 @@ tables say, each level and exception on its own."""
 import pytest
 
 from services.emotion.breaker import BreakerState, CircuitBreaker
-from services.emotion.fillers import FILLER_AFTER_MS, FillerPicker, LatencyEstimate, suppressed
+from services.emotion.fillers import (
+    FILLER_AFTER_MS,
+    FillerPicker,
+    LatencyEstimate,
+    filler_guidance,
+    suppressed,
+)
 from services.emotion.state import (
     BehaviourSignals,
     Burst,
@@ -215,3 +221,11 @@ def test_hostile_words_keep_the_agent_professional():
     assert "hostile (insult, obscene)" in steering.text
     assert "do not take it personally" in steering.text
     assert "hostile" not in session_steering(snapshot("Anger", toxicity={"insult": 0.2}), 60).text
+
+
+def test_a_model_writing_its_own_filler_gets_the_register_and_length_not_a_phrase():
+    confused = snapshot("Confusion", valence=-0.44, arousal=0.35)  # quiet, not frustrated
+    assert "2-4 words (3-5 if you set verify_audio)" in filler_guidance(confused)
+    assert "very plain, simple words" in filler_guidance(confused)
+    assert "gentle and reassuring" in filler_guidance(snapshot("Fear", valence=-0.6, arousal=0.5))
+    assert filler_guidance(snapshot("Anger")).startswith("leave it empty")

@@ -11,6 +11,8 @@ from flows.guards import check
 from flows.llm_navigator import LLMNavigator, parse_choice
 from flows.session import BookingSession
 from services.call_session import CallLog
+from services.emotion.fillers import filler_guidance
+from services.emotion.state import EmotionalState, EmotionReading, Source
 from tests.fakes import CollectingWriter, ScriptedModel, choice
 
 GRAPH = bundled_graph("clinic_booking")
@@ -116,3 +118,20 @@ async def test_after_a_tool_call_state_the_model_picks_its_exit():
     resumed = await navigator(model).resume(call, decision.state, decision.turn)
     assert [h.next for h in resumed.hops] == ["booking_discovery"]
     assert (resumed.state, resumed.action) == ("booking_discovery", "ask_how_can_help")
+
+
+@pytest.mark.parametrize(("heard", "wanted"), [
+    (None, "plain and friendly"),
+    ("Anxiety", "gentle and reassuring"),
+    ("Anger", "leave it empty"),
+])
+async def test_the_model_is_told_how_the_filler_should_sound_for_this_caller(heard, wanted):
+    state = EmotionalState(clock=lambda: 10.0)
+    for at in (8.0, 9.0) if heard else ():
+        state.add(EmotionReading(Source.PROSODY, {heard: 0.8}, at))
+    model = ScriptedModel(choice("ask_how_can_help", filler="Of course."))
+    guided = LLMNavigator(GRAPH, model, CallLog("c", CollectingWriter()),
+                          clinic_name="Demo Family Clinic",
+                          filler_guidance=lambda: filler_guidance(state.snapshot()))
+    await guided.navigate(session(), "booking_discovery", "hmm", TODAY)
+    assert wanted in model.prompts[0]

@@ -6,7 +6,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from processors.call_controller import CallController
 from processors.frames import EndCallFrame
 from services.call_session import CompletionReason, SessionMode
-from tests.processors.conftest import make_session
+from tests.fakes import make_session
 
 
 async def test_an_end_request_ends_the_pipeline_with_its_reason(writer):

@@ -24,7 +24,7 @@ from pipecat.utils.text.base_text_aggregator import TextType
 
 from processors.call_recorder import CallRecorder
 from services.call_session import SessionMode
-from tests.processors.conftest import make_session
+from tests.fakes import make_session
 
 
 @dataclass

@@ -3,8 +3,7 @@
 from types import SimpleNamespace
 
 from services.call_runner import close_failed_call
-from tests.fakes import CollectingWriter
-from tests.processors.conftest import make_session
+from tests.fakes import CollectingWriter, make_session
 
 
 class FlushableWriter(CollectingWriter):

@@ -5,7 +5,6 @@ import time
 from datetime import date
 
 import pytest
-
 from pipecat.frames.frames import (
     LLMContextFrame,
     LLMFullResponseEndFrame,
@@ -22,8 +21,8 @@ from flows.graph import bundled_graph
 from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
-from processors.frames import EndCallFrame, NavigationFrame
 from flows.session import BookingSession
+from processors.frames import EndCallFrame, NavigationFrame
 from processors.graph_navigator import GraphNavigator
 from services.emotion.call import CallEmotion
 from services.emotion.fillers import filler_set

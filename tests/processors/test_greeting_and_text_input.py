@@ -14,8 +14,7 @@ from pipecat.tests.utils import run_test
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.text_input import TextInputBridge
 from services.call_session import SessionMode
-from tests.fakes import tone
-from tests.processors.conftest import make_session
+from tests.fakes import make_session, tone
 
 GREETING = "Thank you for calling Riverside Clinic."
 

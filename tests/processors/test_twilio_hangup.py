@@ -11,8 +11,8 @@ from pipecat.frames.frames import EndFrame, StartFrame
 from config import Settings
 from services.call_runner import tell_caller_unavailable
 from services.twilio_media import SafeTwilioFrameSerializer, TwilioCredentials, hang_up_twilio_call
+from tests.fakes import make_session
 from tests.local_http import serve_http
-from tests.processors.conftest import make_session
 
 ACCOUNT, TOKEN, CALL = "AC" + "1" * 32, "secret-token", "CA" + "2" * 32
 

@@ -7,7 +7,7 @@ from pipecat.frames.frames import CancelWorkerFrame, InputAudioRawFrame, StartFr
 
 from services.call_session import CompletionReason
 from services.twilio_media import SafeTwilioFrameSerializer
-from tests.processors.conftest import make_session
+from tests.fakes import make_session
 
 
 async def serializer_for(session, max_bad: int = 3) -> SafeTwilioFrameSerializer:

@@ -18,9 +18,7 @@ from pipecat.tests.utils import run_test
 from config import Settings
 from processors.fallback_responder import FallbackResponder
 from services.providers import ProviderPlan, build_llm
-from tests.fakes import CollectingWriter
 from tests.local_http import event_stream, serve_http
-from tests.processors.conftest import make_session
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -85,15 +83,6 @@ async def anthropic():
     async with serve_http(app) as fake.base_url:
         yield fake
 
-
-@pytest.fixture
-def writer() -> CollectingWriter:
-    return CollectingWriter()
-
-
-@pytest.fixture
-def session(writer):
-    return make_session(writer)
 
 
 def claude(anthropic, key: str):

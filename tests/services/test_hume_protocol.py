@@ -32,8 +32,7 @@ from services.emotion.hume import (
 )
 from services.emotion.providers import LocalTextProvider, ProviderUnavailable
 from services.emotion.state import EmotionalState, EmotionReading, Source
-from tests.fakes import CollectingWriter, tone
-from tests.processors.conftest import make_session
+from tests.fakes import tone
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -224,15 +223,6 @@ async def silent_websocket_server():
     async with serve(listen, "127.0.0.1", 0) as server:
         yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
-
-@pytest.fixture
-def writer() -> CollectingWriter:
-    return CollectingWriter()
-
-
-@pytest.fixture
-def session(writer):
-    return make_session(writer)
 
 
 async def speak(voice: HumeAudioProvider, seconds: float = 0.1) -> list[EmotionReading]:
