@@ -57,12 +57,14 @@ from processors.graph_navigator import GraphNavigator
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.text_input import TextInputBridge
 from processors.voice_tone import ToneController, tone_settings_of
+from processors.volume import VoiceVolume
 from services.call_session import CallSession, CompletionReason, SessionMode
 from services.emotion.providers import (
     AudioEmotionProvider,
     LocalAudioProvider,
     TextEmotionProvider,
 )
+from services.local_tts import EspeakTTSService
 from services.prompts import render_prompt
 from services.providers import (
     EmotionProviders,
@@ -197,7 +199,10 @@ def build_call_pipeline(
     if llm is not None:
         processors.append(llm)
     processors += chosen.after_llm + emotion.after_llm
-    processors += [tts, GreetingPlayer(session, greeting), transport.output()]
+    processors.append(tts)
+    if session.voice.volume != 1.0 and not isinstance(tts, EspeakTTSService):
+        processors.append(VoiceVolume(session.voice.volume))  # the voice has no volume of its own
+    processors += [GreetingPlayer(session, greeting), transport.output()]
     if recording is not None:
         processors.append(agent_audio_tap(recording))
     processors += [controller, assistant_aggregator]

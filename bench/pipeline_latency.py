@@ -52,6 +52,8 @@ from bot import PHONE_SAMPLE_RATE, ServiceOverrides, build_call_pipeline, user_a
 from config import Settings
 from services import event_loop
 from services.call_session import CallLog, CallSession, SessionMode
+from services.emotion.call import CallEmotion
+from services.emotion.local_audio import ProsodyPool
 from services.espeak import synthesize_pcm
 from services.local_stt import DecoderPool
 from services.providers import ProviderPlan
@@ -111,9 +113,11 @@ def _processors(processor: FrameProcessor) -> Iterator[FrameProcessor]:
         yield from _processors(child)
 
 
-def phone_session() -> CallSession:
+def phone_session(*, emotion: bool = False) -> CallSession:
+    """A phone call; `emotion`: with the emotion layers, as production runs by default."""
     call_id = str(uuid.uuid4())
-    return CallSession(call_id=call_id, mode=SessionMode.PHONE, log=CallLog(call_id, CollectingWriter()))
+    return CallSession(call_id=call_id, mode=SessionMode.PHONE, log=CallLog(call_id, CollectingWriter()),
+                       emotion=CallEmotion() if emotion else None)
 
 
 def bare_worker(transport: MemoryTransport) -> PipelineWorker:
@@ -163,7 +167,8 @@ def our_worker_factory(workdir: Path, voices: str = "fake"):
 
     def make(transport: MemoryTransport) -> PipelineWorker:
         call = build_call_pipeline(
-            transport, phone_session(), settings=settings, plan=plan, overrides=overrides(),
+            transport, phone_session(emotion=True), settings=settings, plan=plan,
+            overrides=overrides(),
             recordings_dir=workdir / "recordings",
         )
         return call.worker
@@ -298,6 +303,7 @@ async def main(turns: int, levels: list[int], local_levels: list[int]) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
     ours = our_worker_factory(workdir)
     load_turn_models()
+    await ProsodyPool.shared().warm_up()  # as AppRuntime.start does
     print(f"(a) one call at a time, {turns} turns each: bare Pipecat vs ours")
     report = {"added": await added_latency(ours, speech, turns)}
     print("(b) concurrent calls at real-time pacing (3 turns each)")
@@ -331,7 +337,8 @@ def render(report: dict) -> str:
         measured_line("python -m bench.pipeline_latency"),
         "",
         "Bare Pipecat (transport, STT, user aggregator, LLM, TTS, transport, assistant aggregator) "
-        "and ours (`bot.build_call_pipeline`: recording taps, caller-audio stop, fallback "
+        "and ours (`bot.build_call_pipeline`: recording taps, caller-audio stop, the emotion "
+        "layers on the offline analyzers (tap, steering, tone), fallback "
         "responder, greeting player, call controller, call recorder observer, worker event "
         "recording) get the same caller audio (eSpeak NG, 8 kHz, 20 ms frames at real-time "
         "pace), the same instant fake STT, LLM and TTS (`tests/fakes.py`) and the same real "

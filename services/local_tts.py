@@ -106,7 +106,8 @@ class EspeakTTSService(TTSService):
             **kwargs: Passed to ``TTSService`` (e.g. ``sample_rate``).
         """
         default_settings = self.Settings(
-            model=None, voice=DEFAULT_VOICE, language=Language.EN, speed=1.0
+            model=None, voice=DEFAULT_VOICE, language=Language.EN, speed=1.0, volume=1.0,
+            pitch=None, pitch_range=None,  # None: eSpeak's own (a voice tone sets them)
         )
         if settings is not None:
             default_settings.apply_update(settings)

@@ -29,9 +29,11 @@ from services.prompts import render_prompt
 from services.voice_settings import VoiceSettings
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
-# measured on 2 vCPUs (docs/PERFORMANCE.md): 60 calls with cloud voices (the event
-# loop is the limit), 15 to 20 with PocketSphinx and eSpeak NG on the same CPUs.
-CLOUD_VOICES_CALL_CAPACITY = 50
+# measured on 2 vCPUs (docs/PERFORMANCE.md): 60 calls with cloud voices on the Intel
+# reference of 2026-11-24, 40 on the AMD EPYC one of 2026-11-25 (the event loop is the
+# limit; the emotion layers measured no different at 40), 15 to 20 with PocketSphinx and
+# eSpeak NG on the same CPUs.
+CLOUD_VOICES_CALL_CAPACITY = 40
 LOCAL_VOICES_CALL_CAPACITY = 12
 
 NAVIGATOR_INSTRUCTION = render_prompt("navigator/system.md")

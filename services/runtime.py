@@ -130,6 +130,11 @@ class AppRuntime:
             from services.local_stt import DecoderPool
 
             asyncio.get_running_loop().create_task(DecoderPool.shared().warm_up())
+        if runtime.plan.emotion_audio.provider == "local":
+            # The prosody analyzer's process: spawned now rather than on a caller's words.
+            from services.emotion.local_audio import ProsodyPool
+
+            asyncio.get_running_loop().create_task(ProsodyPool.shared().warm_up())
         if db.embedded:
             await runtime._ensure_dev_api_key()
         return runtime

@@ -92,11 +92,20 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 
 def parse_language_scores(raw: str) -> LanguageScores:
-    """The model's answer (code fences tolerated); ValueError when it does not fit."""
+    """The model's answer (code fences tolerated); ValueError when it does not fit.
+
+    The error names what was wrong, never the answer's text: a model may echo the
+    caller's words, and this reason reaches the logs."""
     try:
         return LanguageScores.model_validate(json.loads(_FENCE.sub("", raw.strip())))
-    except (json.JSONDecodeError, ValidationError, TypeError) as error:
-        raise ValueError(f"not language emotion scores: {str(error)[:200]}") from None
+    except json.JSONDecodeError as error:
+        reason = f"not JSON ({error.msg})"
+    except ValidationError as error:
+        reason = "; ".join(
+            f"{'.'.join(map(str, item['loc'])) or 'answer'}: {item['msg']}"
+            for item in error.errors(include_url=False, include_input=False)
+        )
+    raise ValueError(f"not language emotion scores: {reason[:200]}")
 
 
 def reading_from(scores: LanguageScores, at: float) -> EmotionReading:

@@ -14,12 +14,17 @@ gives no reading.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import multiprocessing
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
-
-from services.emotion.state import EmotionReading, Source
+from loguru import logger
 
 FRAME_S = 0.040  # three periods of a 75 Hz voice
 HOP_S = 0.010
@@ -114,14 +119,70 @@ def prosody_features(pcm: bytes, sample_rate: int) -> ProsodyFeatures | None:
     )
 
 
-class LocalProsodyAnalyzer:
-    """The offline audio provider: arousal per segment (bursts come from transcripts)."""
+def may_hold_speech(pcm: bytes, sample_rate: int) -> bool:
+    """Whether any 40 ms of the segment is loud enough to be speech (`prosody_features`'
+    own floor): a caller is silent for much of a call, and a silent segment is not worth
+    sending to the analyzer's process. Tens of microseconds, on the event loop."""
+    size = int(FRAME_S * sample_rate)
+    x = np.frombuffer(pcm[: len(pcm) & ~1], dtype="<i2")
+    usable = len(x) // size * size
+    if usable == 0:
+        return False
+    frames = x[:usable].astype(np.float32).reshape(-1, size) / 32768.0
+    loudest = float(np.max(np.mean(frames * frames, axis=1)))
+    return 10 * math.log10(loudest + 1e-10) > SPEECH_DB_FLOOR
 
-    name = "local"
 
-    def analyze(self, pcm: bytes, sample_rate: int, *, at: float) -> EmotionReading | None:
-        features = prosody_features(pcm, sample_rate)
-        if features is None:
-            return None
-        return EmotionReading(Source.PROSODY, {}, at, provider=self.name,
-                              valence_measured=False, arousal=features.arousal)
+def segment_arousal(pcm: bytes, sample_rate: int) -> float | None:
+    """The segment's arousal, or None when it holds too little speech (runs in the pool)."""
+    features = prosody_features(pcm, sample_rate)
+    return features.arousal if features is not None else None
+
+
+class ProsodyPool:
+    """The analyzer in a worker process of its own, shared by every call of this process.
+
+    Not a thread: numpy gives up the GIL for each array operation and takes it back after
+    the event loop's switch interval, so analyses in threads made the loop wait a moment,
+    many times a second, and cost a busy process most of its calls (docs/PERFORMANCE.md).
+    In a process the loop only hands over 2 s of audio (32 KB at 8 kHz) and reads back a
+    number. One worker: the whole analysis is ~2-4 ms of CPU per call every 2 s.
+    """
+
+    _shared: ClassVar[ProsodyPool | None] = None
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> ProsodyPool:
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def _executor_or_start(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                )
+                logger.info(f"prosody analyzer: {self.workers} worker process(es)")
+            return self._executor
+
+    async def arousal(self, pcm: bytes, sample_rate: int) -> float | None:
+        executor = self._executor_or_start()
+        try:
+            return await asyncio.wrap_future(executor.submit(segment_arousal, pcm, sample_rate))
+        except BrokenProcessPool:
+            with self._lock:  # the next segment starts a fresh worker
+                if self._executor is executor:
+                    self._executor = None
+            raise
+
+    async def warm_up(self) -> None:
+        """Spawn the worker (about a second: interpreter, numpy) before the first call."""
+        await self.arousal(bytes(3200), 8000)

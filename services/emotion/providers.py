@@ -15,12 +15,11 @@ and the fast LLM (services/emotion/llm_text.py).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
-from services.emotion.local_audio import LocalProsodyAnalyzer
+from services.emotion.local_audio import ProsodyPool, may_hold_speech
 from services.emotion.local_text import LocalTextAnalyzer
-from services.emotion.state import EmotionReading
+from services.emotion.state import EmotionReading, Source
 
 
 class ProviderUnavailable(RuntimeError):
@@ -46,19 +45,25 @@ class TextEmotionProvider(Protocol):
 
 
 class LocalAudioProvider:
-    """Signal prosody off the event loop (numpy releases the GIL for the heavy parts)."""
+    """Signal prosody in the shared analyzer process (`ProsodyPool`): how activated the
+    caller sounds, nothing more."""
 
     name = "local"
 
-    def __init__(self) -> None:
-        self._analyzer = LocalProsodyAnalyzer()
+    def __init__(self, pool: ProsodyPool | None = None) -> None:
+        self._pool = pool or ProsodyPool.shared()
 
     async def connect(self) -> None:
         return None
 
     async def analyze(self, pcm: bytes, sample_rate: int, *, at: float) -> list[EmotionReading]:
-        reading = await asyncio.to_thread(self._analyzer.analyze, pcm, sample_rate, at=at)
-        return [reading] if reading is not None else []
+        if not may_hold_speech(pcm, sample_rate):
+            return []  # silence: nothing to hear, and no trip to the analyzer
+        arousal = await self._pool.arousal(pcm, sample_rate)
+        if arousal is None:
+            return []
+        return [EmotionReading(Source.PROSODY, {}, at, provider=self.name,
+                               valence_measured=False, arousal=arousal)]
 
     async def close(self) -> None:
         return None

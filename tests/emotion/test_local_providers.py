@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from services.emotion.local_audio import LocalProsodyAnalyzer, prosody_features
+from services.emotion.local_audio import ProsodyPool, may_hold_speech, prosody_features
 from services.emotion.local_text import LocalTextAnalyzer, sentiment_distribution
+from services.emotion.providers import LocalAudioProvider
 from services.emotion.state import EmotionReading, Source
 from services.espeak import VoiceShape, synthesize_pcm
 
@@ -33,10 +34,11 @@ async def test_fast_loud_high_speech_sounds_more_aroused_than_calm_speech(rate):
 
 async def test_the_reading_claims_arousal_only_and_silence_gives_none():
     agitated = await two_seconds(16000, 260, VoiceShape(pitch=80, range=90, volume=180))
-    reading = LocalProsodyAnalyzer().analyze(agitated, 16000, at=5.0)
+    provider = LocalAudioProvider(ProsodyPool())  # its own worker process, as in a call
+    [reading] = await provider.analyze(agitated, 16000, at=5.0)
     assert reading.source is Source.PROSODY and not reading.valence_measured
     assert reading.arousal > 0.5 and reading.scores == {}  # no emotion or valence claimed
-    assert LocalProsodyAnalyzer().analyze(b"\x00\x00" * 32000, 16000, at=5.0) is None
+    assert await provider.analyze(b"\x00\x00" * 32000, 16000, at=5.0) == []
 
 
 async def test_a_two_second_segment_is_analysed_well_within_budget():
@@ -98,3 +100,11 @@ def test_vader_compound_sits_on_the_nine_level_sentiment_scale(compound, level):
     assert len(levels) == 9 and sum(levels) == pytest.approx(1.0)
     reading = EmotionReading(Source.LANGUAGE, {}, 0.0, sentiment=levels)
     assert reading.sentiment_level == pytest.approx(level)
+
+
+async def test_silence_is_not_sent_to_the_analyzer_and_speech_always_is():
+    speech = await two_seconds(8000, 165, VoiceShape())
+    quiet = (b"\x10\x00" * 16000)  # a hiss at -70 dBFS
+    assert may_hold_speech(speech, 8000) and not may_hold_speech(quiet, 8000)
+    assert prosody_features(quiet, 8000) is None  # the analyzer would say nothing either
+    assert not may_hold_speech(b"", 8000)

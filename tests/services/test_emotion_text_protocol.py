@@ -116,3 +116,14 @@ def test_a_label_outside_the_53_is_kept_for_the_state_to_count_never_guessed():
 async def test_without_a_fast_model_key_the_words_are_read_offline():
     assert text_provider().name == "local"
     assert text_provider(google_api_key="g", emotion_text_provider="local").name == "local"
+
+
+def test_a_junk_answer_is_described_without_repeating_it():
+    echo = json.dumps({"emotions": "Jane Smith, born 1948, sounds upset", "sentiment": [1] * 9,
+                       "toxicity": NO_TOXICITY})
+    with pytest.raises(ValueError) as error:
+        parse_language_scores(echo)
+    assert "emotions" in str(error.value) and "Jane" not in str(error.value)
+    with pytest.raises(ValueError) as error:
+        parse_language_scores("Jane Smith sounds upset")
+    assert "not JSON" in str(error.value) and "Jane" not in str(error.value)
