@@ -24,6 +24,7 @@ from flows.catalog import engine_problems, runnable_graph
 from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
 from services import dev_credentials
+from services.emotion.providers import load_emotion_data
 from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
 from services.prompts import render_prompt
@@ -120,6 +121,7 @@ class AppRuntime:
         logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
         runtime.graph = load_context_graph(settings)
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
+        load_emotion_data()  # tables, rules and the VADER lexicon, read once
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):

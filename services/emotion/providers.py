@@ -79,3 +79,15 @@ class LocalTextProvider:
 
     async def analyze(self, text: str, *, at: float) -> list[EmotionReading]:
         return self._analyzer.analyze(text, at=at)
+
+
+def load_emotion_data() -> None:
+    """Load what the emotion layers read (tables, rules, the VADER lexicon) before the
+    first call, so no caller's first words wait on a file read and its validation."""
+    from services.emotion.dimensions import emotion_table
+    from services.emotion.fillers import filler_set
+    from services.emotion.steering import steering_rules
+    from services.emotion.voice_controls import voice_tones
+
+    emotion_table(), steering_rules(), filler_set(), voice_tones()
+    LocalTextAnalyzer().analyze("warming up, thank you", at=0.0)
