@@ -429,6 +429,11 @@ def _decode_segment(
     audio_seconds = len(pcm) / 2 / sample_rate if sample_rate else 0.0
     started = time.perf_counter()
     decoder = _worker.decoder
+    # Decoders are pooled across calls, and PocketSphinx carries its feature state (the
+    # live cepstral mean and its frame counts) from one utterance into the next: one
+    # caller's loud voice changed how the next call's first words were heard. Each
+    # segment starts afresh (0.08 ms).
+    decoder.reinit_feat()
     decoder.start_utt()
     try:
         decoder.process_raw(audio, full_utt=True)

@@ -93,3 +93,24 @@ async def test_the_service_turns_a_vad_segment_into_one_final_transcription():
 
 async def test_silence_produces_no_transcription():
     assert await transcripts(PocketSphinxSTTService(keyterms=[]), bytes(RATE * 2)) == []
+
+
+async def test_a_decoder_hears_each_segment_alone_whatever_other_calls_said_before():
+    """Decoders are pooled across calls: one caller's loud voice must not change how the
+    next call's words are normalised (cepstral mean per segment, not carried over)."""
+    import services.local_stt as local_stt
+    from services.espeak import VoiceShape
+
+    local_stt._start_worker(local_stt.language_model_files("scheduling"))
+    decoder = local_stt._worker.decoder
+
+    def score(pcm: bytes) -> float:
+        local_stt._decode_segment(pcm, RATE, ())  # each its own call: no mean carried in
+        return decoder.hyp().score
+
+    line = await synthesize_pcm("I need a checkup tomorrow morning", RATE)
+    fresh = score(line)
+    for shouted in ("This is ridiculous, I have been waiting for weeks", "Just book it"):
+        score(await synthesize_pcm(shouted, RATE, words_per_minute=200,
+                                   shape=VoiceShape(80, 90, 180)))
+    assert score(line) == fresh
