@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -21,6 +21,8 @@ import espeakng_loader
 import numpy as np
 import soxr
 from loguru import logger
+
+from services.worker_processes import spawn_executor
 
 # speak_lib.h constants (the ABI has been stable since eSpeak 1.x).
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -441,6 +443,38 @@ def resample_pcm(pcm: bytes, in_rate: int, out_rate: int) -> bytes:
         return pcm
     samples = np.frombuffer(pcm[: len(pcm) & ~1], dtype="<i2")
     return soxr.resample(samples, in_rate, out_rate, quality="HQ").astype("<i2").tobytes()
+
+
+def _render_lines(lines: list[tuple[str, dict]], sample_rate: int) -> list[bytes]:
+    """Synthesize `lines` in order with this process's engine (runs in a fresh worker)."""
+    engine = EspeakEngine.shared()
+    rendered = []
+    for text, voice in lines:
+        chunks: list[bytes] = []
+        result = engine.start_synthesis(
+            text, on_chunk=lambda chunk: chunks.append(chunk.audio), **voice
+        ).result()
+        rendered.append(resample_pcm(b"".join(chunks), result.sample_rate, sample_rate))
+    return rendered
+
+
+async def synthesize_script(lines: Sequence[tuple[str, dict]], sample_rate: int) -> list[bytes]:
+    """Each line as PCM16 mono at `sample_rate`, the same audio every time for the same lines.
+
+    eSpeak's pitch flutter runs on from one utterance to the next in a static counter no
+    call resets, so the same words come out a few samples different depending on all the
+    process said before (and an offline recogniser may hear them differently). A fresh
+    process starts the counter at zero: the lines are rendered there, in order (about a
+    second to spawn). `voice` holds `synthesize_pcm`'s keyword arguments.
+    """
+    executor = spawn_executor(1)
+    try:
+        return await asyncio.wrap_future(
+            executor.submit(_render_lines, [(text, dict(voice)) for text, voice in lines],
+                            sample_rate)
+        )
+    finally:
+        executor.shutdown(wait=False)
 
 
 async def synthesize_pcm(

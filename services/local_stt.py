@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-import multiprocessing
 import os
 import random
 import re
@@ -65,6 +64,7 @@ from services.pronunciation import (
     derive_pronunciation,
     dictionary_words,
 )
+from services.worker_processes import spawn_executor
 
 if TYPE_CHECKING:
     from pocketsphinx import Decoder
@@ -483,6 +483,12 @@ class DecoderPool:
                 cls._shared[language_model] = cls(language_model)
             return cls._shared[language_model]
 
+    @classmethod
+    def started(cls) -> list[DecoderPool]:
+        """The shared pools this process has created (to stop them at shutdown)."""
+        with cls._shared_lock:
+            return list(cls._shared.values())
+
     @property
     def vocabulary(self) -> frozenset[str]:
         """Words the language model already knows (empty: defer to the dictionary)."""
@@ -497,12 +503,7 @@ class DecoderPool:
         with self._lock:
             if self._executor is None:
                 files = self._prepare()
-                self._executor = ProcessPoolExecutor(
-                    max_workers=self.size,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_start_worker,
-                    initargs=(files,),
-                )
+                self._executor = spawn_executor(self.size, _start_worker, (files,))
                 logger.info(
                     f"PocketSphinx pool: {self.size} decoder processes ({self.language_model} LM)"
                 )

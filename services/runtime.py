@@ -85,6 +85,15 @@ def load_context_graph(settings: Settings) -> ContextGraph | None:
     return graph
 
 
+def stop_worker_pools() -> None:
+    """Stop the decoder and prosody worker processes this process started, if any."""
+    from services.emotion.local_audio import ProsodyPool
+    from services.local_stt import DecoderPool
+
+    for pool in DecoderPool.started() + ProsodyPool.started():
+        pool.shutdown()
+
+
 class AppRuntime:
     """Shared by every call in the process."""
 
@@ -148,6 +157,7 @@ class AppRuntime:
             await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
         await self.writer.close(timeout=self.settings.db_write_timeout_s * 2)
         await self.db.close()
+        await asyncio.to_thread(stop_worker_pools)
 
     # --- Calls -----------------------------------------------------------------
 

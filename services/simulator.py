@@ -872,32 +872,47 @@ def format_transcript(result: SimulationResult) -> str:
 # -- Running a call --------------------------------------------------------------
 
 
-def _default_synthesizer() -> Synthesizer:
+async def _render_voice(
+    script: CallScript, synthesize: Synthesizer | None
+) -> list[bytes]:
+    """Every line's audio: a given synthesizer line by line, else eSpeak NG in a fresh
+    process, so a script sounds the same on every run (services.espeak.synthesize_script)."""
+    shapes = [turn.voice.synthesis() if turn.voice is not None else {} for turn in script.turns]
+    if synthesize is not None:
+        rendered = []
+        for number, (turn, shape) in enumerate(zip(script.turns, shapes), 1):
+            try:
+                rendered.append(await synthesize(turn.say, SAMPLE_RATE, **shape))
+            except Exception as error:
+                raise SimulationError(
+                    f"the caller's voice failed on line {number}: {type(error).__name__}: {error}"
+                ) from error
+        return rendered
     try:
-        from services.espeak import synthesize_pcm
+        from services.espeak import synthesize_script
     except ImportError as error:
         raise SimulationError(
             f"the caller's voice needs services.espeak ({error}); use --text to type instead"
         ) from error
-    return synthesize_pcm
+    try:
+        return await synthesize_script(
+            [(turn.say, shape) for turn, shape in zip(script.turns, shapes)], SAMPLE_RATE
+        )
+    except Exception as error:
+        raise SimulationError(
+            f"the caller's voice failed: {type(error).__name__}: {error}"
+        ) from error
 
 
 async def _caller_lines(
     script: CallScript, synthesize: Synthesizer | None, text_mode: bool
 ) -> list[CallerLine]:
     """Synthesize every line before dialing, so speaking never waits on the engine."""
-    voice = None if text_mode else (synthesize or _default_synthesizer())
+    audio = [b""] * len(script.turns) if text_mode else await _render_voice(script, synthesize)
     lines = []
-    for number, turn in enumerate(script.turns, 1):
+    for number, (turn, pcm) in enumerate(zip(script.turns, audio), 1):
         frames: list[bytes] = []
-        if voice is not None:
-            try:
-                shape = turn.voice.synthesis() if turn.voice is not None else {}
-                pcm = await voice(turn.say, SAMPLE_RATE, **shape)
-            except Exception as error:
-                raise SimulationError(
-                    f"the caller's voice failed on line {number}: {type(error).__name__}: {error}"
-                ) from error
+        if not text_mode:
             frames = split_frames(encode_ulaw(pcm))
             if not frames:
                 raise SimulationError(f"the caller's voice produced no audio for line {number}")

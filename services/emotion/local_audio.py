@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -25,6 +24,8 @@ from typing import ClassVar
 
 import numpy as np
 from loguru import logger
+
+from services.worker_processes import spawn_executor
 
 FRAME_S = 0.040  # three periods of a 75 Hz voice
 HOP_S = 0.010
@@ -164,12 +165,16 @@ class ProsodyPool:
                 cls._shared = cls()
             return cls._shared
 
+    @classmethod
+    def started(cls) -> list[ProsodyPool]:
+        """The shared pool, if this process has created it (to stop it at shutdown)."""
+        with cls._shared_lock:
+            return [cls._shared] if cls._shared is not None else []
+
     def _executor_or_start(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(
-                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                )
+                self._executor = spawn_executor(self.workers)
                 logger.info(f"prosody analyzer: {self.workers} worker process(es)")
             return self._executor
 
@@ -186,3 +191,10 @@ class ProsodyPool:
     async def warm_up(self) -> None:
         """Spawn the worker (about a second: interpreter, numpy) before the first call."""
         await self.arousal(bytes(3200), 8000)
+
+    def shutdown(self) -> None:
+        """Stop the worker (service shutdown, tests); the next segment would start another."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)

@@ -7,8 +7,10 @@ from services.espeak import (
     EspeakEngine,
     EspeakError,
     SynthesisChunk,
+    VoiceShape,
     resample_pcm,
     synthesize_pcm,
+    synthesize_script,
 )
 
 pytestmark = pytest.mark.timeout(20)
@@ -89,3 +91,15 @@ def test_resampling_keeps_the_duration_to_the_sample():
     for rate in (8000, 16000, 24000):
         resampled = resample_pcm(native, 22050, rate)
         assert abs(len(resampled) // 2 - samples * rate / 22050) <= 1
+
+
+async def test_a_script_sounds_the_same_every_time_whatever_was_said_before():
+    lines = [("I need a checkup tomorrow morning.", {}),
+             ("Yes please.", {"words_per_minute": 200, "shape": VoiceShape(80, 90, 180)})]
+    first = await synthesize_script(lines, 8000)
+
+    speak("Something else entirely, to move the engine's state on.")
+    again = await synthesize_script(lines, 8000)
+
+    assert again == first
+    assert len(first) == 2 and all(rms(pcm) > 500 for pcm in first)

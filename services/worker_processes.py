@@ -1,0 +1,64 @@
+"""Worker processes that live and die with the service process.
+
+The offline decoders and the prosody analyzer run in spawned worker processes. A
+`ProcessPoolExecutor` worker whose parent is killed (SIGKILL, a crash, an operator's
+`kill -9`) does not notice: it sleeps on its task queue for ever, holding its memory
+(~90 MB each). Every worker started here asks the kernel to end it when its parent
+goes (Linux `PR_SET_PDEATHSIG`) and, where that is unavailable, watches the parent
+from a daemon thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+PARENT_POLL_S = 1.0
+
+
+def _end_with_parent(parent_pid: int) -> None:
+    """Make this process end when `parent_pid` does."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:  # the parent died before prctl took hold
+                    os._exit(0)
+                return
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _start(parent_pid: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    _end_with_parent(parent_pid)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def spawn_executor(
+    workers: int, initializer: Callable[..., Any] | None = None, initargs: tuple = ()
+) -> ProcessPoolExecutor:
+    """A process pool of `workers` spawned processes (never forked: the service has threads)
+    that end when this process ends, however it ends."""
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start,
+        initargs=(os.getpid(), initializer, initargs),
+    )
