@@ -50,11 +50,15 @@ from flows.engine import BookingEngine
 from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
+from processors.conversation_director import ConversationDirector
 from processors.emotion_steering import EmotionSteering
 from processors.emotion_tap import EmotionTap
 from processors.fallback_responder import FallbackResponder
 from processors.graph_navigator import GraphNavigator
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
+from processors.guidance_stripper import GuidanceStripper
+from processors.quick_observer import QuickObserver
+from processors.silence_monitor import SilenceMonitor
 from processors.text_input import TextInputBridge
 from processors.voice_tone import ToneController, tone_settings_of
 from processors.volume import VoiceVolume
@@ -65,6 +69,8 @@ from services.emotion.providers import (
     TextEmotionProvider,
 )
 from services.local_tts import EspeakTTSService
+from services.observers.director import DirectorBackend, LocalDirector
+from services.observers.silence import SilenceSchedule
 from services.prompts import render_prompt
 from services.providers import (
     EmotionProviders,
@@ -156,6 +162,7 @@ def build_call_pipeline(
     audio_in_sample_rate: int = PHONE_SAMPLE_RATE,
     audio_out_sample_rate: int = PHONE_SAMPLE_RATE,
     emotion_providers: EmotionProviders | None = None,
+    director: DirectorBackend | None = None,
 ) -> CallPipeline:
     """Assemble the pipeline and its worker for one call."""
     overrides = overrides or ServiceOverrides()
@@ -184,10 +191,11 @@ def build_call_pipeline(
     emotion = emotion_processors(
         session, emotion_providers or EmotionProviders.local(), overrides, tts, system_instruction
     )
+    observers = observer_processors(session, settings, director or LocalDirector())
 
     processors: list[FrameProcessor] = [transport.input()]
     processors.append(stt if stt is not None else TextInputBridge())
-    processors += emotion.before_context + chosen.before_context
+    processors += emotion.before_context + observers.before_context + chosen.before_context
     processors.append(user_aggregator)
     if session.is_audio:
         processors.append(CallerAudioEnd(recording))
@@ -198,7 +206,7 @@ def build_call_pipeline(
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:
         processors.append(llm)
-    processors += chosen.after_llm + emotion.after_llm
+    processors += chosen.after_llm + observers.after_llm + emotion.after_llm
     processors.append(tts)
     if session.voice.volume != 1.0 and not isinstance(tts, EspeakTTSService):
         processors.append(VoiceVolume(session.voice.volume))  # the voice has no volume of its own
@@ -235,6 +243,26 @@ def build_call_pipeline(
         worker=worker, recorder=recorder, recording=recording, controller=controller,
         initial_frames=initial_frames,
     )
+
+
+def observer_processors(
+    session: CallSession, settings: Settings, director: DirectorBackend
+) -> IntelligenceLayers:
+    """The conversation observers (seed 003): beside the STT, the quick observer
+    (signals, programmatic goodbye), the director (advice from the side) and the silence
+    monitor; after the LLM, the guidance stripper."""
+    quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s)
+    director_layer = ConversationDirector(
+        session, director, timeout_s=settings.director_timeout_s,
+        wind_down_s=settings.director_wind_down_s, force_end_s=settings.director_force_end_s,
+        closing_end_s=settings.director_closing_end_s,
+    )
+    silence = SilenceMonitor(session, schedule=SilenceSchedule(
+        checkins_s=tuple(settings.silence_checkins_s),
+        goodbye_after_s=settings.silence_goodbye_after_s,
+    ))
+    return IntelligenceLayers(before_context=[quick, director_layer, silence],
+                              after_llm=[GuidanceStripper(session)])
 
 
 def emotion_processors(

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 STTProvider = Literal["auto", "deepgram", "local"]
@@ -22,6 +22,7 @@ LLMProvider = Literal["auto", "anthropic", "openai", "local"]
 NavigatorProvider = Literal["auto", "google", "anthropic", "deterministic"]
 EmotionAudioProvider = Literal["auto", "hume", "local"]
 EmotionTextProvider = Literal["auto", "google", "anthropic", "local"]
+DirectorProvider = Literal["auto", "google", "anthropic", "local"]
 
 # Engineering-level fallback vocabulary: the third keyterm layer (seed 000, Layer 1).
 DEFAULT_SYSTEM_KEYTERMS = (
@@ -83,6 +84,12 @@ class Settings(BaseSettings):
         "GOOGLE_API_KEY, else Claude Haiku with ANTHROPIC_API_KEY) or VADER plus phrase rules.",
     )
 
+    director_provider: DirectorProvider = Field(
+        default="auto",
+        description="Who advises the agent from the side each turn: the fast model (Gemini "
+        "Flash with GOOGLE_API_KEY, else Claude Haiku with ANTHROPIC_API_KEY) or rules.",
+    )
+
     deepgram_api_key: SecretStr | None = None
     deepgram_model: str = "nova-3-general"
     deepgram_base_url: str | None = Field(
@@ -125,6 +132,12 @@ class Settings(BaseSettings):
         description="Longest wait for the fast model to score one caller transcript.",
     )
 
+    director_timeout_s: float = Field(
+        default=3.0, gt=0, le=10,
+        description="Longest wait for the director's analysis of one turn (off the voice "
+        "path: a late analysis only means no guidance).",
+    )
+
     local_tts_voice: str = "en-us"
     local_tts_words_per_minute: int = Field(default=165, ge=80, le=450)
 
@@ -158,6 +171,34 @@ class Settings(BaseSettings):
         "Unset: what a 2-vCPU machine was measured to carry with the chosen voices "
         "(services/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
     )
+    director_wind_down_s: float = Field(
+        default=540.0, gt=0,
+        description="Call time after which the director asks the agent to wind down (9 min).",
+    )
+    director_force_end_s: float = Field(
+        default=720.0, gt=0,
+        description="Call time after which the director ends the call with a short closing "
+        "line (12 min), unless a goodbye is under way or a human has the call.",
+    )
+    director_closing_end_s: float = Field(
+        default=480.0, gt=0,
+        description="When the director sees the call closing after this long (8 min), the "
+        "call ends 5 s later.",
+    )
+    goodbye_delay_s: float = Field(
+        default=3.5, gt=0, le=30,
+        description="After a caller's strong goodbye, the call ends this much later unless "
+        "they keep talking (the agent's own goodbye plays meanwhile).",
+    )
+    silence_checkins_s: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [10.0, 20.0, 40.0],
+        description="Seconds of caller silence before each check-in ('Are you still "
+        "there?'), comma-separated.",
+    )
+    silence_goodbye_after_s: float = Field(
+        default=10.0, gt=0,
+        description="Silence after the last check-in before the agent says goodbye and hangs up.",
+    )
     turn_max_silence_s: float = Field(
         default=1.5, gt=0, le=5,
         description="Longest silence before a turn the end-of-turn model thinks unfinished "
@@ -184,6 +225,28 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [term.strip() for term in value.split(",") if term.strip()]
         return value
+
+    @field_validator("silence_checkins_s", mode="before")
+    @classmethod
+    def _split_checkins(cls, value: object) -> object:
+        if isinstance(value, str):
+            if value.strip().startswith("["):
+                return json.loads(value)
+            return [float(part) for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("silence_checkins_s")
+    @classmethod
+    def _checkins_positive(cls, value: list[float]) -> list[float]:
+        if not value or any(v <= 0 for v in value):
+            raise ValueError("SILENCE_CHECKINS_S needs at least one positive number of seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _director_times_in_order(self) -> Settings:
+        if self.director_wind_down_s >= self.director_force_end_s:
+            raise ValueError("DIRECTOR_WIND_DOWN_S must be less than DIRECTOR_FORCE_END_S")
+        return self
 
     @property
     def recordings_dir(self) -> Path:
@@ -253,6 +316,8 @@ def resolve_providers(settings: Settings) -> dict[str, ProviderChoice]:
         "emotion_audio": emotion_audio,
         "emotion_text": _fast_model_choice(
             "emotion_text", settings.emotion_text_provider, settings, offline="local"),
+        "director": _fast_model_choice(
+            "director", settings.director_provider, settings, offline="local"),
     }
 
 

@@ -21,6 +21,7 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     ErrorFrame,
     InterruptionFrame,
+    LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
     StartFrame,
@@ -35,8 +36,9 @@ from pipecat.frames.frames import (
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
-from processors.frames import NavigationFrame, ToneFrame
+from processors.frames import NavigationFrame, SpokenTextFrame, ToneFrame
 from services.call_session import CallSession
+from services.observers.guidance_filter import strip_guidance
 
 
 @dataclass
@@ -58,10 +60,13 @@ class _AgentTurn:
     nav_ms: int | None = None
     tone: str | None = None
     interrupted: bool = False
+    reply_ended: bool = False  # the LLM (or a line framed like it) finished this reply
 
     def text(self) -> str:
         spoken = " ".join(word.strip() for word in self.spoken_words if word.strip())
-        return spoken or "".join(self.llm_text).strip()
+        # Without audio, the reply's text as the caller read it: the guidance stripper's
+        # rules over the LLM's own frames.
+        return spoken or strip_guidance("".join(self.llm_text))
 
 
 def _delta(later: int | None, earlier: int | None) -> int | None:
@@ -113,8 +118,17 @@ class CallRecorder(BaseObserver):
         elif isinstance(frame, InterruptionFrame):
             self._on_interruption(now)
         elif isinstance(frame, LLMFullResponseStartFrame):
+            # Text sessions: each reply is a turn of its own (a check-in after a reply is
+            # another turn, not more of the same one).
+            agent = self._agent
+            if (not self._session.is_audio and agent is not None and agent.reply_ended
+                    and agent.text()):
+                self._close_agent_turn()
             self._agent_turn()
-        elif isinstance(frame, LLMTextFrame):
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            if self._agent is not None:
+                self._agent.reply_ended = True
+        elif isinstance(frame, LLMTextFrame) and not isinstance(frame, SpokenTextFrame):
             turn = self._agent_turn()
             turn.llm_text.append(frame.text)
             if turn.first_text_ms is None:
@@ -199,6 +213,7 @@ class CallRecorder(BaseObserver):
             user_speech_end_ms=end_ms,
             **heard,
         )
+        self._session.conversation.tracker.caller_said(text)
 
     def _close_agent_turn(self) -> None:
         agent, self._agent = self._agent, None
@@ -207,6 +222,7 @@ class CallRecorder(BaseObserver):
         text = agent.text()
         if not text:
             return
+        self._session.conversation.tracker.agent_said(text)
         self._session.log.turn(
             speaker_id="agent",
             speaker_role="agent",

@@ -17,14 +17,12 @@ from pipecat.frames.frames import (
     Frame,
     LLMConfigureOutputFrame,
     LLMContextFrame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
-    LLMTextFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
 from processors.frames import EndCallFrame
+from processors.spoken_line import reply_frames
 from services.affirmation import Answer, classify_answer
 from services.call_session import CallSession, CompletionReason
 from services.emotion.steering import strip_voice_tag
@@ -134,11 +132,8 @@ class FallbackResponder(FrameProcessor):
 
     async def _respond(self, caller_text: str) -> None:
         text, end_call = self._dialogue.reply(caller_text)
-        await self.push_frame(LLMFullResponseStartFrame())
-        reply = LLMTextFrame(text)
-        reply.skip_tts = self._skip_tts
-        await self.push_frame(reply)
-        await self.push_frame(LLMFullResponseEndFrame())
+        for frame in reply_frames(text, skip_tts=self._skip_tts):
+            await self.push_frame(frame)
         if self._dialogue.callback_requested:
             self._session.log.event("callback_requested", source="fallback_responder")
             self._dialogue.callback_requested = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipecat.frames.frames import ControlFrame, DataFrame
+from pipecat.frames.frames import ControlFrame, DataFrame, LLMTextFrame
 
 
 @dataclass
@@ -51,3 +51,9 @@ class ToneFrame(DataFrame):
     tone: str = "neutral"
     level: int = 6
     why: str = ""
+
+
+@dataclass
+class SpokenTextFrame(LLMTextFrame):
+    """LLM text with the guidance taken out (processors/guidance_stripper): what the TTS
+    speaks. The call recorder reads the LLM's own frames and strips them the same way."""

@@ -32,10 +32,7 @@ from pipecat.frames.frames import (
     Frame,
     LLMConfigureOutputFrame,
     LLMContextFrame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
     LLMRunFrame,
-    LLMTextFrame,
     StartFrame,
     TTSSpeakFrame,
 )
@@ -47,6 +44,7 @@ from flows.engine import BookingEngine
 from flows.navigator import NavDecision
 from processors.fallback_responder import last_user_text
 from processors.frames import EndCallFrame, NavigationFrame
+from processors.spoken_line import reply_frames
 from services.call_session import CallSession, CompletionReason
 
 PREFETCH_WAIT_S = 2.5
@@ -108,11 +106,8 @@ class GraphNavigator(FrameProcessor):
             return False
         last = reply.decisions[-1]
         await self._navigated(reply.nav_ms, last)
-        await self.push_frame(LLMFullResponseStartFrame())
-        text = LLMTextFrame(reply.text)
-        text.skip_tts = self._skip_tts
-        await self.push_frame(text)
-        await self.push_frame(LLMFullResponseEndFrame())
+        for frame in reply_frames(reply.text, skip_tts=self._skip_tts):
+            await self.push_frame(frame)
         if reply.transfer_to:
             self._transfer(reply.transfer_to, last.state)
         if reply.end_call:

@@ -178,7 +178,7 @@ async def _phone_pipeline(
         transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
         greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
         engine=booking_engine(runtime, session, profile),
-        emotion_providers=runtime.emotion_providers,
+        emotion_providers=runtime.emotion_providers, director=runtime.director,
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -243,7 +243,7 @@ async def _serve_text_session(
         call_pipeline = build_call_pipeline(
             transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
             greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
-            emotion_providers=runtime.emotion_providers,
+            emotion_providers=runtime.emotion_providers, director=runtime.director,
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:
@@ -312,6 +312,7 @@ def _end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipel
 async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime) -> None:
     """Run the pipeline to its end, whatever ends it, then close the record."""
     session.log.restart_clock()
+    session.conversation.restart_clock()
     started = datetime.now(UTC)
     task = asyncio.current_task()
     runtime.active_calls[session.call_id] = task

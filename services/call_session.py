@@ -24,6 +24,7 @@ from db.writer import (
     TransitionRecord,
     TurnRecord,
 )
+from services.observers.conversation import ConversationState
 from services.voice_settings import VoiceSettings
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class CompletionReason(StrEnum):
     CALLER_DISCONNECTED = "caller_disconnected"
     MAX_DURATION = "max_duration"
     IDLE_TIMEOUT = "idle_timeout"
+    CALLER_SILENT = "caller_silent"  # three unanswered check-ins
     AT_CAPACITY = "at_capacity"
     PROTOCOL_ERROR = "protocol_error"
     START_TIMEOUT = "start_timeout"
@@ -138,6 +140,8 @@ class CallSession:
     bad_messages: int = 0
     # The call's emotional intelligence (None: emotion is off for this workspace).
     emotion: CallEmotion | None = None
+    # What the observer layers share: goodbye, suspension, the conversation so far.
+    conversation: ConversationState = field(default_factory=ConversationState)
 
     @property
     def is_audio(self) -> bool:

@@ -113,7 +113,7 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
             greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
             audio_in_sample_rate=rate, audio_out_sample_rate=rate,
             engine=booking_engine(runtime, session, profile),
-            emotion_providers=runtime.emotion_providers,
+            emotion_providers=runtime.emotion_providers, director=runtime.director,
         )
     except Exception as error:
         await close_failed_call(runtime, session, error)

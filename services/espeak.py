@@ -450,11 +450,10 @@ def _render_lines(lines: list[tuple[str, dict]], sample_rate: int) -> list[bytes
     engine = EspeakEngine.shared()
     rendered = []
     for text, voice in lines:
-        chunks: list[bytes] = []
-        result = engine.start_synthesis(
-            text, on_chunk=lambda chunk: chunks.append(chunk.audio), **voice
-        ).result()
-        rendered.append(resample_pcm(b"".join(chunks), result.sample_rate, sample_rate))
+        chunks: list[SynthesisChunk] = []
+        result = engine.start_synthesis(text, on_chunk=chunks.append, **voice).result()
+        audio = [chunk.audio for chunk in chunks]
+        rendered.append(resample_pcm(b"".join(audio), result.sample_rate, sample_rate))
     return rendered
 
 

@@ -25,6 +25,14 @@ from services.emotion.providers import (
     LocalTextProvider,
     TextEmotionProvider,
 )
+from services.observers.director import MAX_TOKENS as DIRECTOR_MAX_TOKENS
+from services.observers.director import (
+    DirectorBackend,
+    LocalDirector,
+    ModelDirector,
+    director_lines,
+    director_schema,
+)
 from services.prompts import render_prompt
 from services.voice_settings import VoiceSettings
 
@@ -50,6 +58,7 @@ class ProviderPlan:
     navigator: ProviderChoice
     emotion_audio: ProviderChoice
     emotion_text: ProviderChoice
+    director: ProviderChoice
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderPlan:
@@ -57,7 +66,7 @@ class ProviderPlan:
 
     def choices(self) -> tuple[ProviderChoice, ...]:
         return (self.stt, self.tts, self.llm, self.navigator, self.emotion_audio,
-                self.emotion_text)
+                self.emotion_text, self.director)
 
     def log(self) -> None:
         """One line per component: which provider and why (never the key itself)."""
@@ -265,3 +274,14 @@ def build_emotion_providers(plan: ProviderPlan, settings: Settings) -> EmotionPr
     if plan.emotion_audio.provider == "hume":
         hume_key = settings.hume_api_key.get_secret_value()
     return EmotionProviders(text=text, hume_api_key=hume_key, hume_base_url=settings.hume_base_url)
+
+
+def build_director(plan: ProviderPlan, settings: Settings) -> DirectorBackend:
+    """The conversation director every call shares: the fast model when its key is set,
+    else the rules."""
+    service = build_fast_llm(plan.director.provider, settings)
+    if service is None:
+        return LocalDirector()
+    ask = structured_model(service, instruction=director_lines().instruction,
+                           schema=director_schema(), max_tokens=DIRECTOR_MAX_TOKENS)
+    return ModelDirector(ask, timeout_s=settings.director_timeout_s)

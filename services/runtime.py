@@ -27,9 +27,11 @@ from services import dev_credentials
 from services.emotion.providers import load_emotion_data
 from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
+from services.observers.quick import quick_rules
 from services.prompts import render_prompt
 from services.providers import (
     ProviderPlan,
+    build_director,
     build_emotion_providers,
     build_navigator_model,
 )
@@ -104,6 +106,7 @@ class AppRuntime:
         self.plan = ProviderPlan.from_settings(settings)
         self.navigator_model = build_navigator_model(self.plan, settings)  # None: the rules
         self.emotion_providers = build_emotion_providers(self.plan, settings)
+        self.director = build_director(self.plan, settings)
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
@@ -131,6 +134,7 @@ class AppRuntime:
         runtime.graph = load_context_graph(settings)
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         load_emotion_data()  # tables, rules and the VADER lexicon, read once
+        quick_rules()  # the quick observer's patterns, compiled once
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):

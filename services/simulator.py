@@ -880,7 +880,7 @@ async def _render_voice(
     shapes = [turn.voice.synthesis() if turn.voice is not None else {} for turn in script.turns]
     if synthesize is not None:
         rendered = []
-        for number, (turn, shape) in enumerate(zip(script.turns, shapes), 1):
+        for number, (turn, shape) in enumerate(zip(script.turns, shapes, strict=True), 1):
             try:
                 rendered.append(await synthesize(turn.say, SAMPLE_RATE, **shape))
             except Exception as error:
@@ -896,7 +896,7 @@ async def _render_voice(
         ) from error
     try:
         return await synthesize_script(
-            [(turn.say, shape) for turn, shape in zip(script.turns, shapes)], SAMPLE_RATE
+            [(turn.say, shape) for turn, shape in zip(script.turns, shapes, strict=True)], SAMPLE_RATE
         )
     except Exception as error:
         raise SimulationError(
@@ -910,7 +910,7 @@ async def _caller_lines(
     """Synthesize every line before dialing, so speaking never waits on the engine."""
     audio = [b""] * len(script.turns) if text_mode else await _render_voice(script, synthesize)
     lines = []
-    for number, (turn, pcm) in enumerate(zip(script.turns, audio), 1):
+    for number, (turn, pcm) in enumerate(zip(script.turns, audio, strict=True), 1):
         frames: list[bytes] = []
         if not text_mode:
             frames = split_frames(encode_ulaw(pcm))

@@ -19,7 +19,7 @@ def test_auto_uses_local_engines_when_no_keys_are_set():
     choices = resolve_providers(make())
     assert {name: c.provider for name, c in choices.items()} == {
         "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
-        "emotion_audio": "local", "emotion_text": "local",
+        "emotion_audio": "local", "emotion_text": "local", "director": "local",
     }
     assert "DEEPGRAM_API_KEY is not set" in choices["stt"].reason
 

@@ -1,0 +1,154 @@
+"""The conversation director in the call: advice from the side, never on the voice path.
+
+Between the quick observer and the user aggregator (seed 003, "Layer 2"). On each
+final transcript it passes the frame on, then
+
+1. appends the *previous* turn's cached guidance (`[Director guidance] main/medium/warm
+   | …`) to the LLM context without an LLM run of its own, and
+2. starts the analysis of *this* turn in the background (services/observers/director:
+   the fast model, or the rules offline). Nothing waits for it: a slow or failed
+   analysis (a timeout, an error, junk) only means the next turn has no guidance.
+
+Time fallbacks run on their own timer: winding down at `wind_down_s` (9 min), a short
+closing line and the end at `force_end_s` (12 min, 3 s after the line is queued), and
+when the analysis calls the phase closing after `closing_end_s` (8 min), the end 5 s
+later. A goodbye in progress or a call handed to a human holds all of this back. Every
+decision is a `director` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from loguru import logger
+from pipecat.frames.frames import Frame, StartFrame, TranscriptionFrame, TTSSpeakFrame
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from processors.frames import EndCallFrame
+from processors.quick_observer import guidance_message
+from services.call_session import CallSession, CompletionReason
+from services.observers.director import (
+    DirectorBackend,
+    DirectorView,
+    condense,
+    director_lines,
+)
+from services.observers.quick import QuickRules, quick_rules
+
+FORCE_END_DELAY_S = 3.0
+CLOSING_END_DELAY_S = 5.0
+DEFAULT_TIMEOUT_S = 3.0
+
+
+class ConversationDirector(FrameProcessor):
+    def __init__(
+        self, session: CallSession, backend: DirectorBackend, *,
+        timeout_s: float = DEFAULT_TIMEOUT_S, wind_down_s: float = 540.0,
+        force_end_s: float = 720.0, closing_end_s: float = 480.0,
+        rules: QuickRules | None = None, **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._session = session
+        self._backend = backend
+        self._timeout_s = timeout_s
+        self._wind_down_s = wind_down_s
+        self._force_end_s = force_end_s
+        self._closing_end_s = closing_end_s
+        self._rules = rules or quick_rules()
+        self._cached: str | None = None
+        self._analysis: asyncio.Task | None = None
+        self._fallbacks: asyncio.Task | None = None
+        self._ending = False
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+        if isinstance(frame, StartFrame):
+            self._fallbacks = self.create_task(self._time_fallbacks(), name="director-time")
+        elif (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
+              and frame.text.strip()):
+            await self._on_turn(frame.text)
+
+    async def _on_turn(self, text: str) -> None:
+        conversation = self._session.conversation
+        if conversation.holding_back:
+            self._cached = None
+            return
+        if self._cached:
+            line, self._cached = self._cached, None
+            await self.push_frame(guidance_message(f"[Director guidance] {line}"))
+            self._session.log.event("director", action="guidance", guidance=line)
+        if self._analysis is not None and not self._analysis.done():
+            await self.cancel_task(self._analysis)  # this turn's view is newer
+        view = DirectorView(
+            clinic_name=self._session.clinic_name, latest=text,
+            observation=self._rules.observe(text), tracker=conversation.tracker,
+            elapsed_s=conversation.elapsed_s(), winding_down=conversation.winding_down,
+        )
+        self._analysis = self.create_task(self._analyze(view), name="director-analysis")
+
+    async def _analyze(self, view: DirectorView) -> None:
+        started = time.perf_counter()
+        try:
+            analysis = await asyncio.wait_for(self._backend.analyze(view), self._timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - no guidance is the fallback
+            reason = "timeout" if isinstance(error, TimeoutError) else type(error).__name__
+            logger.debug(f"call {self._session.call_id}: director gave no guidance ({reason})")
+            self._session.log.event("director", action="no_guidance", why=reason,
+                                    backend=self._backend.name)
+            return
+        ms = round((time.perf_counter() - started) * 1000)
+        self._cached = condense(analysis)
+        a = analysis.analysis
+        self._session.log.event(
+            "director", action="analysis", backend=self._backend.name, ms=ms,
+            phase=a.call_phase, engagement=a.engagement_level, tone=analysis.guidance.tone,
+            stay_or_shift=analysis.direction.stay_or_shift, max_tokens=
+            analysis.model_recommendation.max_tokens,
+        )
+        if (a.call_phase == "closing" and view.elapsed_s >= self._closing_end_s
+                and not self._session.conversation.holding_back):
+            await self._end("closing", CLOSING_END_DELAY_S, line=None)
+
+    async def _time_fallbacks(self) -> None:
+        conversation = self._session.conversation
+        await asyncio.sleep(max(0.0, self._wind_down_s - conversation.elapsed_s()))
+        if not conversation.holding_back and not conversation.winding_down:
+            conversation.winding_down = True
+            line = f"winding_down/medium/gentle | WINDING DOWN: {director_lines().winding_down}"
+            await self.push_frame(guidance_message(f"[Director guidance] {line}"))
+            self._session.log.event("director", action="force_winding_down",
+                                    after_s=round(conversation.elapsed_s()))
+        while True:
+            await asyncio.sleep(max(0.0, self._force_end_s - conversation.elapsed_s()))
+            if not conversation.holding_back:
+                await self._end("time_limit", FORCE_END_DELAY_S, line=director_lines().force_end)
+                return
+            await asyncio.sleep(1.0)  # a human has the call, or it is ending: look again
+
+    async def _end(self, why: str, delay_s: float, *, line: str | None) -> None:
+        if self._ending:
+            return
+        self._ending = True
+        self._session.log.event("director", action="force_end", why=why, delay_s=delay_s,
+                                after_s=round(self._session.conversation.elapsed_s()))
+        try:
+            await asyncio.sleep(delay_s)
+        except asyncio.CancelledError:
+            self._ending = False  # the caller spoke again: a later fallback may still end it
+            raise
+        if self._session.conversation.suspended:
+            self._ending = False
+            return
+        if line:
+            await self.push_frame(TTSSpeakFrame(line))
+        await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
+
+    async def cleanup(self) -> None:
+        await super().cleanup()
+        for task in (self._analysis, self._fallbacks):
+            if task is not None and not task.done():
+                await self.cancel_task(task)

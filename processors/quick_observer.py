@@ -1,0 +1,140 @@
+"""The quick observer in the call: 0 ms pattern signals and the programmatic goodbye.
+
+Between the STT and the user aggregator (seed 003, "Layer 1"). Each final transcript
+is passed on first, untouched; then its signals (services/observers/quick.py) become
+one guidance message appended to the LLM context without an LLM run of its own
+(`LLMMessagesAppendFrame(run_llm=False)`): the caller's turn, when it ends, runs the
+LLM with the guidance already there.
+
+A strong goodbye ends the call `goodbye_delay_s` (3.5 s) later — not trusting the LLM
+to call a tool for it — unless the caller keeps talking: any later words that are not
+themselves a goodbye cancel it, and if the caller or the agent is still speaking when
+the time comes, the end waits for them (bounded). "Bye — oh wait, one more thing" in
+one breath is a false goodbye and schedules nothing. While the end is scheduled,
+`conversation.goodbye_in_progress` holds the other layers back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    Frame,
+    InterimTranscriptionFrame,
+    LLMMessagesAppendFrame,
+    TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from processors.frames import EndCallFrame
+from services.call_session import CallSession, CompletionReason
+from services.observers.quick import Observation, QuickRules, quick_rules
+
+GOODBYE_DELAY_S = 3.5
+# After the caller stops, how long their words may take to be transcribed.
+TRANSCRIPT_GRACE_S = 1.5
+# The longest the end waits for a speaker to finish once the delay is over.
+MAX_HOLD_S = 15.0
+POLL_S = 0.05
+
+
+def guidance_message(text: str) -> LLMMessagesAppendFrame:
+    """Guidance for the next LLM run, without starting one."""
+    return LLMMessagesAppendFrame(messages=[{"role": "user", "content": text}], run_llm=False)
+
+
+class QuickObserver(FrameProcessor):
+    def __init__(
+        self, session: CallSession, *, rules: QuickRules | None = None,
+        goodbye_delay_s: float = GOODBYE_DELAY_S, **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._session = session
+        self._rules = rules or quick_rules()
+        self._goodbye_delay_s = goodbye_delay_s
+        self._goodbye: asyncio.Task | None = None
+        self._user_speaking = False
+        self._bot_speaking = False
+        self._user_stopped_at = -1e9
+        self._words_since_stop = False
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+        clock = self._session.conversation.clock
+        if isinstance(frame, VADUserStartedSpeakingFrame):
+            self._user_speaking = True
+        elif isinstance(frame, VADUserStoppedSpeakingFrame):
+            self._user_speaking = False
+            self._user_stopped_at = clock()
+            self._words_since_stop = False
+        elif isinstance(frame, BotStartedSpeakingFrame):
+            self._bot_speaking = True
+        elif isinstance(frame, BotStoppedSpeakingFrame):
+            self._bot_speaking = False
+        elif isinstance(frame, InterimTranscriptionFrame):
+            if frame.text.strip():
+                await self._caller_kept_talking()
+        elif isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM:
+            self._words_since_stop = True
+            if frame.text.strip():
+                await self._observe(frame.text)
+
+    async def _observe(self, text: str) -> None:
+        observation = self._rules.observe(text)
+        conversation = self._session.conversation
+        if observation.goodbye != "strong":
+            await self._caller_kept_talking()
+        if observation.signals:
+            conversation.tracker.add_topics([s.id for s in observation.signals
+                                             if s.category not in ("goodbye", "engagement")])
+        if observation.guidance and not conversation.suspended:
+            await self.push_frame(guidance_message(observation.guidance))
+            self._session.log.event(
+                "guidance", source="quick", categories=observation.categories,
+                signals=observation.signal_ids, engagement=observation.engagement,
+                tokens=observation.tokens,
+            )
+        if observation.false_goodbye:
+            self._session.log.event("goodbye", strength="strong", action="taken_back")
+        elif observation.goodbye == "strong" and self._goodbye is None:
+            self._schedule_goodbye(observation)
+
+    def _schedule_goodbye(self, observation: Observation) -> None:
+        self._session.conversation.goodbye_in_progress = True
+        self._session.log.event("goodbye", strength="strong", action="scheduled",
+                                delay_s=self._goodbye_delay_s)
+        self._goodbye = self.create_task(self._end_after_goodbye(), name="programmatic-goodbye")
+
+    async def _caller_kept_talking(self) -> None:
+        if self._goodbye is None:
+            return
+        task, self._goodbye = self._goodbye, None
+        await self.cancel_task(task)
+        self._session.conversation.goodbye_in_progress = False
+        self._session.log.event("goodbye", strength="strong", action="cancelled",
+                                why="caller kept talking")
+
+    async def _end_after_goodbye(self) -> None:
+        clock = self._session.conversation.clock
+        await asyncio.sleep(self._goodbye_delay_s)
+        deadline = clock() + MAX_HOLD_S
+        while clock() < deadline and (
+            self._user_speaking or self._bot_speaking
+            or (not self._words_since_stop
+                and clock() - self._user_stopped_at < TRANSCRIPT_GRACE_S)
+        ):
+            await asyncio.sleep(POLL_S)
+        self._goodbye = None
+        self._session.log.event("goodbye", strength="strong", action="ended")
+        await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
+
+    async def cleanup(self) -> None:
+        await super().cleanup()
+        if self._goodbye is not None:
+            await self.cancel_task(self._goodbye)
+            self._goodbye = None

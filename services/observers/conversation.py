@@ -1,0 +1,48 @@
+"""The conversation state the observer layers share within one call.
+
+One typed object (no dict of string keys), each field with one writer:
+
+- `goodbye_in_progress`: the quick observer, when a strong goodbye is scheduled to end
+  the call; the director and the silence monitor hold back while it is set.
+- `suspended`: the safety monitor, when a hard escalation hands the call to a human;
+  nothing generates or checks in while it is set.
+- `winding_down`: the director's time fallback.
+- `tracker`: the call recorder (turns) and the quick observer (topics).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from services.observers.tracker import ConversationTracker
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class ConversationState:
+    clock: Clock = time.monotonic
+    started_at: float = field(default=0.0)
+    tracker: ConversationTracker = field(default_factory=ConversationTracker)
+    goodbye_in_progress: bool = False
+    suspended: bool = False
+    winding_down: bool = False
+    barge_ins: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.started_at:
+            self.started_at = self.clock()
+
+    def elapsed_s(self) -> float:
+        return self.clock() - self.started_at
+
+    def restart_clock(self) -> None:
+        """Call time starts with the media stream (as `CallLog.restart_clock`)."""
+        self.started_at = self.clock()
+
+    @property
+    def holding_back(self) -> bool:
+        """Ending or handed to a human: no guidance, no check-ins, no forced endings."""
+        return self.goodbye_in_progress or self.suspended

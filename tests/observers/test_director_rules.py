@@ -1,0 +1,100 @@
+"""The director's analysis: the seed's schema, one condensed line, rules offline."""
+
+import json
+
+import pytest
+
+from services.observers.director import (
+    DirectorAnalysis,
+    DirectorView,
+    condense,
+    local_analysis,
+    parse_analysis,
+)
+from services.observers.quick import quick_rules
+from services.observers.tracker import ConversationTracker
+
+
+def view(latest: str, tracker: ConversationTracker | None = None, **kwargs) -> DirectorView:
+    tracker = tracker or ConversationTracker()
+    return DirectorView(clinic_name="Riverside Clinic", latest=latest,
+                        observation=quick_rules().observe(latest), tracker=tracker,
+                        elapsed_s=kwargs.pop("elapsed_s", 60.0), **kwargs)
+
+
+def talked(*caller_lines: str) -> ConversationTracker:
+    tracker = ConversationTracker()
+    for line in caller_lines:
+        tracker.caller_said(line)
+        tracker.agent_said("Okay.")
+    return tracker
+
+
+ANSWER = {
+    "analysis": {"call_phase": "main", "engagement_level": "medium",
+                 "current_topic": "medication", "emotional_tone": "concerned"},
+    "direction": {"stay_or_shift": "stay", "next_topic": None, "pacing_note": "good"},
+    "reminder": {"should_deliver": True, "which_reminder": "Take medication",
+                 "delivery_approach": "gently"},
+    "guidance": {"tone": "warm", "priority_action": "Remind", "specific_instruction": "x"},
+    "model_recommendation": {"use_sonnet": False, "max_tokens": 150, "reason": "short"},
+}
+
+
+def test_a_model_answer_is_condensed_to_the_seeds_one_line_form():
+    analysis = parse_analysis(json.dumps(ANSWER))
+    assert condense(analysis) == "main/medium/warm | REMIND: Take medication | (concerned)"
+
+
+def test_closing_and_winding_down_name_the_phase_in_the_line():
+    answer = json.loads(json.dumps(ANSWER))
+    answer["analysis"].update(call_phase="closing", emotional_tone="neutral")
+    answer["reminder"]["should_deliver"] = False
+    answer["guidance"]["specific_instruction"] = "Say a warm goodbye. Keep it brief."
+    assert condense(parse_analysis(f"```json\n{json.dumps(answer)}\n```")) == (
+        "closing/medium/warm | CLOSING: Say a warm goodbye. Keep it brief.")
+
+
+@pytest.mark.parametrize("junk", [
+    "I think the caller is fine.",
+    json.dumps({"analysis": {"call_phase": "lunch"}}),
+    json.dumps({**ANSWER, "guidance": {"tone": "sarcastic", "priority_action": "x",
+                                       "specific_instruction": "y"}}),
+])
+def test_junk_from_the_model_is_refused_without_repeating_it(junk):
+    with pytest.raises(ValueError) as refused:
+        parse_analysis(junk)
+    assert "caller" not in str(refused.value) and "lunch" not in str(refused.value)
+
+
+def test_the_rules_open_then_settle_into_the_main_phase():
+    assert local_analysis(view("Hi, I need an appointment")).analysis.call_phase == "opening"
+    later = local_analysis(view("Tuesday works", talked("Hi", "I need a checkup")))
+    assert later.analysis.call_phase == "main"
+
+
+def test_the_rules_hear_concern_and_ask_for_empathy():
+    analysis = local_analysis(view("I'm really worried about this pain",
+                                   talked("Hi", "It's about my knee")))
+    assert analysis.analysis.emotional_tone == "concerned"
+    assert analysis.guidance.tone == "empathetic"
+    assert condense(analysis).endswith("(concerned)")
+
+
+def test_the_rules_notice_short_answers_and_offer_a_simple_choice():
+    analysis = local_analysis(view("Fine", talked("Yes", "No", "Ok")))
+    assert analysis.analysis.engagement_level == "low"
+    assert analysis.direction.stay_or_shift == "transition"
+
+
+def test_the_rules_follow_a_goodbye_and_a_forced_wind_down():
+    assert local_analysis(view("Okay, bye now", talked("a", "b"))).analysis.call_phase == "closing"
+    wound = local_analysis(view("Tuesday then", talked("a", "b"), winding_down=True))
+    assert wound.analysis.call_phase == "winding_down"
+    assert wound.direction.stay_or_shift == "wrap_up"
+    assert condense(wound).startswith("winding_down/")
+
+
+def test_the_rules_and_the_model_answer_in_the_same_shape():
+    analysis = local_analysis(view("Tuesday works", talked("Hi", "checkup")))
+    assert DirectorAnalysis.model_validate(analysis.model_dump()) == analysis

@@ -1,0 +1,208 @@
+"""The guidance stripper, the director and the silence monitor in a pipeline."""
+
+import asyncio
+import time
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMMessagesAppendFrame,
+    LLMTextFrame,
+    TranscriptionFrame,
+    TTSSpeakFrame,
+)
+from pipecat.tests.utils import SleepFrame, run_test
+
+from processors.conversation_director import ConversationDirector
+from processors.frames import EndCallFrame, SpokenTextFrame
+from processors.guidance_stripper import GuidanceStripper
+from processors.silence_monitor import SilenceMonitor
+from services.call_session import CompletionReason, SessionMode
+from services.observers.director import LocalDirector
+from services.observers.silence import SilenceSchedule
+from tests.fakes import make_session
+
+
+def said(text: str) -> TranscriptionFrame:
+    return TranscriptionFrame(text=text, user_id="caller", timestamp="")
+
+
+def reply(*chunks: str) -> list:
+    return [LLMFullResponseStartFrame(), *(LLMTextFrame(c) for c in chunks),
+            LLMFullResponseEndFrame()]
+
+
+# --- Guidance stripper ------------------------------------------------------------------
+
+
+async def test_a_tag_split_over_text_frames_never_reaches_the_tts(writer):
+    session = make_session(writer)
+    down, _ = await run_test(
+        GuidanceStripper(session),
+        frames_to_send=reply("Of course. [HEA", "LTH] I can", " book that. <guid",
+                             "ance>be brief</guidance> Tuesday?"),
+    )
+    spoken = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
+    assert spoken == "Of course. I can book that. Tuesday?"
+    assert all(isinstance(f, SpokenTextFrame) for f in down if isinstance(f, LLMTextFrame))
+    assert writer.events("guidance_stripped")[0].data == {"removed": 2, "where": "reply"}
+
+
+async def test_a_spoken_line_is_cleaned_and_plain_speech_passes_untouched(writer):
+    session = make_session(writer)
+    down, _ = await run_test(
+        GuidanceStripper(session),
+        frames_to_send=[TTSSpeakFrame("[GOODBYE] Goodbye now."), *reply("Option [1] is fine.")],
+    )
+    assert next(f for f in down if isinstance(f, TTSSpeakFrame)).text == "Goodbye now."
+    assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "Option [1] is fine."
+
+
+# --- Conversation director --------------------------------------------------------------
+
+
+class SlowDirector:
+    """A director that takes 5 s per turn."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    async def analyze(self, view):
+        self.started += 1
+        await asyncio.sleep(5)
+        raise AssertionError("never reached within the test")
+
+
+async def test_a_director_that_takes_5_s_delays_no_frame(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    director = SlowDirector()
+    sent = time.perf_counter()
+    down, _ = await run_test(
+        ConversationDirector(session, director, timeout_s=10),
+        frames_to_send=[said("I need a checkup"), SleepFrame(sleep=0.05), said("Tuesday please")],
+        expected_down_frames=[TranscriptionFrame, TranscriptionFrame],
+    )
+    assert time.perf_counter() - sent < 1.0
+    assert director.started == 2  # the second turn replaced the first analysis
+
+
+async def test_the_previous_turns_guidance_goes_in_with_the_next_turn(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    session.conversation.tracker.caller_said("Hello")
+    down, _ = await run_test(
+        ConversationDirector(session, LocalDirector()),
+        frames_to_send=[said("I'm so worried about my results"), SleepFrame(sleep=0.1),
+                        said("Can I come in on Tuesday?")],
+        expected_down_frames=[TranscriptionFrame, TranscriptionFrame, LLMMessagesAppendFrame],
+    )
+    guidance = down[2].messages[0]["content"]
+    assert guidance.startswith("[Director guidance] main/medium/empathetic |")
+    assert guidance.endswith("(concerned)") and down[2].run_llm is False
+    actions = [e.data["action"] for e in writer.events("director")]
+    assert actions[:2] == ["analysis", "guidance"]
+
+
+async def test_a_director_timeout_means_no_guidance_and_an_event(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(
+        ConversationDirector(session, SlowDirector(), timeout_s=0.1),
+        frames_to_send=[said("Hello"), SleepFrame(sleep=0.3), said("Tuesday")],
+        expected_down_frames=[TranscriptionFrame, TranscriptionFrame],
+    )
+    assert writer.events("director")[0].data["why"] == "timeout"
+
+
+async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2)
+    import processors.conversation_director as module
+
+    module.FORCE_END_DELAY_S, saved = 0.05, module.FORCE_END_DELAY_S
+    try:
+        down, _ = await run_test(director, frames_to_send=[SleepFrame(sleep=0.6)])
+    finally:
+        module.FORCE_END_DELAY_S = saved
+    kinds = [type(f) for f in down]
+    assert kinds == [LLMMessagesAppendFrame, TTSSpeakFrame, EndCallFrame]
+    assert "WINDING DOWN" in down[0].messages[0]["content"]
+    assert session.conversation.winding_down
+    assert [e.data["action"] for e in writer.events("director")] == [
+        "force_winding_down", "force_end"]
+
+
+async def test_no_forced_end_while_a_human_has_the_call(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    session.conversation.suspended = True
+    down, _ = await run_test(
+        ConversationDirector(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1),
+        frames_to_send=[SleepFrame(sleep=0.4)],
+    )
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+
+
+# --- Silence monitor --------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def advance(clock: FakeClock, seconds: float) -> None:
+    clock.now += seconds
+    await asyncio.sleep(0.05)  # a few polls of the monitor
+
+
+async def test_three_unanswered_check_ins_then_a_goodbye_and_hang_up(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    clock = FakeClock()
+    session.conversation.clock = clock
+    monitor = SilenceMonitor(session, schedule=SilenceSchedule(), poll_s=0.01)
+
+    async def silence():
+        await asyncio.sleep(0.05)
+        for step in (9, 1.5, 20, 40, 10):
+            await advance(clock, step)
+
+    task = asyncio.create_task(silence())
+    down, _ = await run_test(monitor, frames_to_send=[SleepFrame(sleep=0.6)])
+    await task
+    lines = [f.text for f in down if isinstance(f, LLMTextFrame)]
+    assert lines == ["Are you still there?",
+                     "I'm still here whenever you're ready. Take your time.",
+                     "I haven't heard anything for a while. If you can hear me, just say something.",
+                     "I can't hear anyone on the line, so I'll end the call now. Please call "
+                     "us back whenever you need us. Goodbye."]
+    assert isinstance(down[-1], EndCallFrame)
+    assert down[-1].reason == CompletionReason.CALLER_SILENT.value
+    assert [e.data.get("number") for e in writer.events("silence_checkin")] == [1, 2, 3]
+    assert len(writer.events("silence_hangup")) == 1
+
+
+async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
+    session = make_session(writer)
+    clock = FakeClock()
+    session.conversation.clock = clock
+    monitor = SilenceMonitor(session, schedule=SilenceSchedule(), poll_s=0.01)
+
+    async def conversation():
+        await asyncio.sleep(0.05)
+        await advance(clock, 9)
+        await monitor.queue_frame(said("I'm here"))
+        await advance(clock, 9)  # 9 s since the answer: no check-in yet
+        await monitor.queue_frame(BotStartedSpeakingFrame())
+        await advance(clock, 30)  # the agent speaking for 30 s is not silence
+        await monitor.queue_frame(BotStoppedSpeakingFrame())
+        await advance(clock, 5)
+
+    task = asyncio.create_task(conversation())
+    down, _ = await run_test(monitor, frames_to_send=[SleepFrame(sleep=0.5)])
+    await task
+    assert writer.events("silence_checkin") == []
