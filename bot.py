@@ -47,6 +47,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
 from flows.engine import BookingEngine
+from processors.agent_gate import AgentGate
 from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
 from processors.call_recorder import CallRecorder
@@ -58,6 +59,7 @@ from processors.graph_navigator import GraphNavigator
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.guidance_stripper import GuidanceStripper
 from processors.quick_observer import QuickObserver
+from processors.safety_monitor import SafetyMonitor
 from processors.silence_monitor import SilenceMonitor
 from processors.text_input import TextInputBridge
 from processors.voice_tone import ToneController, tone_settings_of
@@ -80,6 +82,10 @@ from services.providers import (
     build_tts,
 )
 from services.recording import StereoRecording
+from services.safety.concepts import ConceptIndex
+from services.safety.embeddings import LocalEmbedder
+from services.safety.judge import RulesJudge
+from services.safety.monitor import SafetyServices
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
 
 PHONE_SAMPLE_RATE = 8000
@@ -163,6 +169,8 @@ def build_call_pipeline(
     audio_out_sample_rate: int = PHONE_SAMPLE_RATE,
     emotion_providers: EmotionProviders | None = None,
     director: DirectorBackend | None = None,
+    safety: SafetyServices | None = None,
+    safety_index: ConceptIndex | None = None,
 ) -> CallPipeline:
     """Assemble the pipeline and its worker for one call."""
     overrides = overrides or ServiceOverrides()
@@ -191,7 +199,10 @@ def build_call_pipeline(
     emotion = emotion_processors(
         session, emotion_providers or EmotionProviders.local(), overrides, tts, system_instruction
     )
-    observers = observer_processors(session, settings, director or LocalDirector())
+    observers = observer_processors(
+        session, settings, director or LocalDirector(),
+        safety or SafetyServices(embedder=LocalEmbedder(), judge=RulesJudge()), safety_index,
+    )
 
     processors: list[FrameProcessor] = [transport.input()]
     processors.append(stt if stt is not None else TextInputBridge())
@@ -199,7 +210,7 @@ def build_call_pipeline(
     processors.append(user_aggregator)
     if session.is_audio:
         processors.append(CallerAudioEnd(recording))
-    processors += chosen.before_llm + emotion.before_llm
+    processors += observers.before_llm + chosen.before_llm + emotion.before_llm
     navigator = GraphNavigator(session, engine) if engine is not None else None
     if navigator is not None:
         processors.append(navigator)
@@ -246,12 +257,21 @@ def build_call_pipeline(
 
 
 def observer_processors(
-    session: CallSession, settings: Settings, director: DirectorBackend
+    session: CallSession, settings: Settings, director: DirectorBackend,
+    safety: SafetyServices, safety_index: ConceptIndex | None = None,
 ) -> IntelligenceLayers:
-    """The conversation observers (seed 003): beside the STT, the quick observer
-    (signals, programmatic goodbye), the director (advice from the side) and the silence
-    monitor; after the LLM, the guidance stripper."""
+    """The conversation observers (seeds 000, 003): beside the STT, the quick observer
+    (signals, programmatic goodbye), the safety monitor, the director (advice from the
+    side) and the silence monitor; before the navigator, the agent gate (a suspended
+    agent answers nothing); after the LLM, the guidance stripper."""
     quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s)
+    monitor = SafetyMonitor(
+        session, safety, escalate_at=settings.safety_escalate_similarity,
+        candidate_at=settings.safety_candidate_similarity,
+        judge_timeout_s=settings.safety_judge_timeout_s,
+        emergency_number=settings.emergency_number, crisis_resources=settings.crisis_resources,
+        transfer_number=settings.human_transfer_number, index=safety_index,
+    )
     director_layer = ConversationDirector(
         session, director, timeout_s=settings.director_timeout_s,
         wind_down_s=settings.director_wind_down_s, force_end_s=settings.director_force_end_s,
@@ -261,7 +281,8 @@ def observer_processors(
         checkins_s=tuple(settings.silence_checkins_s),
         goodbye_after_s=settings.silence_goodbye_after_s,
     ))
-    return IntelligenceLayers(before_context=[quick, director_layer, silence],
+    return IntelligenceLayers(before_context=[quick, monitor, director_layer, silence],
+                              before_llm=[AgentGate(session)],
                               after_llm=[GuidanceStripper(session)])
 
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 STTProvider = Literal["auto", "deepgram", "local"]
@@ -23,6 +23,17 @@ NavigatorProvider = Literal["auto", "google", "anthropic", "deterministic"]
 EmotionAudioProvider = Literal["auto", "hume", "local"]
 EmotionTextProvider = Literal["auto", "google", "anthropic", "local"]
 DirectorProvider = Literal["auto", "google", "anthropic", "local"]
+SafetyJudgeProvider = Literal["auto", "google", "anthropic", "local"]
+EmbeddingProvider = Literal["auto", "openai", "local"]
+
+
+class CrisisResource(BaseModel):
+    """A crisis line the operator has verified for their callers (never made up)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=2, max_length=80)
+    phone: str = Field(pattern=r"^\+?[0-9]{3,15}$")
 
 # Engineering-level fallback vocabulary: the third keyterm layer (seed 000, Layer 1).
 DEFAULT_SYSTEM_KEYTERMS = (
@@ -90,6 +101,17 @@ class Settings(BaseSettings):
         "Flash with GOOGLE_API_KEY, else Claude Haiku with ANTHROPIC_API_KEY) or rules.",
     )
 
+    safety_judge_provider: SafetyJudgeProvider = Field(
+        default="auto",
+        description="Who confirms a safety candidate: the fast model (Gemini Flash with "
+        "GOOGLE_API_KEY, else Claude Haiku with ANTHROPIC_API_KEY) or the concepts' rules.",
+    )
+    embedding_provider: EmbeddingProvider = Field(
+        default="auto",
+        description="Sentence embeddings for the safety monitor: OpenAI text-embedding-3-small "
+        "with OPENAI_API_KEY, else WordLlama from its wheel (offline).",
+    )
+
     deepgram_api_key: SecretStr | None = None
     deepgram_model: str = "nova-3-general"
     deepgram_base_url: str | None = Field(
@@ -138,6 +160,17 @@ class Settings(BaseSettings):
         "path: a late analysis only means no guidance).",
     )
 
+    safety_escalate_similarity: float = Field(
+        default=0.85, gt=0, le=1,
+        description="A caller turn this similar to a safety concept escalates at once, "
+        "without waiting for the judge (so safety holds when the judge is down).",
+    )
+    safety_candidate_similarity: float = Field(
+        default=0.45, gt=0, le=1,
+        description="From this similarity a turn goes to the judge, which confirms or not.",
+    )
+    safety_judge_timeout_s: float = Field(default=3.0, gt=0, le=10)
+
     local_tts_voice: str = "en-us"
     local_tts_words_per_minute: int = Field(default=165, ge=80, le=450)
 
@@ -159,6 +192,17 @@ class Settings(BaseSettings):
         default="911", pattern=r"^[0-9]{2,4}$",
         description="The local emergency number the agent tells a caller in danger to call "
         "(set it for your country, e.g. 000, 112, 999). The agent never says any other.",
+    )
+    crisis_resources: list[CrisisResource] = Field(
+        default_factory=list,
+        description="Crisis lines you have verified for your callers, as JSON: "
+        '[{"name": "...", "phone": "..."}]. Unset: the agent says it cannot verify one '
+        "and a person from the team takes over.",
+    )
+    human_transfer_number: str | None = Field(
+        default=None, pattern=r"^\+[1-9][0-9]{6,14}$",
+        description="Where a call the safety monitor hands to a human is put through "
+        "(E.164). Unset: the call is held for an operator.",
     )
     context_graph: str = Field(
         default="clinic_booking",
@@ -243,9 +287,12 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _director_times_in_order(self) -> Settings:
+    def _thresholds_in_order(self) -> Settings:
         if self.director_wind_down_s >= self.director_force_end_s:
             raise ValueError("DIRECTOR_WIND_DOWN_S must be less than DIRECTOR_FORCE_END_S")
+        if self.safety_candidate_similarity > self.safety_escalate_similarity:
+            raise ValueError("SAFETY_CANDIDATE_SIMILARITY must not exceed "
+                             "SAFETY_ESCALATE_SIMILARITY")
         return self
 
     @property
@@ -318,6 +365,11 @@ def resolve_providers(settings: Settings) -> dict[str, ProviderChoice]:
             "emotion_text", settings.emotion_text_provider, settings, offline="local"),
         "director": _fast_model_choice(
             "director", settings.director_provider, settings, offline="local"),
+        "safety_judge": _fast_model_choice(
+            "safety_judge", settings.safety_judge_provider, settings, offline="local"),
+        "embeddings": _choose(
+            "embeddings", settings.embedding_provider, "openai",
+            settings.openai_api_key is not None, "OPENAI_API_KEY"),
     }
 
 

@@ -79,6 +79,20 @@ class EventRecord:
 
 
 @dataclass(frozen=True)
+class EscalationRecord:
+    """A safety escalation, on the call and in the operator queue."""
+
+    call_id: str
+    seq: int
+    concept: str
+    severity: str
+    similarity: float | None = None
+    judge: str | None = None
+    reason: str | None = None
+    at_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class CallUpdate:
     """New values for allow-listed `calls` columns, stamped when made (orders replays)."""
 
@@ -87,10 +101,12 @@ class CallUpdate:
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
-Record = TurnRecord | TransitionRecord | ToolCallRecord | EventRecord | CallUpdate
+Record = (TurnRecord | TransitionRecord | ToolCallRecord | EventRecord | EscalationRecord
+          | CallUpdate)
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.__name__: cls
-    for cls in (TurnRecord, TransitionRecord, ToolCallRecord, EventRecord, CallUpdate)
+    for cls in (TurnRecord, TransitionRecord, ToolCallRecord, EventRecord, EscalationRecord,
+                CallUpdate)
 }
 # Insert target and conflict key per record type (CallUpdate is an UPDATE).
 _TABLES: dict[type[Record], tuple[str, str]] = {
@@ -98,6 +114,7 @@ _TABLES: dict[type[Record], tuple[str, str]] = {
     TransitionRecord: ("state_transitions", "(call_id, seq)"),
     ToolCallRecord: ("tool_calls", "(call_id, tool_call_id)"),
     EventRecord: ("call_events", "(call_id, seq)"),
+    EscalationRecord: ("escalations", "(call_id, seq)"),
 }
 
 

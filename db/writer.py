@@ -24,6 +24,7 @@ from loguru import logger
 from config import Settings
 from db.records import (
     CallUpdate,
+    EscalationRecord,
     EventRecord,
     Record,
     ToolCallRecord,
@@ -38,7 +39,8 @@ from db.records import (
 from db.spool import REJECTED_NAME, append_lines, claimed_files
 
 __all__ = [
-    "CallRecordWriter", "CallUpdate", "EventRecord", "Record", "ToolCallRecord",
+    "CallRecordWriter", "CallUpdate", "EscalationRecord", "EventRecord", "Record",
+    "ToolCallRecord",
     "TransitionRecord", "TurnRecord",
 ]
 

@@ -19,6 +19,7 @@ from loguru import logger
 from db.writer import (
     CallRecordWriter,
     CallUpdate,
+    EscalationRecord,
     EventRecord,
     ToolCallRecord,
     TransitionRecord,
@@ -66,6 +67,7 @@ class CallLog:
         self._turn_seq = itertools.count(1)
         self._transition_seq = itertools.count(1)
         self._tool_seq = itertools.count(1)
+        self._escalation_seq = itertools.count(1)
         self._started = time.monotonic()
 
     def restart_clock(self) -> None:
@@ -82,6 +84,17 @@ class CallLog:
             at_ms=self.elapsed_ms(),
         )
         self._submit(record)
+
+    def escalation(self, concept: str, severity: str, *, similarity: float | None,
+                   judge: str | None, reason: str | None) -> None:
+        """A safety escalation: on the call and in the operator queue, plus its event."""
+        at_ms = self.elapsed_ms()
+        self._submit(EscalationRecord(
+            call_id=self.call_id, seq=next(self._escalation_seq), concept=concept,
+            severity=severity, similarity=similarity, judge=judge, reason=reason, at_ms=at_ms,
+        ))
+        self.event("escalation", concept=concept, severity=severity, similarity=similarity,
+                   judge=judge, reason=reason)
 
     def turn(self, **fields: Any) -> None:
         self._submit(TurnRecord(call_id=self.call_id, seq=next(self._turn_seq), **fields))

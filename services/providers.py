@@ -34,6 +34,11 @@ from services.observers.director import (
     director_schema,
 )
 from services.prompts import render_prompt
+from services.safety.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
+from services.safety.judge import INSTRUCTION as JUDGE_INSTRUCTION
+from services.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJudge
+from services.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
+from services.safety.monitor import SafetyServices
 from services.voice_settings import VoiceSettings
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
@@ -59,6 +64,8 @@ class ProviderPlan:
     emotion_audio: ProviderChoice
     emotion_text: ProviderChoice
     director: ProviderChoice
+    safety_judge: ProviderChoice
+    embeddings: ProviderChoice
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderPlan:
@@ -66,7 +73,7 @@ class ProviderPlan:
 
     def choices(self) -> tuple[ProviderChoice, ...]:
         return (self.stt, self.tts, self.llm, self.navigator, self.emotion_audio,
-                self.emotion_text, self.director)
+                self.emotion_text, self.director, self.safety_judge, self.embeddings)
 
     def log(self) -> None:
         """One line per component: which provider and why (never the key itself)."""
@@ -285,3 +292,21 @@ def build_director(plan: ProviderPlan, settings: Settings) -> DirectorBackend:
     ask = structured_model(service, instruction=director_lines().instruction,
                            schema=director_schema(), max_tokens=DIRECTOR_MAX_TOKENS)
     return ModelDirector(ask, timeout_s=settings.director_timeout_s)
+
+
+def build_safety(plan: ProviderPlan, settings: Settings) -> SafetyServices:
+    """The safety monitor's embedder and judge, shared by every call."""
+    embedder: Embedder = LocalEmbedder()
+    if plan.embeddings.provider == "openai":
+        embedder = OpenAIEmbedder(settings.openai_api_key.get_secret_value(),
+                                  base_url=settings.openai_base_url,
+                                  timeout_s=settings.safety_judge_timeout_s)
+    judge: SafetyJudge = RulesJudge()
+    service = build_fast_llm(plan.safety_judge.provider, settings)
+    if service is not None:
+        judge = ModelJudge(
+            structured_model(service, instruction=JUDGE_INSTRUCTION, schema=JUDGE_SCHEMA,
+                             max_tokens=JUDGE_MAX_TOKENS),
+            timeout_s=settings.safety_judge_timeout_s,
+        )
+    return SafetyServices(embedder=embedder, judge=judge)

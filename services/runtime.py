@@ -34,6 +34,7 @@ from services.providers import (
     build_director,
     build_emotion_providers,
     build_navigator_model,
+    build_safety,
 )
 from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, parse_voice_settings
@@ -107,6 +108,7 @@ class AppRuntime:
         self.navigator_model = build_navigator_model(self.plan, settings)  # None: the rules
         self.emotion_providers = build_emotion_providers(self.plan, settings)
         self.director = build_director(self.plan, settings)
+        self.safety = build_safety(self.plan, settings)
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
@@ -135,6 +137,7 @@ class AppRuntime:
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         load_emotion_data()  # tables, rules and the VADER lexicon, read once
         quick_rules()  # the quick observer's patterns, compiled once
+        await runtime._prepare_safety()
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):
@@ -153,6 +156,14 @@ class AppRuntime:
         if db.embedded:
             await runtime._ensure_dev_api_key()
         return runtime
+
+    async def _prepare_safety(self) -> None:
+        """Embed the default safety concepts now (0.2 s offline); a cloud embedder that
+        fails here is retried on the first call's first words."""
+        try:
+            await asyncio.wait_for(self.safety.index(), 10.0)
+        except Exception as error:  # noqa: BLE001 - calls still run; the monitor retries
+            logger.warning(f"safety concepts not embedded at start-up ({type(error).__name__})")
 
     async def close(self) -> None:
         for task in list(self.active_calls.values()):

@@ -4,8 +4,8 @@ One typed object (no dict of string keys), each field with one writer:
 
 - `goodbye_in_progress`: the quick observer, when a strong goodbye is scheduled to end
   the call; the director and the silence monitor hold back while it is set.
-- `suspended`: the safety monitor, when a hard escalation hands the call to a human;
-  nothing generates or checks in while it is set.
+- `suspended`, `escalated_on`: the safety monitor, when a hard escalation hands the call
+  to a human; nothing generates or checks in while it is set.
 - `winding_down`: the director's time fallback.
 - `tracker`: the call recorder (turns) and the quick observer (topics).
 """
@@ -28,6 +28,7 @@ class ConversationState:
     tracker: ConversationTracker = field(default_factory=ConversationTracker)
     goodbye_in_progress: bool = False
     suspended: bool = False
+    escalated_on: str | None = None  # the caller's words that suspended the agent
     winding_down: bool = False
     barge_ins: int = 0
 

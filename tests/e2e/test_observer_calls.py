@@ -3,6 +3,7 @@ ends the call within seconds, a silent caller is checked on three times and let 
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,19 @@ async def test_a_silent_caller_hears_three_check_ins_then_a_goodbye(impatient_se
         "whenever you need us. Goodbye.",
     ]
     assert result.ended_by == "agent"
+
+
+async def test_a_caller_in_crisis_is_escalated_and_the_agent_suspended(server, db):
+    script, result = await call(server, "caller_in_crisis.yaml")
+    record = result.record
+
+    assert script.expect.failures(result.to_json_dict()) == []
+    rows = await db.pool.fetch(
+        "SELECT concept, severity, status FROM escalations WHERE call_id = $1",
+        uuid.UUID(result.call_id))
+    assert [dict(r) for r in rows] == [
+        {"concept": "suicidal_ideation", "severity": "hard", "status": "open"}]
+    # After the holding line, nothing the agent says is generated.
+    said = [t["text"] for t in record["turns"] if t["speaker_role"] == "agent"]
+    holding = next(i for i, text in enumerate(said) if "bringing in a person" in text)
+    assert all("A person from our team is joining" in text for text in said[holding + 1:])

@@ -1,0 +1,94 @@
+"""Safety stage 1 (similarity to the concepts) and stage 2 (the offline judge), and the
+one line a suspended agent says."""
+
+import numpy as np
+import pytest
+
+from config import CrisisResource
+from services.safety.concepts import ConceptIndex, default_concepts
+from services.safety.embeddings import LocalEmbedder
+from services.safety.judge import judge_by_rules
+from services.safety.monitor import holding_line
+
+
+@pytest.fixture(scope="module")
+def index() -> ConceptIndex:
+    embedder = LocalEmbedder()
+    index = ConceptIndex(embedder.model, embedder.dimension)
+    for concept in default_concepts():
+        index.add(concept, embedder.embed_now(list(concept.examples)))
+    return index
+
+
+def near(index: ConceptIndex, text: str):
+    vector = LocalEmbedder().embed_now([text])[0]
+    return index.assess(vector, escalate_at=0.85, candidate_at=0.45)
+
+
+def concept(key: str):
+    return next(c for c in default_concepts() if c.key == key)
+
+
+def test_the_five_default_concepts_are_always_there():
+    assert [c.key for c in default_concepts()] == [
+        "suicidal_ideation", "self_harm", "domestic_violence", "adverse_drug_reaction",
+        "post_discharge_red_flag"]
+
+
+def test_the_local_embedder_needs_no_network_and_gives_unit_vectors():
+    vectors = LocalEmbedder().embed_now(["I want to book a checkup", "hello"])
+    assert vectors.shape == (2, 256)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_plain_statement_of_suicidal_intent_escalates_on_similarity_alone(index):
+    assessment = near(index, "I want to kill myself")
+    assert [n.concept.key for n in assessment.escalate] == ["suicidal_ideation"]
+
+
+def test_an_idiom_with_the_same_words_is_only_a_candidate_and_the_judge_says_no(index):
+    assessment = near(index, "This wait is killing me")
+    assert assessment.escalate == ()
+    (candidate,) = [n for n in assessment.candidates if n.concept.key == "suicidal_ideation"]
+    assert not judge_by_rules("This wait is killing me", candidate.concept).confirmed
+
+
+@pytest.mark.parametrize(("text", "key", "confirmed"), [
+    ("Honestly I just want to end it all", "suicidal_ideation", True),
+    ("I don't see the point in living", "suicidal_ideation", True),
+    ("I'm dying to see the doctor", "suicidal_ideation", False),
+    ("I've been cutting myself again", "self_harm", True),
+    ("I cut myself shaving this morning", "self_harm", False),
+    ("My boyfriend hit me last night", "domestic_violence", True),
+    ("The pain hits me every morning", "domestic_violence", False),
+    ("Since I started the new tablets my face is swollen", "adverse_drug_reaction", True),
+    ("I was discharged on Monday and the wound is oozing", "post_discharge_red_flag", True),
+])
+def test_the_offline_judge_tells_statements_from_figures_of_speech(text, key, confirmed):
+    assert judge_by_rules(text, concept(key)).confirmed is confirmed
+
+
+def test_ordinary_booking_talk_never_escalates(index):
+    for text in ("I need a checkup tomorrow morning", "Can I reschedule my appointment",
+                 "Yes please, book it", "What time do you open on Saturday?"):
+        assessment = near(index, text)
+        assert assessment.escalate == ()
+        assert not any(judge_by_rules(text, n.concept).confirmed for n in assessment.candidates)
+
+
+def test_the_holding_line_never_invents_a_crisis_line():
+    line = holding_line(concept("suicidal_ideation"), emergency_number="112", crisis_resources=[])
+    assert "112" in line and "can't give you a crisis line number" in line
+    assert not any(ch.isdigit() for ch in line.replace("112", ""))
+
+
+def test_the_holding_line_reads_a_configured_crisis_line_digit_by_digit():
+    line = holding_line(concept("self_harm"), emergency_number="911",
+                        crisis_resources=[CrisisResource(name="the crisis line", phone="988")])
+    assert "You can also reach the crisis line at 9 8 8" in line
+
+
+def test_a_non_crisis_concern_gets_the_plain_holding_line():
+    line = holding_line(concept("domestic_violence"), emergency_number="911",
+                        crisis_resources=[CrisisResource(name="the crisis line", phone="988")])
+    assert "988" not in line and "9 8 8" not in line and "911" in line
