@@ -81,9 +81,11 @@ class ConversationDirector(FrameProcessor):
             self._session.log.event("director", action="guidance", guidance=line)
         if self._analysis is not None and not self._analysis.done():
             await self.cancel_task(self._analysis)  # this turn's view is newer
+        seen = conversation.last_observation
+        observation = seen[1] if seen and seen[0] == text else self._rules.observe(text)
         view = DirectorView(
             clinic_name=self._session.clinic_name, latest=text,
-            observation=self._rules.observe(text), tracker=conversation.tracker,
+            observation=observation, tracker=conversation.tracker,
             elapsed_s=conversation.elapsed_s(), winding_down=conversation.winding_down,
         )
         self._analysis = self.create_task(self._analyze(view), name="director-analysis")

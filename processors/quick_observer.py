@@ -87,6 +87,7 @@ class QuickObserver(FrameProcessor):
     async def _observe(self, text: str) -> None:
         observation = self._rules.observe(text)
         conversation = self._session.conversation
+        conversation.last_observation = (text, observation)
         if observation.goodbye != "strong":
             await self._caller_kept_talking()
         if observation.signals:

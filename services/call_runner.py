@@ -179,7 +179,7 @@ async def _phone_pipeline(
         greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
         engine=booking_engine(runtime, session, profile),
         emotion_providers=runtime.emotion_providers, director=runtime.director,
-        safety=runtime.safety,
+        safety=runtime.safety, safety_index=profile.safety_index,
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -245,7 +245,7 @@ async def _serve_text_session(
             transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
             greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
             emotion_providers=runtime.emotion_providers, director=runtime.director,
-            safety=runtime.safety,
+            safety=runtime.safety, safety_index=profile.safety_index,
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:

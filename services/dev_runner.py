@@ -114,7 +114,7 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
             audio_in_sample_rate=rate, audio_out_sample_rate=rate,
             engine=booking_engine(runtime, session, profile),
             emotion_providers=runtime.emotion_providers, director=runtime.director,
-            safety=runtime.safety,
+            safety=runtime.safety, safety_index=profile.safety_index,
         )
     except Exception as error:
         await close_failed_call(runtime, session, error)

@@ -18,6 +18,7 @@ from db import repositories as repo
 from db.graph_store import latest_graph
 from db.migrations import apply_migrations
 from db.pool import Database
+from db.safety import workspace_concepts
 from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.writer import CallRecordWriter
 from flows.catalog import engine_problems, runnable_graph
@@ -36,6 +37,7 @@ from services.providers import (
     build_navigator_model,
     build_safety,
 )
+from services.safety.concepts import ConceptIndex
 from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, parse_voice_settings
 
@@ -58,6 +60,8 @@ class CallProfile:
     settings_problems: list[str] = field(default_factory=list)
     graph: ContextGraph | None = None  # the graph this service's calls run (None: static)
     graph_problems: list[str] = field(default_factory=list)
+    # The default safety concepts plus the workspace's own (None: the defaults alone).
+    safety_index: ConceptIndex | None = None
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
@@ -199,7 +203,20 @@ class AppRuntime:
             service["workspace_id"], service["id"],
             service.get("graph_id") or self.settings.context_graph,
         )
+        profile.safety_index = await self._safety_index(service["workspace_id"])
         return profile
+
+    async def _safety_index(self, workspace_id: str) -> ConceptIndex | None:
+        """The workspace's own safety concepts beside the defaults, if it has any (the
+        defaults alone if they cannot be read: they are always active)."""
+        try:
+            extra = await workspace_concepts(self.db.pool, workspace_id, self.safety.embedder)
+        except Exception as error:  # noqa: BLE001 - the defaults still protect the call
+            logger.warning(f"workspace safety concepts unavailable ({type(error).__name__})")
+            return None
+        if not extra:
+            return None
+        return (await self.safety.index()).with_concepts(extra)
 
     def _default_profile(
         self, call_id: str, workspace_id: str | None, service_id: str | None, clinic: str,

@@ -8,6 +8,7 @@ One typed object (no dict of string keys), each field with one writer:
   to a human; nothing generates or checks in while it is set.
 - `winding_down`: the director's time fallback.
 - `tracker`: the call recorder (turns) and the quick observer (topics).
+- `last_observation`: the quick observer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from services.observers.quick import Observation
 from services.observers.tracker import ConversationTracker
 
 Clock = Callable[[], float]
@@ -31,6 +33,8 @@ class ConversationState:
     escalated_on: str | None = None  # the caller's words that suspended the agent
     winding_down: bool = False
     barge_ins: int = 0
+    # The quick observer's reading of the latest caller words (the director reuses it).
+    last_observation: tuple[str, Observation] | None = None
 
     def __post_init__(self) -> None:
         if not self.started_at:

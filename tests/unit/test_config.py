@@ -20,6 +20,7 @@ def test_auto_uses_local_engines_when_no_keys_are_set():
     assert {name: c.provider for name, c in choices.items()} == {
         "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
         "emotion_audio": "local", "emotion_text": "local", "director": "local",
+        "safety_judge": "local", "embeddings": "local",
     }
     assert "DEEPGRAM_API_KEY is not set" in choices["stt"].reason
 
@@ -120,3 +121,32 @@ def test_the_documented_example_environment_is_valid_settings():
     example = Path(__file__).resolve().parents[2] / ".env.example"
     settings = Settings(_env_file=example)
     assert settings.emotion_audio_provider == "auto" and settings.emotion_text_timeout_s == 2.5
+
+
+def test_observer_and_safety_settings_parse_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SILENCE_CHECKINS_S", "5, 10,20")
+    monkeypatch.setenv("CRISIS_RESOURCES", '[{"name": "the crisis line", "phone": "988"}]')
+    monkeypatch.setenv("HUMAN_TRANSFER_NUMBER", "+15550100999")
+    settings = Settings(_env_file=None)
+    assert settings.silence_checkins_s == [5.0, 10.0, 20.0]
+    assert settings.crisis_resources[0].phone == "988"
+    assert settings.human_transfer_number == "+15550100999"
+
+
+@pytest.mark.parametrize("values", [
+    {"silence_checkins_s": "0,10"},
+    {"director_wind_down_s": 800, "director_force_end_s": 720},
+    {"safety_candidate_similarity": 0.9, "safety_escalate_similarity": 0.85},
+    {"crisis_resources": [{"name": "made up", "phone": "call us"}]},
+    {"human_transfer_number": "911"},
+])
+def test_inconsistent_observer_settings_are_refused_at_start(values):
+    with pytest.raises(ValueError):
+        make(**values)
+
+
+def test_the_safety_embedder_is_openais_only_with_its_key():
+    assert resolve_providers(make(openai_api_key="k"))["embeddings"].provider == "openai"
+    assert resolve_providers(make())["embeddings"].provider == "local"
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        resolve_providers(make(embedding_provider="openai"))

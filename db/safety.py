@@ -1,0 +1,116 @@
+"""A workspace's own safety concepts, with their example embeddings, and the operator
+queue of escalations.
+
+A concept's examples are embedded when it is created (one row per example and model in
+`safety_concept_embeddings`, pgvector, the model name and dimension beside each vector).
+Reading the concepts for a model that has no embeddings yet (the embedder changed)
+computes and stores them then, once. The default concepts live in the code's data file
+and are never stored here: they cannot be deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from db.repositories import as_uuid
+from services.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
+from services.safety.embeddings import Embedder
+
+
+class ConceptError(ValueError):
+    """The concept cannot be stored (a default's key, a duplicate)."""
+
+
+async def create_safety_concept(
+    pool: asyncpg.Pool, workspace_id: str, spec: ConceptSpec, embedder: Embedder
+) -> dict[str, Any]:
+    """Store a workspace concept with its examples' embeddings (computed now)."""
+    if spec.key in {c.key for c in default_concepts()}:
+        raise ConceptError(f"{spec.key!r} is a default concept, always active")
+    vectors = await embedder.embed(list(spec.examples))
+    async with pool.acquire() as conn, conn.transaction():
+        try:
+            row = await conn.fetchrow(
+                """INSERT INTO safety_concepts (workspace_id, key, name, severity, description,
+                                                examples)
+                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at""",
+                as_uuid(workspace_id), spec.key, spec.name, spec.severity, spec.description,
+                json.dumps(spec.examples),
+            )
+        except asyncpg.UniqueViolationError as error:
+            raise ConceptError(f"the workspace already has a concept {spec.key!r}") from error
+        await _store_embeddings(conn, row["id"], embedder, vectors)
+    return {"id": str(row["id"]), "key": spec.key, "created_at": row["created_at"]}
+
+
+async def _store_embeddings(conn: asyncpg.Connection, concept_id: uuid.UUID,
+                            embedder: Embedder, vectors: np.ndarray) -> None:
+    await conn.executemany(
+        """INSERT INTO safety_concept_embeddings (concept_id, model, dimension, example_index,
+                                                  embedding)
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING""",
+        [(concept_id, embedder.model, embedder.dimension, i, vector)
+         for i, vector in enumerate(vectors)],
+    )
+
+
+async def delete_safety_concept(pool: asyncpg.Pool, workspace_id: str, key: str) -> bool:
+    status = await pool.execute(
+        "DELETE FROM safety_concepts WHERE workspace_id = $1 AND key = $2",
+        as_uuid(workspace_id), key)
+    return status.endswith(" 1")
+
+
+async def workspace_concepts(
+    pool: asyncpg.Pool, workspace_id: str, embedder: Embedder
+) -> list[tuple[SafetyConcept, np.ndarray]]:
+    """The workspace's concepts with their embeddings for `embedder`'s model."""
+    rows = await pool.fetch(
+        """SELECT c.id, c.key, c.name, c.severity, c.description, c.examples,
+                  e.example_index, e.embedding
+             FROM safety_concepts c
+             LEFT JOIN safety_concept_embeddings e
+                    ON e.concept_id = c.id AND e.model = $2 AND e.dimension = $3
+            WHERE c.workspace_id = $1
+            ORDER BY c.created_at, c.key, e.example_index""",
+        as_uuid(workspace_id), embedder.model, embedder.dimension,
+    )
+    grouped: dict[uuid.UUID, list[asyncpg.Record]] = {}
+    for row in rows:
+        grouped.setdefault(row["id"], []).append(row)
+    concepts = []
+    for concept_id, concept_rows in grouped.items():
+        first = concept_rows[0]
+        examples = json.loads(first["examples"]) if isinstance(first["examples"], str) \
+            else list(first["examples"])
+        spec = ConceptSpec(key=first["key"], name=first["name"], severity=first["severity"],
+                           description=first["description"], examples=examples)
+        stored = [r["embedding"].to_numpy() for r in concept_rows
+                  if r["embedding"] is not None]
+        if len(stored) == len(examples):
+            vectors = np.array(stored, dtype=np.float32)
+        else:  # a new embedder: embed once, keep for next time
+            vectors = await embedder.embed(examples)
+            async with pool.acquire() as conn:
+                await _store_embeddings(conn, concept_id, embedder, vectors)
+        concepts.append((SafetyConcept.from_spec(spec, workspace_id=workspace_id), vectors))
+    return concepts
+
+
+async def open_escalations(pool: asyncpg.Pool, workspace_id: str, limit: int = 50
+                           ) -> list[dict[str, Any]]:
+    """The operator queue: open escalations of the workspace's calls, newest first."""
+    rows = await pool.fetch(
+        """SELECT e.call_id, e.seq, e.concept, e.severity, e.similarity, e.judge, e.reason,
+                  e.at_ms, e.status, e.created_at
+             FROM escalations e JOIN calls c ON c.id = e.call_id
+            WHERE c.workspace_id = $1 AND e.status = 'open'
+            ORDER BY e.created_at DESC LIMIT $2""",
+        as_uuid(workspace_id), limit,
+    )
+    return [{**dict(r), "call_id": str(r["call_id"])} for r in rows]
