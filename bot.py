@@ -38,7 +38,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_transport import BaseTransport
-from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUserTurnStartStrategy
+from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy
 from pipecat.turns.user_stop import (
     SpeechTimeoutUserTurnStopStrategy,
     TurnAnalyzerUserTurnStopStrategy,
@@ -59,7 +59,9 @@ from processors.graph_navigator import GraphNavigator
 from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.guidance_stripper import GuidanceStripper
 from processors.quick_observer import QuickObserver
+from processors.reply_guard import ReplyGuard
 from processors.safety_monitor import SafetyMonitor
+from processors.semantic_barge_in import SemanticBargeInStrategy
 from processors.silence_monitor import SilenceMonitor
 from processors.text_input import TextInputBridge
 from processors.voice_tone import ToneController, tone_settings_of
@@ -141,7 +143,9 @@ def user_aggregator_params(
         return LLMUserAggregatorParams(
             vad_analyzer=vad,
             user_turn_strategies=UserTurnStrategies(
-                start=[VADUserTurnStartStrategy(), TranscriptionUserTurnStartStrategy()],
+                # Voice activity starts a turn while the agent is silent; while it speaks,
+                # only words (or a second of speech) interrupt it.
+                start=[SemanticBargeInStrategy(session)],
                 stop=[TurnAnalyzerUserTurnStopStrategy(turn_analyzer=turn_model)],
             ),
         )
@@ -263,7 +267,8 @@ def observer_processors(
     """The conversation observers (seeds 000, 003): beside the STT, the quick observer
     (signals, programmatic goodbye), the safety monitor, the director (advice from the
     side) and the silence monitor; before the navigator, the agent gate (a suspended
-    agent answers nothing); after the LLM, the guidance stripper."""
+    agent answers nothing, a stale turn is not answered); after the LLM, the reply guard
+    (a reply made stale by newer words is not played) and the guidance stripper."""
     quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s)
     monitor = SafetyMonitor(
         session, safety, escalate_at=settings.safety_escalate_similarity,
@@ -282,8 +287,9 @@ def observer_processors(
         goodbye_after_s=settings.silence_goodbye_after_s,
     ))
     return IntelligenceLayers(before_context=[quick, monitor, director_layer, silence],
-                              before_llm=[AgentGate(session)],
-                              after_llm=[GuidanceStripper(session)])
+                              before_llm=[AgentGate(
+                                  session, transfer_number=settings.human_transfer_number)],
+                              after_llm=[ReplyGuard(session), GuidanceStripper(session)])
 
 
 def emotion_processors(

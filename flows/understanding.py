@@ -210,13 +210,31 @@ _ORDINAL_CHOICE = {
 _TIME = re.compile(r"(\bat )?\b(\d{1,2})(?:[: ](\d{2}))? ?(am|pm|a m|p m|o'clock)?\b")
 
 
+_CHOICE_NOUNS = {"one", "option", "slot", "time", "appointment", "please"}
+SHORT_ANSWER_WORDS = 3
+
+
+def _chooses(words: list[str], word: str) -> bool:
+    """`word` names one of the offered slots: "the first one", "first please", "Later."
+    — not "I'll check my diary first" or "call me back later"."""
+    for i, w in enumerate(words):
+        if w != word:
+            continue
+        if len(words) <= SHORT_ANSWER_WORDS:
+            return True
+        if (i > 0 and words[i - 1] in ("the", "that")) or (
+                i + 1 < len(words) and words[i + 1] in _CHOICE_NOUNS):
+            return True
+    return False
+
+
 def slot_choice(text: str, offered: Sequence[tuple[str, Slot]]) -> str | None:
     """Which of the slots just read out the caller chose, by order, time, day or name."""
     if not offered:
         return None
     words = normalize(text).replace(",", " ").replace(".", " ").split()
     for word, index in _ORDINAL_CHOICE.items():
-        if word in words and index < len(offered):
+        if index < len(offered) and _chooses(words, word):
             return offered[index][0]
     spoken = spoken_numbers_to_digits(text)
     for match in _TIME.finditer(spoken):

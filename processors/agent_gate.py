@@ -1,10 +1,15 @@
-"""While a human is taking over, no caller turn reaches the AI agent.
+"""What may reach the AI agent: no turn while a human takes over, no stale turn.
 
-Between the user aggregator and the navigator. When the safety monitor has suspended
-the agent (`conversation.suspended`), each caller turn (the aggregator's context frame)
-and any request to run the LLM stops here; the caller hears a short fixed line that
-someone is joining (`prompts/safety/still_holding.txt`), never generated text. Every
-held turn is an `agent_held` event.
+Between the user aggregator and the navigator.
+
+- When the safety monitor has suspended the agent (`conversation.suspended`), each
+  caller turn (the aggregator's context frame) and any request to run the LLM stops
+  here; the caller hears a short fixed line that someone is joining
+  (`prompts/safety/still_holding.txt`), never generated text (`agent_held` events).
+- Stage 1 of the supersede guard (processors/reply_guard.py): a caller turn that
+  reaches the agent after newer caller words were finalized is not answered — the newer
+  turn will be (`superseded_reply`, stage `pre_generation`). The turn let through sets
+  `conversation.answering`, against which the later stages judge the reply.
 """
 
 from __future__ import annotations
@@ -13,31 +18,51 @@ from pipecat.frames.frames import (
     Frame,
     LLMConfigureOutputFrame,
     LLMContextFrame,
+    LLMContextUserTurnFrame,
     LLMRunFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from processors.fallback_responder import last_user_text
+from processors.frames import EndCallFrame
+from processors.graph_navigator import is_caller_turn
 from processors.spoken_line import reply_frames
-from services.call_session import CallSession
+from services.call_session import CallSession, CompletionReason
 from services.prompts import render_prompt
 
 
 class AgentGate(FrameProcessor):
-    def __init__(self, session: CallSession, **kwargs) -> None:
+    def __init__(self, session: CallSession, *, transfer_number: str | None = None,
+                 **kwargs) -> None:
+        """`transfer_number`: where a held call is put through (a barge-in over the
+        holding line calls the first transfer off; the next held turn asks again)."""
         super().__init__(**kwargs)
         self._session = session
+        self._transfer_number = transfer_number
         self._skip_tts = False
+        self._turn_end = 0  # finalized transcripts when the current turn ended
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
+        conversation = self._session.conversation
+        downstream = direction is FrameDirection.DOWNSTREAM
         if isinstance(frame, LLMConfigureOutputFrame):
             self._skip_tts = frame.skip_tts
-        elif (self._session.conversation.suspended and direction is FrameDirection.DOWNSTREAM
+        elif isinstance(frame, LLMContextUserTurnFrame) and downstream:
+            self._turn_end = conversation.final_transcripts
+        elif (conversation.suspended and downstream
               and isinstance(frame, (LLMContextFrame, LLMRunFrame))):
             if isinstance(frame, LLMContextFrame):
                 await self._hold(last_user_text(frame))
             return
+        elif (isinstance(frame, LLMContextFrame) and downstream
+              and is_caller_turn(frame.context)):
+            if conversation.final_transcripts > self._turn_end:
+                self._session.log.event(
+                    "superseded_reply", stage="pre_generation",
+                    newer_turns=conversation.final_transcripts - self._turn_end)
+                return
+            conversation.answering = conversation.final_transcripts
         await self.push_frame(frame, direction)
 
     async def _hold(self, caller_text: str) -> None:
@@ -49,5 +74,9 @@ class AgentGate(FrameProcessor):
             return
         self._session.log.event("agent_held", answered="still holding")
         for line in reply_frames(render_prompt("safety/still_holding.txt"),
-                                 skip_tts=self._skip_tts):
+                                 skip_tts=self._skip_tts, own_line=True):
             await self.push_frame(line)
+        if self._transfer_number and self._session.transfer_to is None:
+            self._session.transfer_to = self._transfer_number
+            self._session.log.event("transfer_requested", state="held")
+            await self.push_frame(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))

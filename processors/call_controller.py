@@ -12,7 +12,14 @@ from __future__ import annotations
 import asyncio
 
 from loguru import logger
-from pipecat.frames.frames import EndFrame, EndWorkerFrame, Frame, StartFrame, TTSSpeakFrame
+from pipecat.frames.frames import (
+    EndFrame,
+    EndWorkerFrame,
+    Frame,
+    InterruptionFrame,
+    StartFrame,
+    TTSSpeakFrame,
+)
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from processors.frames import EndCallFrame
@@ -32,12 +39,16 @@ class CallController(FrameProcessor):
         self._grace_s = grace_s
         self._timer: asyncio.Task | None = None
         self._ending = False
+        self._ended = False  # the worker was told to end: nothing can call it back
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, EndCallFrame):
             await self._end(CompletionReason(frame.reason))
             return
+        if isinstance(frame, InterruptionFrame) and not self._ended:
+            # The caller spoke over the goodbye: a transfer waiting for it is off.
+            self._session.cancel_transfer("barge_in")
         if isinstance(frame, StartFrame):
             self._timer = self.create_task(self._duration_limit(), name="max_call_duration")
         elif isinstance(frame, EndFrame) and self._timer is not None:
@@ -55,11 +66,22 @@ class CallController(FrameProcessor):
         if self._ending:
             return
         self._ending = True
-        if self._session.completion_reason is None:
+        set_reason = self._session.completion_reason is None
+        if set_reason:
             self._session.completion_reason = reason
         self._session.log.event("call_end_requested", reason=reason.value)
         if self._session.is_audio:
-            await asyncio.sleep(self._grace_s)  # let the network play the last audio
+            try:
+                await asyncio.sleep(self._grace_s)  # let the network play the last audio
+            except asyncio.CancelledError:
+                # A barge-in cut the goodbye short: the call goes on (and may end later).
+                self._ending = False
+                if set_reason:
+                    self._session.completion_reason = None
+                self._session.cancel_transfer("barge_in")
+                self._session.log.event("call_end_cancelled", reason=reason.value)
+                raise
+        self._ended = True
         logger.info(f"call {self._session.call_id}: ending ({reason.value})")
         await self.push_frame(EndWorkerFrame(reason=reason.value), FrameDirection.UPSTREAM)
 

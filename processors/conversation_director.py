@@ -1,10 +1,11 @@
 """The conversation director in the call: advice from the side, never on the voice path.
 
 Between the quick observer and the user aggregator (seed 003, "Layer 2"). On each
-final transcript it passes the frame on, then
+final transcript it
 
 1. appends the *previous* turn's cached guidance (`[Director guidance] main/medium/warm
-   | …`) to the LLM context without an LLM run of its own, and
+   | …`) to the LLM context without an LLM run of its own, just ahead of the words
+   (so the aggregator writes it before the caller's message), and
 2. starts the analysis of *this* turn in the background (services/observers/director:
    the fast model, or the rules offline). Nothing waits for it: a slow or failed
    analysis (a timeout, an error, junk) only means the next turn has no guidance.
@@ -22,11 +23,17 @@ import asyncio
 import time
 
 from loguru import logger
-from pipecat.frames.frames import Frame, StartFrame, TranscriptionFrame, TTSSpeakFrame
+from pipecat.frames.frames import (
+    Frame,
+    LLMConfigureOutputFrame,
+    StartFrame,
+    TranscriptionFrame,
+)
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from processors.frames import EndCallFrame
 from processors.quick_observer import guidance_message
+from processors.spoken_line import reply_frames
 from services.call_session import CallSession, CompletionReason
 from services.observers.director import (
     DirectorBackend,
@@ -60,25 +67,32 @@ class ConversationDirector(FrameProcessor):
         self._analysis: asyncio.Task | None = None
         self._fallbacks: asyncio.Task | None = None
         self._ending = False
+        self._skip_tts = False
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
+        if (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
+                and frame.text.strip()):
+            await self._on_turn(frame)  # the cached guidance goes in ahead of the words
+            return
         await self.push_frame(frame, direction)
-        if isinstance(frame, StartFrame):
+        if isinstance(frame, LLMConfigureOutputFrame):
+            self._skip_tts = frame.skip_tts
+        elif isinstance(frame, StartFrame):
             self._fallbacks = self.create_task(self._time_fallbacks(), name="director-time")
-        elif (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
-              and frame.text.strip()):
-            await self._on_turn(frame.text)
 
-    async def _on_turn(self, text: str) -> None:
+    async def _on_turn(self, frame: TranscriptionFrame) -> None:
+        text = frame.text
         conversation = self._session.conversation
         if conversation.holding_back:
             self._cached = None
+            await self.push_frame(frame)
             return
         if self._cached:
             line, self._cached = self._cached, None
             await self.push_frame(guidance_message(f"[Director guidance] {line}"))
             self._session.log.event("director", action="guidance", guidance=line)
+        await self.push_frame(frame)
         if self._analysis is not None and not self._analysis.done():
             await self.cancel_task(self._analysis)  # this turn's view is newer
         seen = conversation.last_observation
@@ -146,7 +160,8 @@ class ConversationDirector(FrameProcessor):
             self._ending = False
             return
         if line:
-            await self.push_frame(TTSSpeakFrame(line))
+            for frame in reply_frames(line, skip_tts=self._skip_tts, own_line=True):
+                await self.push_frame(frame)
         await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
 
     async def cleanup(self) -> None:

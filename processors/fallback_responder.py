@@ -23,6 +23,7 @@ from pipecat.services.llm_service import LLMService
 
 from processors.frames import EndCallFrame
 from processors.spoken_line import reply_frames
+from services.observers.guidance_filter import is_guidance_message
 from services.affirmation import Answer, classify_answer
 from services.call_session import CallSession, CompletionReason
 from services.emotion.steering import strip_voice_tag
@@ -38,16 +39,17 @@ class _Step(StrEnum):
 
 def last_user_text(frame: LLMContextFrame) -> str:
     """The newest caller message in the LLM context, as plain text (the caller's words
-    only: the emotion tag the steering adds for the LLM is not theirs)."""
+    only: the emotion tag the steering adds for the LLM is not theirs, and the observers'
+    guidance lines, user-role too, are not the caller speaking)."""
     for message in reversed(frame.context.get_messages()):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
-            if isinstance(content, str):
-                return strip_voice_tag(content)
             if isinstance(content, list):
-                return strip_voice_tag(" ".join(
-                    part.get("text", "") for part in content if isinstance(part, dict)
-                ))
+                content = " ".join(
+                    part.get("text", "") for part in content if isinstance(part, dict))
+            if not isinstance(content, str) or is_guidance_message(content):
+                continue
+            return strip_voice_tag(content)
     return ""
 
 

@@ -123,6 +123,14 @@ class GraphNavigator(FrameProcessor):
         except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
             self._static_from_here(error)
             return False
+        conversation = self._session.conversation
+        if conversation.final_transcripts > conversation.answering:
+            # Newer words came in while the navigator decided: answer those instead
+            # (supersede guard, stage 1, just before the LLM would be paid for).
+            self._session.log.event("superseded_reply", stage="pre_generation",
+                                    newer_turns=conversation.final_transcripts
+                                    - conversation.answering, after="navigation")
+            return True
         await self._navigated(nav_ms, decision)
         if not decision.filler_said:  # the LLM is next: a filler if its wait is long
             await self._offer_filler(decision.filler, kind="engage_llm",

@@ -1,10 +1,10 @@
 """The quick observer in the call: 0 ms pattern signals and the programmatic goodbye.
 
-Between the STT and the user aggregator (seed 003, "Layer 1"). Each final transcript
-is passed on first, untouched; then its signals (services/observers/quick.py) become
-one guidance message appended to the LLM context without an LLM run of its own
-(`LLMMessagesAppendFrame(run_llm=False)`): the caller's turn, when it ends, runs the
-LLM with the guidance already there.
+Between the STT and the user aggregator (seed 003, "Layer 1"). Each final transcript's
+signals (services/observers/quick.py) become one guidance message appended to the LLM
+context without an LLM run of its own (`LLMMessagesAppendFrame(run_llm=False)`), pushed
+just ahead of the transcript itself (~0.1 ms): the aggregator writes it before the
+caller's message, and the caller's turn, when it ends, runs the LLM with it there.
 
 A strong goodbye ends the call `goodbye_delay_s` (3.5 s) later — not trusting the LLM
 to call a tool for it — unless the caller keeps talking: any later words that are not
@@ -33,6 +33,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from processors.frames import EndCallFrame
 from services.call_session import CallSession, CompletionReason
 from services.observers.quick import Observation, QuickRules, quick_rules
+from services.prompts import render_prompt
 
 GOODBYE_DELAY_S = 3.5
 # After the caller stops, how long their words may take to be transcribed.
@@ -64,6 +65,14 @@ class QuickObserver(FrameProcessor):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
+        if (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
+                and frame.text.strip()):
+            # Guidance goes in ahead of the words: the aggregator writes it before the
+            # caller's message, whenever the turn ends.
+            self._words_since_stop = True
+            await self._observe(frame.text)
+            await self.push_frame(frame, direction)
+            return
         await self.push_frame(frame, direction)
         clock = self._session.conversation.clock
         if isinstance(frame, VADUserStartedSpeakingFrame):
@@ -81,18 +90,23 @@ class QuickObserver(FrameProcessor):
                 await self._caller_kept_talking()
         elif isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM:
             self._words_since_stop = True
-            if frame.text.strip():
-                await self._observe(frame.text)
 
     async def _observe(self, text: str) -> None:
         observation = self._rules.observe(text)
         conversation = self._session.conversation
+        conversation.final_transcripts += 1
         conversation.last_observation = (text, observation)
         if observation.goodbye != "strong":
             await self._caller_kept_talking()
         if observation.signals:
             conversation.tracker.add_topics([s.id for s in observation.signals
                                              if s.category not in ("goodbye", "engagement")])
+        interrupted, conversation.interrupted_reply = conversation.interrupted_reply, None
+        if interrupted and not conversation.suspended:
+            # Seed 004, section 16: what was cut off, by whom, and what they said now.
+            await self.push_frame(guidance_message(render_prompt(
+                "observers/interrupted.txt", cut_off=interrupted.replace('"', "'"))))
+            self._session.log.event("interruption_context", cut_off_chars=len(interrupted))
         if observation.guidance and not conversation.suspended:
             await self.push_frame(guidance_message(observation.guidance))
             self._session.log.event(

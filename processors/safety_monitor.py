@@ -145,7 +145,7 @@ class SafetyMonitor(FrameProcessor):
         await self.broadcast_interruption()
         line = holding_line(concept, emergency_number=self._emergency_number,
                             crisis_resources=self._crisis_resources)
-        for frame in reply_frames(line, skip_tts=self._skip_tts):
+        for frame in reply_frames(line, skip_tts=self._skip_tts, own_line=True):
             await self.push_frame(frame)
         if self._transfer_number and self._session.transfer_to is None:
             self._session.transfer_to = self._transfer_number  # dialled after the line plays

@@ -89,7 +89,7 @@ class SilenceMonitor(FrameProcessor):
                     EndCallFrame(reason=CompletionReason.CALLER_SILENT.value))
 
     async def _say(self, line: str) -> None:
-        for frame in reply_frames(line, skip_tts=self._skip_tts):
+        for frame in reply_frames(line, skip_tts=self._skip_tts, own_line=True):
             await self.push_frame(frame)
 
     async def cleanup(self) -> None:

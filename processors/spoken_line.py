@@ -15,8 +15,17 @@ from pipecat.frames.frames import (
 )
 
 
-def reply_frames(text: str, *, skip_tts: bool = False) -> list[Frame]:
+# Metadata key on a reply's start frame: the agent says this on its own (a check-in, the
+# safety holding line), not in answer to a caller turn, so newer caller words never
+# make it stale (the reply guard lets it through).
+OWN_LINE = "agent_own_line"
+
+
+def reply_frames(text: str, *, skip_tts: bool = False, own_line: bool = False) -> list[Frame]:
     """The frames of a whole reply saying `text`."""
+    start = LLMFullResponseStartFrame()
+    if own_line:
+        start.metadata[OWN_LINE] = True
     words = LLMTextFrame(text)
     words.skip_tts = skip_tts
-    return [LLMFullResponseStartFrame(), words, LLMFullResponseEndFrame()]
+    return [start, words, LLMFullResponseEndFrame()]

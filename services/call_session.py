@@ -156,6 +156,16 @@ class CallSession:
     # What the observer layers share: goodbye, suspension, the conversation so far.
     conversation: ConversationState = field(default_factory=ConversationState)
 
+    def cancel_transfer(self, why: str) -> None:
+        """A transfer that waits for the goodbye is called off (a barge-in, an operator
+        joining); the call goes on with the agent."""
+        if self.transfer_to is None:
+            return
+        self.transfer_to = None
+        if self.completion_reason is CompletionReason.TRANSFERRED:
+            self.completion_reason = None
+        self.log.event("transfer_cancelled", why=why)
+
     @property
     def is_audio(self) -> bool:
         return self.mode is not SessionMode.TEXT

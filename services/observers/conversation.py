@@ -8,7 +8,10 @@ One typed object (no dict of string keys), each field with one writer:
   to a human; nothing generates or checks in while it is set.
 - `winding_down`: the director's time fallback.
 - `tracker`: the call recorder (turns) and the quick observer (topics).
-- `last_observation`: the quick observer.
+- `last_observation`, `final_transcripts`: the quick observer.
+- `answering`: the agent gate, as it lets a caller turn through (the supersede guard).
+- `interrupted_reply`: the call recorder, when the caller cuts the agent off; the quick
+  observer turns it into the next turn's interruption context and clears it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ class ConversationState:
     escalated_on: str | None = None  # the caller's words that suspended the agent
     winding_down: bool = False
     barge_ins: int = 0
+    final_transcripts: int = 0  # caller transcripts finalized so far
+    answering: int = 0  # the count the agent's current reply answers
+    interrupted_reply: str | None = None  # what the agent was saying when cut off
     # The quick observer's reading of the latest caller words (the director reuses it).
     last_observation: tuple[str, Observation] | None = None
 

@@ -125,6 +125,15 @@ def _classify(text: str) -> tuple[str, int] | None:
     return None
 
 
+# A context message written by an observer, not by the caller: it starts with a tag.
+_GUIDANCE_MESSAGE = re.compile(r"^\s*\[(?:[A-Z][A-Z_]*|Director guidance)\]")
+
+
+def is_guidance_message(text: str) -> bool:
+    """True for the observers' guidance lines in the LLM context ("[HEALTH] …")."""
+    return bool(_GUIDANCE_MESSAGE.match(text))
+
+
 def strip_guidance(text: str) -> str:
     """The whole text without guidance (the same rules as the streamed filter)."""
     spoken = GuidanceFilter()

@@ -102,6 +102,10 @@ def offered() -> list[tuple[str, Slot]]:
         ("with doctor okafor", "S2"),
         ("hmm not sure", None),
         ("ten o'clock", None),
+        ("I'll take the earlier one please", "S1"),
+        # An order word that does not name a slot is not a choice.
+        ("actually I have to check my diary first, thanks bye", None),
+        ("can you call me back later today instead", None),
     ],
 )
 def test_the_caller_picks_an_offered_slot_by_order_time_day_or_name(said, ref):

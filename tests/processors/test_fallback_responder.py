@@ -14,7 +14,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 
-from processors.fallback_responder import CallbackDialogue, FallbackResponder
+from processors.fallback_responder import CallbackDialogue, FallbackResponder, last_user_text
 from processors.frames import EndCallFrame
 from tests.fakes import FailingLLM, ScriptedLLM
 
@@ -128,3 +128,12 @@ async def test_an_error_after_a_good_llm_turn_does_not_hand_the_call_to_the_fall
     assert "".join(spoken) == "You said: move my appointment."
     assert any(isinstance(f, ErrorFrame) for f in up)
     assert not responder.active and writer.events("llm_unavailable") == []
+
+
+def test_the_callers_words_are_read_past_the_observers_guidance():
+    context = LLMContext(messages=[
+        {"role": "user", "content": "the earlier one [VOICE: Calmness, valence=0.4]"},
+        {"role": "user", "content": "[Director guidance] main/medium/warm | x: y"},
+        {"role": "user", "content": "[SAFETY] They may be describing z."},
+    ])
+    assert last_user_text(LLMContextFrame(context)) == "the earlier one"

@@ -97,11 +97,11 @@ async def test_the_previous_turns_guidance_goes_in_with_the_next_turn(writer):
         ConversationDirector(session, LocalDirector()),
         frames_to_send=[said("I'm so worried about my results"), SleepFrame(sleep=0.1),
                         said("Can I come in on Tuesday?")],
-        expected_down_frames=[TranscriptionFrame, TranscriptionFrame, LLMMessagesAppendFrame],
+        expected_down_frames=[TranscriptionFrame, LLMMessagesAppendFrame, TranscriptionFrame],
     )
-    guidance = down[2].messages[0]["content"]
+    guidance = down[1].messages[0]["content"]
     assert guidance.startswith("[Director guidance] main/medium/empathetic |")
-    assert guidance.endswith("(concerned)") and down[2].run_llm is False
+    assert guidance.endswith("(concerned)") and down[1].run_llm is False
     actions = [e.data["action"] for e in writer.events("director")]
     assert actions[:2] == ["analysis", "guidance"]
 
@@ -127,7 +127,9 @@ async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(wr
     finally:
         module.FORCE_END_DELAY_S = saved
     kinds = [type(f) for f in down]
-    assert kinds == [LLMMessagesAppendFrame, TTSSpeakFrame, EndCallFrame]
+    assert kinds == [LLMMessagesAppendFrame, LLMFullResponseStartFrame, LLMTextFrame,
+                     LLMFullResponseEndFrame, EndCallFrame]
+    assert "I have to end our call now" in down[2].text
     assert "WINDING DOWN" in down[0].messages[0]["content"]
     assert session.conversation.winding_down
     assert [e.data["action"] for e in writer.events("director")] == [

@@ -18,13 +18,13 @@ def said(text: str) -> TranscriptionFrame:
     return TranscriptionFrame(text=text, user_id="caller", timestamp="")
 
 
-async def test_a_signal_becomes_guidance_behind_the_words_without_running_the_llm(writer):
+async def test_a_signal_becomes_guidance_ahead_of_the_words_without_running_the_llm(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
         QuickObserver(session), frames_to_send=[said("My knee hurts when I walk")],
-        expected_down_frames=[TranscriptionFrame, LLMMessagesAppendFrame],
+        expected_down_frames=[LLMMessagesAppendFrame, TranscriptionFrame],
     )
-    appended = down[1]
+    appended = down[0]
     assert appended.run_llm is False
     assert appended.messages == [{"role": "user", "content":
                                   "[HEALTH] They mentioned pain. Ask how they are feeling."}]
@@ -84,3 +84,14 @@ async def test_the_end_waits_for_a_caller_still_speaking_and_their_words_can_can
     )
     assert not any(isinstance(f, EndCallFrame) for f in down)
     assert [e.data["action"] for e in writer.events("goodbye")] == ["scheduled", "cancelled"]
+
+
+async def test_what_the_caller_cut_off_goes_into_their_next_turn(writer):
+    session = make_session(writer)
+    session.conversation.interrupted_reply = "I have Tuesday at nine or Wednesday"
+    down, _ = await run_test(QuickObserver(session), frames_to_send=[said("Wednesday please")],
+                             expected_down_frames=[LLMMessagesAppendFrame, TranscriptionFrame])
+    context = down[0].messages[0]["content"]
+    assert context.startswith("[INTERRUPTED]") and "Tuesday at nine or Wednesday" in context
+    assert session.conversation.interrupted_reply is None
+    assert writer.events("interruption_context")[0].data == {"cut_off_chars": 35}
