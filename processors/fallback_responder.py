@@ -23,10 +23,10 @@ from pipecat.services.llm_service import LLMService
 
 from processors.frames import EndCallFrame
 from processors.spoken_line import reply_frames
-from services.observers.guidance_filter import is_guidance_message
 from services.affirmation import Answer, classify_answer
 from services.call_session import CallSession, CompletionReason
 from services.emotion.steering import strip_voice_tag
+from services.observers.guidance_filter import is_guidance_message
 from services.prompts import render_prompt
 
 

@@ -14,7 +14,6 @@ from pipecat.frames.frames import (
     LLMTextFrame,
 )
 
-
 # Metadata key on a reply's start frame: the agent says this on its own (a check-in, the
 # safety holding line), not in answer to a caller turn, so newer caller words never
 # make it stale (the reply guard lets it through).

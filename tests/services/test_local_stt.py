@@ -114,3 +114,17 @@ async def test_a_decoder_hears_each_segment_alone_whatever_other_calls_said_befo
         score(await synthesize_pcm(shouted, RATE, words_per_minute=200,
                                    shape=VoiceShape(80, 90, 180)))
     assert score(line) == fresh
+
+
+async def test_a_segment_is_heard_the_same_wherever_voice_activity_opened_and_closed_it():
+    """VAD opens a segment a frame or two earlier or later from call to call; the words
+    must come out the same (segments are trimmed to their sound)."""
+    import services.local_stt as local_stt
+
+    local_stt._start_worker(local_stt.language_model_files("scheduling"))
+    line = await synthesize_pcm("I need a checkup tomorrow morning", RATE)
+    heard = {
+        local_stt._decode_segment(bytes(lead * 2) + line + bytes(tail * 2), RATE, ()).text
+        for lead in (320, 1600, 3200, 4480, 5120, 5280, 6400) for tail in (1600, 4000)
+    }
+    assert len(heard) == 1
