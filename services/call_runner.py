@@ -306,9 +306,14 @@ def booking_engine(
 def _end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeline) -> None:
     @transport.event_handler("on_client_disconnected")
     async def _on_disconnected(_transport, _websocket) -> None:
-        if not session.caller_hung_up and session.completion_reason is None:
-            session.completion_reason = CompletionReason.CALLER_DISCONNECTED
-        await call_pipeline.worker.cancel()
+        await caller_disconnected(session, call_pipeline)
+
+
+async def caller_disconnected(session: CallSession, call_pipeline: CallPipeline) -> None:
+    """The socket closed under the call: stop it at once (no one is left to hear it)."""
+    if not session.caller_hung_up and session.completion_reason is None:
+        session.completion_reason = CompletionReason.CALLER_DISCONNECTED
+    await call_pipeline.worker.cancel()
 
 
 async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime) -> None:

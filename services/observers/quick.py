@@ -18,6 +18,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.patterns import valid_regex
+
 DATA_FILE = Path(__file__).resolve().parent / "data" / "quick_patterns.yaml"
 
 # One guidance line names at most this many categories (the most urgent first).
@@ -44,11 +46,7 @@ class PatternSpec(BaseModel):
     def _compiles(cls, value: str) -> str:
         if value != value.lower():
             raise ValueError(f"patterns are matched on lower-cased text: {value!r}")
-        try:
-            re.compile(value)
-        except re.error as error:
-            raise ValueError(f"bad regular expression {value!r}: {error}") from error
-        return value
+        return valid_regex(value)
 
 
 class CategorySpec(BaseModel):
@@ -91,7 +89,7 @@ class PatternFile(BaseModel):
                 if name == "emotion" and (pattern.valence is None or pattern.intensity is None):
                     raise ValueError(f"{pattern.id}: emotion patterns need valence and intensity")
         for regex in self.false_goodbye + self.advice:
-            re.compile(regex)
+            valid_regex(regex)
         return self
 
 

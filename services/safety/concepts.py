@@ -20,6 +20,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from services.patterns import valid_regex
+
 DATA_FILE = Path(__file__).resolve().parent / "data" / "safety_concepts.yaml"
 
 Severity = Literal["hard", "soft"]
@@ -40,12 +42,7 @@ class ConceptSpec(BaseModel):
     @field_validator("confirm", "reject")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"bad regular expression {pattern!r}: {error}") from error
-        return patterns
+        return [valid_regex(pattern) for pattern in patterns]
 
 
 class ConceptFile(BaseModel):
