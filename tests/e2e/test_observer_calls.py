@@ -83,3 +83,21 @@ async def test_a_caller_in_crisis_is_escalated_and_the_agent_suspended(server, d
     said = [t["text"] for t in record["turns"] if t["speaker_role"] == "agent"]
     holding = next(i for i, text in enumerate(said) if "bringing in a person" in text)
     assert all("A person from our team is joining" in text for text in said[holding + 1:])
+
+
+async def test_a_caller_talking_over_the_greeting_takes_the_floor_by_voice(server):
+    """Real speech through VAD and the semantic barge-in strategy: the caller's words
+    (recognised only after they stop) come late, so a second of speech takes the floor."""
+    script = load_script(SCENARIOS / "barge_in.yaml")
+    result = await simulate_call(
+        script, base_url=server.url, api_key=server.api_key,
+        twilio_token=twilio_auth_token(server.settings), text_mode=False, log=lambda *_: None,
+    )
+    record = result.record
+
+    (barge_in,) = [e["data"] for e in events(record, "barge_in")]
+    assert barge_in["how"] == "sustained_speech" and barge_in["speech_s"] >= 1.0
+    greeting = record["turns"][0]
+    assert greeting["speaker_role"] == "agent" and greeting["interrupted"]
+    assert events(record, "interruption_context")
+    assert record["completion_reason"] == "agent_hangup"
