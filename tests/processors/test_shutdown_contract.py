@@ -18,7 +18,6 @@ import pytest
 from pipecat.frames.frames import (
     CancelWorkerFrame,
     Frame,
-    StartFrame,
     TranscriptionFrame,
     TTSSpeakFrame,
 )
