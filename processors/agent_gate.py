@@ -16,22 +16,21 @@ from __future__ import annotations
 
 from pipecat.frames.frames import (
     Frame,
-    LLMConfigureOutputFrame,
     LLMContextFrame,
     LLMContextUserTurnFrame,
     LLMRunFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 
 from processors.fallback_responder import last_user_text
 from processors.frames import EndCallFrame
 from processors.graph_navigator import is_caller_turn
-from processors.spoken_line import reply_frames
+from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
 from services.prompts import render_prompt
 
 
-class AgentGate(FrameProcessor):
+class AgentGate(LineSpeaker):
     def __init__(self, session: CallSession, *, transfer_number: str | None = None,
                  **kwargs) -> None:
         """`transfer_number`: where a held call is put through (a barge-in over the
@@ -39,16 +38,13 @@ class AgentGate(FrameProcessor):
         super().__init__(**kwargs)
         self._session = session
         self._transfer_number = transfer_number
-        self._skip_tts = False
         self._turn_end = 0  # finalized transcripts when the current turn ended
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         conversation = self._session.conversation
         downstream = direction is FrameDirection.DOWNSTREAM
-        if isinstance(frame, LLMConfigureOutputFrame):
-            self._skip_tts = frame.skip_tts
-        elif isinstance(frame, LLMContextUserTurnFrame) and downstream:
+        if isinstance(frame, LLMContextUserTurnFrame) and downstream:
             self._turn_end = conversation.final_transcripts
         elif (conversation.suspended and downstream
               and isinstance(frame, (LLMContextFrame, LLMRunFrame))):
@@ -73,9 +69,7 @@ class AgentGate(FrameProcessor):
             self._session.log.event("agent_held", answered="holding line")
             return
         self._session.log.event("agent_held", answered="still holding")
-        for line in reply_frames(render_prompt("safety/still_holding.txt"),
-                                 skip_tts=self._skip_tts, own_line=True):
-            await self.push_frame(line)
+        await self.say_line(render_prompt("safety/still_holding.txt"), own_line=True)
         if self._transfer_number and self._session.transfer_to is None:
             self._session.transfer_to = self._transfer_number
             self._session.log.event("transfer_requested", state="held")

@@ -25,15 +25,14 @@ import time
 from loguru import logger
 from pipecat.frames.frames import (
     Frame,
-    LLMConfigureOutputFrame,
     StartFrame,
     TranscriptionFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 
 from processors.frames import EndCallFrame
 from processors.quick_observer import guidance_message
-from processors.spoken_line import reply_frames
+from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
 from services.observers.director import (
     DirectorBackend,
@@ -48,7 +47,7 @@ CLOSING_END_DELAY_S = 5.0
 DEFAULT_TIMEOUT_S = 3.0
 
 
-class ConversationDirector(FrameProcessor):
+class ConversationDirector(LineSpeaker):
     def __init__(
         self, session: CallSession, backend: DirectorBackend, *,
         timeout_s: float = DEFAULT_TIMEOUT_S, wind_down_s: float = 540.0,
@@ -67,7 +66,6 @@ class ConversationDirector(FrameProcessor):
         self._analysis: asyncio.Task | None = None
         self._fallbacks: asyncio.Task | None = None
         self._ending = False
-        self._skip_tts = False
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -76,9 +74,7 @@ class ConversationDirector(FrameProcessor):
             await self._on_turn(frame)  # the cached guidance goes in ahead of the words
             return
         await self.push_frame(frame, direction)
-        if isinstance(frame, LLMConfigureOutputFrame):
-            self._skip_tts = frame.skip_tts
-        elif isinstance(frame, StartFrame):
+        if isinstance(frame, StartFrame):
             self._fallbacks = self.create_task(self._time_fallbacks(), name="director-time")
 
     async def _on_turn(self, frame: TranscriptionFrame) -> None:
@@ -160,8 +156,7 @@ class ConversationDirector(FrameProcessor):
             self._ending = False
             return
         if line:
-            for frame in reply_frames(line, skip_tts=self._skip_tts, own_line=True):
-                await self.push_frame(frame)
+            await self.say_line(line, own_line=True)
         await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
 
     async def cleanup(self) -> None:

@@ -15,14 +15,13 @@ from loguru import logger
 from pipecat.frames.frames import (
     ErrorFrame,
     Frame,
-    LLMConfigureOutputFrame,
     LLMContextFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
 
 from processors.frames import EndCallFrame
-from processors.spoken_line import reply_frames
+from processors.spoken_line import LineSpeaker
 from services.affirmation import Answer, classify_answer
 from services.call_session import CallSession, CompletionReason
 from services.emotion.steering import strip_voice_tag
@@ -86,7 +85,7 @@ class CallbackDialogue:
         return render_prompt(prompt, clinic_name=self._clinic)
 
 
-class FallbackResponder(FrameProcessor):
+class FallbackResponder(LineSpeaker):
     """Answers caller turns itself when no LLM is available (from the start or after a failure)."""
 
     def __init__(self, session: CallSession, *, llm_available: bool, **kwargs) -> None:
@@ -95,7 +94,6 @@ class FallbackResponder(FrameProcessor):
         self._active = not llm_available
         self._dialogue = CallbackDialogue(session.clinic_name)
         self._pending_context: LLMContextFrame | None = None
-        self._skip_tts = False
         if self._active:
             session.log.event("llm_unavailable", reason="no LLM provider configured")
 
@@ -105,8 +103,6 @@ class FallbackResponder(FrameProcessor):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        if isinstance(frame, LLMConfigureOutputFrame):
-            self._skip_tts = frame.skip_tts  # text sessions: words only, as an LLM would do
         if isinstance(frame, LLMContextFrame) and direction is FrameDirection.DOWNSTREAM:
             if self._active:
                 await self._respond(last_user_text(frame))
@@ -134,8 +130,7 @@ class FallbackResponder(FrameProcessor):
 
     async def _respond(self, caller_text: str) -> None:
         text, end_call = self._dialogue.reply(caller_text)
-        for frame in reply_frames(text, skip_tts=self._skip_tts):
-            await self.push_frame(frame)
+        await self.say_line(text)
         if self._dialogue.callback_requested:
             self._session.log.event("callback_requested", source="fallback_responder")
             self._dialogue.callback_requested = False

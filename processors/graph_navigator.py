@@ -30,33 +30,31 @@ from loguru import logger
 from pipecat.flows import FlowManager
 from pipecat.frames.frames import (
     Frame,
-    LLMConfigureOutputFrame,
     LLMContextFrame,
     LLMRunFrame,
     StartFrame,
     TTSSpeakFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 
 from flows.compile import EngageNodes
 from flows.engine import BookingEngine
 from flows.navigator import NavDecision
 from processors.fallback_responder import last_user_text
 from processors.frames import EndCallFrame, NavigationFrame
-from processors.spoken_line import reply_frames
+from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
 
 PREFETCH_WAIT_S = 2.5
 
 
-class GraphNavigator(FrameProcessor):
+class GraphNavigator(LineSpeaker):
     def __init__(self, session: CallSession, engine: BookingEngine, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
         self._engine = engine
         self._started: asyncio.Task | None = None
-        self._skip_tts = False
         self._flows: FlowManager | None = None
         self._nodes = EngageNodes(engine, end_call=self._end_after_goodbye)
 
@@ -70,8 +68,6 @@ class GraphNavigator(FrameProcessor):
             if self._flows is not None:
                 await self._flows.initialize()
             self._started = self.create_task(self._engine.start(), name="graph-prefetch")
-        elif isinstance(frame, LLMConfigureOutputFrame):
-            self._skip_tts = frame.skip_tts
         elif (
             isinstance(frame, LLMContextFrame)
             and direction is FrameDirection.DOWNSTREAM
@@ -106,8 +102,7 @@ class GraphNavigator(FrameProcessor):
             return False
         last = reply.decisions[-1]
         await self._navigated(reply.nav_ms, last)
-        for frame in reply_frames(reply.text, skip_tts=self._skip_tts):
-            await self.push_frame(frame)
+        await self.say_line(reply.text)
         if reply.transfer_to:
             self._transfer(reply.transfer_to, last.state)
         if reply.end_call:

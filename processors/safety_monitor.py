@@ -27,20 +27,20 @@ import asyncio
 import time
 
 from loguru import logger
-from pipecat.frames.frames import Frame, LLMConfigureOutputFrame, TranscriptionFrame
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.frames.frames import Frame, TranscriptionFrame
+from pipecat.processors.frame_processor import FrameDirection
 
 from config import CrisisResource
 from processors.frames import EndCallFrame
 from processors.quick_observer import guidance_message
-from processors.spoken_line import reply_frames
+from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
 from services.prompts import render_prompt
 from services.safety.concepts import ConceptIndex, Nearness
 from services.safety.monitor import SafetyServices, holding_line
 
 
-class SafetyMonitor(FrameProcessor):
+class SafetyMonitor(LineSpeaker):
     def __init__(
         self, session: CallSession, services: SafetyServices, *,
         escalate_at: float = 0.85, candidate_at: float = 0.45, judge_timeout_s: float = 3.0,
@@ -59,14 +59,11 @@ class SafetyMonitor(FrameProcessor):
         self._index = index
         self._escalated: set[str] = set()
         self._checks: set[asyncio.Task] = set()
-        self._skip_tts = False
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         await self.push_frame(frame, direction)
-        if isinstance(frame, LLMConfigureOutputFrame):
-            self._skip_tts = frame.skip_tts
-        elif (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
+        if (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
                 and frame.text.strip()):
             task = self.create_task(self._check(frame.text), name="safety-check")
             self._checks.add(task)
@@ -145,8 +142,7 @@ class SafetyMonitor(FrameProcessor):
         await self.broadcast_interruption()
         line = holding_line(concept, emergency_number=self._emergency_number,
                             crisis_resources=self._crisis_resources)
-        for frame in reply_frames(line, skip_tts=self._skip_tts, own_line=True):
-            await self.push_frame(frame)
+        await self.say_line(line, own_line=True)
         if self._transfer_number and self._session.transfer_to is None:
             self._session.transfer_to = self._transfer_number  # dialled after the line plays
             self._session.log.event("transfer_requested", state="safety_escalation")

@@ -17,16 +17,15 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     Frame,
     InterimTranscriptionFrame,
-    LLMConfigureOutputFrame,
     StartFrame,
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 
 from processors.frames import EndCallFrame
-from processors.spoken_line import reply_frames
+from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
 from services.observers.silence import SilenceSchedule
 from services.prompts import render_prompt
@@ -34,7 +33,7 @@ from services.prompts import render_prompt
 POLL_S = 0.25
 
 
-class SilenceMonitor(FrameProcessor):
+class SilenceMonitor(LineSpeaker):
     def __init__(
         self, session: CallSession, *, schedule: SilenceSchedule | None = None,
         poll_s: float = POLL_S, **kwargs,
@@ -43,7 +42,6 @@ class SilenceMonitor(FrameProcessor):
         self._session = session
         self._schedule = schedule or SilenceSchedule()
         self._poll_s = poll_s
-        self._skip_tts = False
         self._ticker: asyncio.Task | None = None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -54,8 +52,6 @@ class SilenceMonitor(FrameProcessor):
         if isinstance(frame, StartFrame):
             schedule.activity(now)
             self._ticker = self.create_task(self._watch(), name="silence-monitor")
-        elif isinstance(frame, LLMConfigureOutputFrame):
-            self._skip_tts = frame.skip_tts
         elif isinstance(frame, (BotStartedSpeakingFrame, VADUserStartedSpeakingFrame)):
             schedule.activity(now, speaking=True)
         elif isinstance(frame, (BotStoppedSpeakingFrame, VADUserStoppedSpeakingFrame)):
@@ -80,17 +76,14 @@ class SilenceMonitor(FrameProcessor):
             if due == "checkin":
                 number = self._schedule.unanswered
                 self._session.log.event("silence_checkin", number=number, silent_s=silent_s)
-                await self._say(render_prompt(f"silence/checkin_{min(number, 3)}.txt"))
+                await self.say_line(render_prompt(f"silence/checkin_{min(number, 3)}.txt"),
+                                    own_line=True)
             else:
                 self._session.log.event("silence_hangup", checkins=self._schedule.unanswered,
                                         silent_s=silent_s)
-                await self._say(render_prompt("silence/goodbye.txt"))
+                await self.say_line(render_prompt("silence/goodbye.txt"), own_line=True)
                 await self.push_frame(
                     EndCallFrame(reason=CompletionReason.CALLER_SILENT.value))
-
-    async def _say(self, line: str) -> None:
-        for frame in reply_frames(line, skip_tts=self._skip_tts, own_line=True):
-            await self.push_frame(frame)
 
     async def cleanup(self) -> None:
         await super().cleanup()

@@ -2,17 +2,21 @@
 
 The TTS speaks it (or, in a text session, `skip_tts` keeps it words only), the call
 recorder records it as an agent turn, and the assistant aggregator adds it to the
-context: every processor downstream treats it like any other reply.
+context: every processor downstream treats it like any other reply. `LineSpeaker` is the
+base of every processor that says such lines: it follows the session's output mode
+(`LLMConfigureOutputFrame`) in one place.
 """
 
 from __future__ import annotations
 
 from pipecat.frames.frames import (
     Frame,
+    LLMConfigureOutputFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
 )
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 # Metadata key on a reply's start frame: the agent says this on its own (a check-in, the
 # safety holding line), not in answer to a caller turn, so newer caller words never
@@ -28,3 +32,21 @@ def reply_frames(text: str, *, skip_tts: bool = False, own_line: bool = False) -
     words = LLMTextFrame(text)
     words.skip_tts = skip_tts
     return [start, words, LLMFullResponseEndFrame()]
+
+
+class LineSpeaker(FrameProcessor):
+    """A processor that says lines of its own: words only when the output is text."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._skip_tts = False
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMConfigureOutputFrame):
+            self._skip_tts = frame.skip_tts  # text sessions: words only, as an LLM would do
+
+    async def say_line(self, text: str, *, own_line: bool = False) -> None:
+        """Say `text` as a whole reply (`own_line`: not an answer to a caller turn)."""
+        for frame in reply_frames(text, skip_tts=self._skip_tts, own_line=own_line):
+            await self.push_frame(frame)
