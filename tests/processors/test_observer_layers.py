@@ -157,6 +157,12 @@ class FakeClock:
         return self.now
 
 
+async def started(monitor: SilenceMonitor) -> None:
+    """Until the monitor's pipeline has started (frames queued before it would be lost)."""
+    while monitor._ticker is None:
+        await asyncio.sleep(0.01)
+
+
 async def advance(clock: FakeClock, seconds: float) -> None:
     clock.now += seconds
     await asyncio.sleep(0.05)  # a few polls of the monitor
@@ -169,7 +175,7 @@ async def test_three_unanswered_check_ins_then_a_goodbye_and_hang_up(writer):
     monitor = SilenceMonitor(session, schedule=SilenceSchedule(), poll_s=0.01)
 
     async def silence():
-        await asyncio.sleep(0.05)
+        await started(monitor)
         for step in (9, 1.5, 20, 40, 10):
             await advance(clock, step)
 
@@ -192,16 +198,23 @@ async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
     session = make_session(writer)
     clock = FakeClock()
     session.conversation.clock = clock
-    monitor = SilenceMonitor(session, schedule=SilenceSchedule(), poll_s=0.01)
+    schedule = SilenceSchedule()
+    monitor = SilenceMonitor(session, schedule=schedule, poll_s=0.01)
+
+    async def tell(frame, heard) -> None:
+        """Queue `frame` and let the monitor take it in before the clock moves on."""
+        await monitor.queue_frame(frame)
+        while not heard():
+            await asyncio.sleep(0.005)
 
     async def conversation():
-        await asyncio.sleep(0.05)
+        await started(monitor)
         await advance(clock, 9)
-        await monitor.queue_frame(said("I'm here"))
+        await tell(said("I'm here"), lambda: schedule.last_activity == clock.now)
         await advance(clock, 9)  # 9 s since the answer: no check-in yet
-        await monitor.queue_frame(BotStartedSpeakingFrame())
+        await tell(BotStartedSpeakingFrame(), lambda: schedule.active)
         await advance(clock, 30)  # the agent speaking for 30 s is not silence
-        await monitor.queue_frame(BotStoppedSpeakingFrame())
+        await tell(BotStoppedSpeakingFrame(), lambda: not schedule.active)
         await advance(clock, 5)
 
     task = asyncio.create_task(conversation())
