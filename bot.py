@@ -85,7 +85,7 @@ from services.providers import (
 )
 from services.recording import StereoRecording
 from services.safety.concepts import ConceptIndex
-from services.safety.embeddings import LocalEmbedder
+from services.embeddings import LocalEmbedder
 from services.safety.judge import RulesJudge
 from services.safety.monitor import SafetyServices
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3

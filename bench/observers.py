@@ -50,7 +50,7 @@ from services import event_loop
 from services.call_session import CallLog, CallSession, SessionMode
 from services.observers.director import LocalDirector
 from services.observers.quick import quick_rules
-from services.safety.embeddings import LocalEmbedder
+from services.embeddings import LocalEmbedder
 from services.safety.judge import RulesJudge
 from services.safety.monitor import SafetyServices
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from db.repositories import as_uuid
 from services.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
-from services.safety.embeddings import Embedder
+from services.embeddings import Embedder
 
 
 class ConceptError(ValueError):

@@ -18,6 +18,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from db import repositories as repo
+from db import world
+from services.world.carriers import default_carriers
 
 DEMO_WORKSPACE = "demo"
 DEMO_CLINIC = "Demo Family Clinic"
@@ -61,6 +63,7 @@ async def seed_demo(pool: asyncpg.Pool) -> SeedResult:
         await repo.set_voice_settings(pool, workspace["id"], {})
     await seed_clinic(pool, workspace["id"], service["id"], date.today())
     await seed_check_in_line(pool, workspace["id"])
+    await seed_world(pool, workspace["id"])
     return SeedResult(workspace_id=workspace["id"], service_id=service["id"])
 
 
@@ -73,7 +76,8 @@ async def fill_demo_clinic(pool: asyncpg.Pool) -> bool:
     if service is None:
         return False
     added = await seed_clinic(pool, workspace["id"], service["id"], date.today())
-    return await seed_check_in_line(pool, workspace["id"]) or added
+    added = await seed_check_in_line(pool, workspace["id"]) or added
+    return await seed_world(pool, workspace["id"]) or added
 
 
 async def seed_check_in_line(
@@ -153,6 +157,36 @@ class PatientData(_Data):
     last_name: str
     date_of_birth: date
     phone: str
+    mrn: str | None = None
+    email: str | None = None
+    address: str | None = None
+
+
+class MedicationData(_Data):
+    name: str
+    dose: str = ""
+    frequency: str = ""
+
+
+class AllergyData(_Data):
+    substance: str
+    reaction: str = ""
+    severity: str = "unknown"
+
+
+class CoverageData(_Data):
+    carrier: str
+    member_id: str
+    plan_name: str = ""
+    group_number: str = ""
+
+
+class ChartData(_Data):
+    patient: str
+    conditions: list[str] = []
+    medications: list[MedicationData] = []
+    allergies: list[AllergyData] = []
+    coverage: CoverageData | None = None
 
 
 class AppointmentData(_Data):
@@ -177,6 +211,7 @@ class DemoClinic(_Data):
     patients: list[PatientData]
     appointments: list[AppointmentData]
     check_ins: list[CheckInData] = []
+    charts: list[ChartData] = []
 
     @model_validator(mode="after")
     def _references_resolve(self) -> DemoClinic:
@@ -192,6 +227,7 @@ class DemoClinic(_Data):
         wanted += [(kind, getattr(a, kind)) for a in self.appointments
                    for kind in ("patient", "practitioner", "type")]
         wanted += [("patient", c.patient) for c in self.check_ins]
+        wanted += [("patient", c.patient) for c in self.charts]
         missing = sorted({f"{kind} {name!r}" for kind, name in wanted if name not in names[kind]})
         bad_days = sorted({d for s in self.schedules for d in s.days if d not in WEEKDAYS})
         for location in self.locations:
@@ -255,13 +291,8 @@ async def seed_clinic(
                     works.setdefault(schedule.practitioner, []).append(
                         (WEEKDAYS.index(day), starts, ends, schedule.location)
                     )
-        for patient in clinic.patients:
-            ids["patient", f"{patient.first_name} {patient.last_name}"] = await connection.fetchval(
-                """INSERT INTO patients (workspace_id, first_name, last_name, date_of_birth, phone)
-                   VALUES ($1, $2, $3, $4, $5) RETURNING id""",
-                uuid.UUID(workspace_id), patient.first_name, patient.last_name,
-                patient.date_of_birth, patient.phone,
-            )
+        for name, patient_id in (await _upsert_patients(connection, workspace_id, clinic)).items():
+            ids["patient", name] = patient_id
         durations = {kind.name: kind.duration_min for kind in clinic.appointment_types}
         for booking in clinic.appointments:
             day, location = _first_working_day(works[booking.practitioner], today, booking)
@@ -286,3 +317,76 @@ def _first_working_day(
             if weekday == day.weekday() and starts <= booking.at < ends:
                 return day, location
     raise ValueError(f"{booking.practitioner} never works at {booking.at}")
+
+
+async def _upsert_patients(
+    connection: asyncpg.Connection, workspace_id: str, clinic: DemoClinic
+) -> dict[str, uuid.UUID]:
+    """The demo patients by full name (added if missing; MRN, email, address filled in)."""
+    ids = {}
+    for patient in clinic.patients:
+        ids[f"{patient.first_name} {patient.last_name}"] = await connection.fetchval(
+            """INSERT INTO patients (workspace_id, first_name, last_name, date_of_birth, phone,
+                                     mrn, email, address)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+               ON CONFLICT (workspace_id, lower(first_name), lower(last_name), date_of_birth)
+               DO UPDATE SET mrn = coalesce(patients.mrn, EXCLUDED.mrn),
+                             email = coalesce(patients.email, EXCLUDED.email),
+                             address = coalesce(patients.address, EXCLUDED.address)
+               RETURNING id""",
+            uuid.UUID(workspace_id), patient.first_name, patient.last_name,
+            patient.date_of_birth, patient.phone, patient.mrn, patient.email, patient.address,
+        )
+    return ids
+
+
+async def seed_world(pool: asyncpg.Pool, workspace_id: str,
+                     clinic: DemoClinic | None = None) -> bool:
+    """The demo's insurance carriers, patients' details and charts (True if any added).
+
+    Idempotent: a chart is only written for a patient whose chart is empty, so it also
+    fills a demo database created before the world model existed.
+    """
+    clinic = clinic or load_demo_clinic()
+    workspace = uuid.UUID(workspace_id)
+    added = False
+    async with pool.acquire() as connection, connection.transaction():
+        carriers = {}
+        await world.add_carriers(connection, workspace_id, default_carriers())
+        for row in await connection.fetch(
+                "SELECT id, name FROM insurance_carriers WHERE workspace_id = $1", workspace):
+            carriers[row["name"]] = row["id"]
+        ids = await _upsert_patients(connection, workspace_id, clinic)
+        for chart in clinic.charts:
+            patient_id = ids[chart.patient]
+            charted = await connection.fetchval(
+                """SELECT EXISTS (SELECT 1 FROM conditions WHERE patient_id = $1)
+                       OR EXISTS (SELECT 1 FROM medications WHERE patient_id = $1)
+                       OR EXISTS (SELECT 1 FROM allergies WHERE patient_id = $1)
+                       OR EXISTS (SELECT 1 FROM insurance_coverages WHERE patient_id = $1)""",
+                patient_id)
+            if charted:
+                continue
+            added = True
+            for name in chart.conditions:
+                await connection.execute(
+                    "INSERT INTO conditions (patient_id, name) VALUES ($1, $2)", patient_id, name)
+            for drug in chart.medications:
+                await connection.execute(
+                    """INSERT INTO medications (patient_id, name, dose, frequency)
+                       VALUES ($1, $2, $3, $4)""", patient_id, drug.name, drug.dose,
+                    drug.frequency)
+            for allergy in chart.allergies:
+                await connection.execute(
+                    """INSERT INTO allergies (patient_id, substance, reaction, severity)
+                       VALUES ($1, $2, $3, $4)""", patient_id, allergy.substance,
+                    allergy.reaction, allergy.severity)
+            if chart.coverage is not None:
+                cover = chart.coverage
+                await connection.execute(
+                    """INSERT INTO insurance_coverages (patient_id, carrier_id, carrier_name,
+                           member_id, plan_name, group_number)
+                       VALUES ($1, $2, $3, $4, $5, $6)""",
+                    patient_id, carriers.get(cover.carrier), cover.carrier, cover.member_id,
+                    cover.plan_name, cover.group_number)
+    return added

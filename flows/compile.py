@@ -24,6 +24,7 @@ from pipecat.flows import ContextStrategy, ContextStrategyConfig, FlowsFunctionS
 from flows.engine import BookingEngine
 from flows.navigator import NavDecision
 from services.prompts import render_prompt
+from services.world.write_safety import visible_tools
 
 # Runs after the terminal state's goodbye has played (a Flows function action).
 EndCall = Callable[[dict[str, Any], Any], Awaitable[None]]
@@ -50,8 +51,8 @@ class EngageNodes:
         node = NodeConfig(
             name=decision.state,
             task_messages=[{"role": "developer", "content": task}],
-            functions=[self._tool(decision.state, name)
-                       for name in sorted(graph.state_tools[decision.state])],
+            functions=[self._tool(decision.state, name) for name in sorted(visible_tools(
+                graph, decision.state, identified=engine.session.patient is not None))],
             context_strategy=ContextStrategyConfig(strategy=ContextStrategy.APPEND),
             respond_immediately=True,
         )

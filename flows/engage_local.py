@@ -88,10 +88,13 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
         "slot_ref": s.picked_slot,
         "appointment_ref": _ref_of(s, s.targets[0]) if s.targets else "",
     }),
-    "cancel_confirmed_current_booking": lambda s, said: (
-        "CancelAppt", {"appointment_ref": _ref_of(s, s.targets[0]) if s.targets else ""}),
-    "cancel_confirmed_all_current_bookings": lambda s, said: (
-        "CancelAppointments", {"appointment_refs": [_ref_of(s, t) for t in s.targets]}),
+    # the intent gate's quote: the caller's words that asked for the cancellation
+    "cancel_confirmed_current_booking": lambda s, said: ("CancelAppt", {
+        "appointment_ref": _ref_of(s, s.targets[0]) if s.targets else "",
+        "user_quote": s.task_quote or said}),
+    "cancel_confirmed_all_current_bookings": lambda s, said: ("CancelAppointments", {
+        "appointment_refs": [_ref_of(s, t) for t in s.targets],
+        "user_quote": s.task_quote or said}),
     "register_new_patient": lambda s, said: ("CreatePatient", {
         "first_name": s.new_patient.first_name, "last_name": s.new_patient.last_name,
         "date_of_birth": s.new_patient.date_of_birth.isoformat()

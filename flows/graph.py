@@ -62,12 +62,19 @@ class ToolSpec(_Strict):
     guards: list[str] = Field(default_factory=list)
     parameters: dict[str, dict[str, Any]] = Field(default_factory=dict)
     required: list[str] = Field(default_factory=list)
+    # A write offered to a caller who is not identified yet (creating their record);
+    # every other write is hidden until the call knows who is calling.
+    unidentified: bool = False
+    # The intent gate (seed 001): the model must quote what the caller said (`user_quote`).
+    intent_gate: bool = False
 
     @model_validator(mode="after")
     def _required_are_parameters(self) -> ToolSpec:
         missing = sorted(set(self.required) - set(self.parameters))
         if missing:
             raise ValueError(f"required parameters {missing} are not defined")
+        if self.intent_gate and "user_quote" not in self.required:
+            raise ValueError("an intent-gated tool must require a user_quote parameter")
         return self
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from flows.graph import ContextGraph
 from flows.session import BookingSession, cancel_subject, reminder_subject
+from services.world.write_safety import QUOTE_RECENT_TURNS, quote_problem, visible_tools
 
 Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
 
@@ -92,9 +93,18 @@ def unknown_guards(graph: ContextGraph) -> list[str]:
 def check(
     graph: ContextGraph, state: str, tool: str, session: BookingSession, args: Mapping[str, Any]
 ) -> str | None:
-    """Why `tool` may not run now (None: it may): the state's gate first, then its guards."""
+    """Why `tool` may not run now (None: it may): the state's gate, the caller's mode
+    (unidentified callers are offered no writes but creating their record), the intent
+    gate, then the tool's guards."""
     if tool not in graph.state_tools.get(state, frozenset()):
         return f"{tool} is not available while {state.replace('_', ' ')}"
+    if tool not in visible_tools(graph, state, identified=session.patient is not None):
+        return f"the caller is not identified yet, so {tool} is not offered"
+    if graph.tools[tool].intent_gate:
+        problem = quote_problem(args.get("user_quote"),
+                                session.recent_caller_turns(QUOTE_RECENT_TURNS))
+        if problem is not None:
+            return problem
     for name in graph.tools[tool].guards:
         reason = GUARDS[name](session, args)
         if reason is not None:

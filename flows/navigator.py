@@ -191,7 +191,10 @@ def condition_problems(graph: ContextGraph) -> list[str]:
 def understand(session: BookingSession, turn: Turn, today: date) -> None:
     """Record in the session what this turn settles (never a write: that is the tools' job)."""
     text, last = turn.text, session.last_action
+    session.heard.append(text)
     if turn.route.task is not None:
+        if turn.route.task is not session.task or session.task_quote is None:
+            session.task_quote = text
         session.task = turn.route.task
     if last in FINAL_READBACK and session.picked_slot is not None:
         if turn.answer is Answer.YES:

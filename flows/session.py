@@ -14,6 +14,7 @@ from typing import Any
 
 from db.companion import Memory, Reminder
 from db.scheduling import Appointment, AppointmentType, Location, Patient
+from db.world import ClinicalContext
 from flows.router import TaskKind
 from services.slots import Slot
 
@@ -51,7 +52,13 @@ class BookingSession:
     new_patient: NewPatientDetails = field(default_factory=NewPatientDetails)
     # intent
     task: TaskKind | None = None
+    task_quote: str | None = None  # the caller's words that set the task (intent gate)
     last_action: str | None = None
+    heard: list[str] = field(default_factory=list)  # the caller's turns, in order
+    # the world model: the identified caller's chart (ambient), and this call's writes
+    chart: ClinicalContext | None = None
+    chart_stale: bool = False  # a write changed what the chart should say
+    written_events: list[str] = field(default_factory=list)
     # what the database said this call
     upcoming: list[Appointment] | None = None  # None: not loaded
     services: list[AppointmentType] = field(default_factory=list)
@@ -136,6 +143,10 @@ class BookingSession:
             "caller_confirmed": self.confirmation is not None,
             "upcoming_bookings": None if self.upcoming is None else len(self.upcoming),
         }
+
+    def recent_caller_turns(self, count: int) -> list[str]:
+        """The caller's last `count` turns, newest first."""
+        return self.heard[-count:][::-1]
 
     def confirmed(self, subject: str) -> bool:
         return self.confirmation is not None and self.confirmation.subject == subject

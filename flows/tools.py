@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -23,12 +24,21 @@ from loguru import logger
 
 from db import companion
 from db import scheduling as db
+from db import world
+from db.world import EventDraft, Provenance
 from flows import guards
 from flows.graph import ContextGraph
 from flows.session import BookingSession
 from flows.spoken import say_date, say_hours, say_list, say_price, say_time
+from flows.world_tools import WorldRefused, WorldTools
 from services.call_session import CallLog
+from services.embeddings import LocalEmbedder
 from services.slots import spread
+from services.world.index import WorldIndex
+from services.world.pms.base import PMSError, PracticeSystem
+from services.world.fields import normalize_phone, parse_date
+from services.world.pms.builtin import BuiltinPractice
+from services.world.write_safety import WriteDeduplicator, target_outside_scope
 
 TOOL_TIMEOUT_S = 3.0
 SLOTS_READ_OUT = 2
@@ -69,6 +79,14 @@ HANDLERS: dict[str, str] = {
     "ConfirmAppointment": "_confirm_appointment",
     "EscalateToHuman": "_escalate",
     "TransferCall": "_transfer",
+    # the world model (flows/world_tools.py)
+    "SearchPatients": "world.search_patients",
+    "SearchClinicalEvents": "world.search_events",
+    "UpdatePatient": "world.update_patient",
+    "SavePatient": "world.save_patient",
+    "CreateInsurance": "world.create_insurance",
+    "SetContactPreference": "world.set_preference",
+    "ScheduleOutboundCall": "world.schedule_outbound",
     # companion check-in calls
     "search_memories": "_search_memories",
     "save_important_detail": "_save_detail",
@@ -87,14 +105,18 @@ class BookingTools:
     def __init__(
         self, graph: ContextGraph, session: BookingSession, pool: asyncpg.Pool, log: CallLog, *,
         today: Callable[[], date] = date.today, clinic_transfer_number: str | None = None,
-        timeout_s: float = TOOL_TIMEOUT_S,
+        timeout_s: float = TOOL_TIMEOUT_S, index: WorldIndex | None = None,
+        practice: PracticeSystem | None = None, clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self._today = today
         self._transfer_number = clinic_transfer_number
         self._timeout_s = timeout_s
+        self.practice = practice or BuiltinPractice(pool)
+        self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today)
+        self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._handlers: dict[str, Handler] = {
-            name: getattr(self, method) for name, method in HANDLERS.items()
+            name: attrgetter(method)(self) for name, method in HANDLERS.items()
         }
         missing = unknown_tools(graph)
         if missing:
@@ -106,11 +128,9 @@ class BookingTools:
         """Run one tool for `state`; the result is recorded and returned, never raised."""
         args = self._resolve_refs(dict(args or {}))
         started_ms, started = self.log.elapsed_ms(), time.perf_counter()
-        reason = guards.check(self.graph, state, name, self.session, args)
-        if reason is not None:
-            result = ToolResult(f"blocked: {reason}", "guard")
-        else:
-            result = await self._run(name, args)
+        result = self._refusal(state, name, args)
+        if result is None:
+            result = await self._write_once(name, args)
         self.log.tool_call(
             name, args, result.text, started_ms=started_ms,
             duration_ms=int((time.perf_counter() - started) * 1000),
@@ -119,12 +139,43 @@ class BookingTools:
         )
         return result
 
+    def _refusal(self, state: str, name: str, args: Mapping[str, Any]) -> ToolResult | None:
+        """Why this call may not run (None: it may): write scope first, then the gates."""
+        spec = self.graph.tools.get(name)
+        if spec is not None and spec.kind == "write":
+            identified = self.session.patient.id if self.session.patient else None
+            outside = target_outside_scope(args, identified)
+            if outside is not None:
+                self.log.event("write_scope_refused", tool=name)
+                return ToolResult(f"blocked: {outside}", "guard")
+        reason = guards.check(self.graph, state, name, self.session, args)
+        return ToolResult(f"blocked: {reason}", "guard") if reason is not None else None
+
+    async def _write_once(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        """Run the tool; a write repeated with the same arguments within the TTL returns
+        the first result (successes only: a failure can always be retried)."""
+        spec = self.graph.tools.get(name)
+        if spec is None or spec.kind != "write":
+            return await self._run(name, args)
+        key_args = {k: v for k, v in args.items() if k != "user_quote"}
+        cached = self.dedup.cached(name, key_args)
+        if cached is not None:
+            self.log.event("write_deduplicated", tool=name)
+            return cached
+        result = await self._run(name, args)
+        if result.ok:
+            self.dedup.remember(name, key_args, result)
+        return result
+
     async def _run(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         try:
             text = await asyncio.wait_for(self._handlers[name](args), self._timeout_s)
             return ToolResult(text)
-        except Refused as refusal:
+        except (Refused, WorldRefused) as refusal:
             return ToolResult(f"blocked: {refusal}", "guard")
+        except PMSError as error:
+            logger.warning(f"tool {name}: practice system error ({str(error)[:120]})")
+            return ToolResult("The clinic system is not answering right now.", "pms")
         except db.SlotTaken:
             return ToolResult("That time was just taken by someone else; offer another.", "pms")
         except db.NotFound:
@@ -162,19 +213,31 @@ class BookingTools:
     # --- Reads ---------------------------------------------------------------------
 
     async def _patient_details(self, args: Mapping[str, Any]) -> str:
+        """Exact lookup by name, date of birth, phone or MRN (DOB preferred). The caller is
+        identified only by a date of birth together with their name or MRN; other matches
+        are counted, never read out."""
         session = self.session
-        dob = _as_date(args.get("date_of_birth"))
-        if args.get("first_name") or args.get("last_name") or dob:
-            found = await db.find_patients(
-                self.pool, session.workspace_id, first_name=args.get("first_name"),
-                last_name=args.get("last_name"), date_of_birth=dob,
-            )
-            if len(found) == 1 and dob is not None:
-                session.patient = found[0]
-                return f"Identified the caller: {found[0].full_name}."
-            return "No single patient matches those details." if not found else (
-                "More than one patient matches; ask for the date of birth."
-            )
+        dob = parse_date(args.get("date_of_birth"), self._today())
+        mrn = str(args.get("mrn") or "").strip() or None
+        phone = normalize_phone(str(args.get("phone") or "")) if args.get("phone") else None
+        named = args.get("first_name") or args.get("last_name")
+        if named or dob or mrn or phone:
+            if named:
+                found = [p.id for p in await db.find_patients(
+                    self.pool, session.workspace_id, first_name=args.get("first_name"),
+                    last_name=args.get("last_name"), date_of_birth=dob)]
+            else:
+                found = [p.id for p in await world.patients_by_fields(
+                    self.pool, session.workspace_id, date_of_birth=dob, phone=phone, mrn=mrn)]
+            if len(found) == 1 and dob is not None and (named or mrn):
+                record = (await world.patients_by_ids(self.pool, found))[0]
+                self.world.identify(record)
+                return f"Identified the caller: {record.full_name}."
+            if not found:
+                return "No single patient matches those details."
+            return (f"{len(found)} records match; ask for the date of birth and full name."
+                    if len(found) > 1 else "One record matches; confirm their date of birth "
+                    "and name to identify them.")
         if session.patient is not None:
             return f"The caller is {session.patient.full_name}."
         if len(session.phone_matches) > 1:
@@ -211,14 +274,14 @@ class BookingTools:
             raise Refused("the appointment type is not known yet")
         today = self._today()
         first, last = session.days or (today, today + timedelta(days=SEARCH_DAYS - 1))
-        slots = await db.available_slots(
-            self.pool, session.service_id, appointment_type=kind, first_day=first,
+        slots = await self.practice.available_slots(
+            session.service_id, appointment_type=kind, first_day=first,
             last_day=last, now=self._now(),
             part_of_day=args.get("part_of_day") or session.part_of_day,
         )
         if not slots and session.days is not None:  # nothing on their day: widen, say so
-            slots = await db.available_slots(
-                self.pool, session.service_id, appointment_type=kind, first_day=today,
+            slots = await self.practice.available_slots(
+                session.service_id, appointment_type=kind, first_day=today,
                 last_day=today + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
             )
         if not slots:
@@ -258,33 +321,28 @@ class BookingTools:
     async def _add_to_waitlist(self, args: Mapping[str, Any]) -> str:
         patient = self._patient()
         kind = self.session.appointment_type
-        await db.add_to_waitlist(
+        entry = await db.add_to_waitlist(
             self.pool, patient_id=patient.id, appointment_type_id=kind.id if kind else None,
             note=str(args.get("note", "")), call_id=self.session.call_id,
         )
+        await self._record_write("AddToWaitlist", EventDraft(
+            "waitlist_added", f"Waitlist: {kind.name if kind else 'any appointment'}.",
+            {"appointment_type": kind.name if kind else None, "note": str(args.get("note", ""))},
+            patient.id, "waitlist_entries", entry))
         return "Added to the waitlist; the clinic will call if a time opens up."
 
     async def _create_patient(self, args: Mapping[str, Any]) -> str:
-        dob = _as_date(args.get("date_of_birth"))
-        if dob is None or dob >= self._today():
-            raise Refused("that date of birth is not a valid past date")
-        patient, created = await db.create_patient(
-            self.pool, self.session.workspace_id, first_name=str(args["first_name"]),
-            last_name=str(args["last_name"]), date_of_birth=dob,
-            phone=self.session.caller_phone, call_id=self.session.call_id,
-        )
-        self.session.patient = patient
+        said = await self.world.create_patient(args)
+        patient = self._patient()
         self.session.upcoming = await db.upcoming_appointments(self.pool, patient.id, self._now())
-        self.session.outcome = "patient_created"
-        found = "Registered" if created else "Found the existing record for"
-        return f"{found} {patient.full_name}."
+        return said
 
     async def _create_appointment(self, args: Mapping[str, Any]) -> str:
         slot = self.session.offered[str(args["slot_ref"])]
         appointment = await db.book(
             self.pool, slot, patient_id=self._patient().id, call_id=self.session.call_id
         )
-        return self._booked(appointment)
+        return await self._booked(appointment, "CreateAppointment")
 
     async def _reschedule_appointment(self, args: Mapping[str, Any]) -> str:
         slot = self.session.offered[str(args["slot_ref"])]
@@ -292,24 +350,49 @@ class BookingTools:
             self.pool, slot, patient_id=self._patient().id, call_id=self.session.call_id,
             replaces=str(args["appointment_id"]),
         )
-        return self._booked(appointment)
+        return await self._booked(appointment, "RescheduleAppointment",
+                                  replaces=str(args["appointment_id"]))
 
-    def _booked(self, appointment: db.Appointment) -> str:
+    async def _booked(self, appointment: db.Appointment, tool: str, *,
+                      replaces: str | None = None) -> str:
         session = self.session
         session.booked.append(appointment)
         session.upcoming = None
         session.confirmation = None
         session.outcome = "booked"
-        return (f"Booked: {appointment.type_name} with {appointment.practitioner_name} at "
-                f"{appointment.location_name}, {say_time(appointment.local_start)}.")
+        said = (f"{appointment.type_name} with {appointment.practitioner_name} at "
+                f"{appointment.location_name}, {say_time(appointment.local_start)}")
+        await self._record_write(tool, EventDraft(
+            "appointment_rescheduled" if replaces else "appointment_booked",
+            f"{'Moved to' if replaces else 'Booked'}: {said}.",
+            {"appointment_id": appointment.id, "starts_at": appointment.starts_at.isoformat(),
+             "type": appointment.type_name, "practitioner": appointment.practitioner_name,
+             "location": appointment.location_name, "replaces": replaces},
+            appointment.patient_id, "appointments", appointment.id))
+        return f"Booked: {said}."
+
+    async def _record_write(self, tool: str, draft: EventDraft) -> None:
+        """The clinical event of a scheduling write the caller explicitly confirmed (high
+        confidence). The write itself has happened: failing to record it is logged, and
+        the booking stands."""
+        provenance = Provenance("tool", f"tool:{tool}", "high", self.session.call_id,
+                                len(self.session.heard) or None)
+        try:
+            event_id = await world.write_event(self.pool, self.session.workspace_id, draft,
+                                               provenance)
+        except (asyncpg.PostgresError, OSError) as error:
+            logger.warning(f"tool {tool}: clinical event not recorded ({type(error).__name__})")
+            self.log.event("clinical_event_failed", tool=tool, error=type(error).__name__)
+            return
+        self.world.wrote(event_id=event_id)
 
     async def _cancel_one(self, args: Mapping[str, Any]) -> str:
-        return await self._cancel([str(args["appointment_id"])])
+        return await self._cancel([str(args["appointment_id"])], "CancelAppt")
 
     async def _cancel_all(self, args: Mapping[str, Any]) -> str:
-        return await self._cancel([str(i) for i in args["appointment_ids"]])
+        return await self._cancel([str(i) for i in args["appointment_ids"]], "CancelAppointments")
 
-    async def _cancel(self, ids: list[str]) -> str:
+    async def _cancel(self, ids: list[str], tool: str) -> str:
         patient = self._patient()
         cancelled = [
             await db.cancel(self.pool, i, patient_id=patient.id, call_id=self.session.call_id)
@@ -319,17 +402,27 @@ class BookingTools:
         self.session.targets = []
         self.session.upcoming = await db.upcoming_appointments(self.pool, patient.id, self._now())
         self.session.outcome = "cancelled"
-        return "Cancelled: " + say_list([
-            f"{a.type_name} on {say_time(a.local_start)}"
-            for a in cancelled
-        ]) + "."
+        said = say_list([f"{a.type_name} on {say_time(a.local_start)}" for a in cancelled])
+        for appointment in cancelled:
+            await self._record_write(tool, EventDraft(
+                "appointment_cancelled",
+                f"Cancelled: {appointment.type_name} on {say_time(appointment.local_start)}.",
+                {"appointment_id": appointment.id,
+                 "starts_at": appointment.starts_at.isoformat()},
+                patient.id, "appointments", appointment.id))
+        return f"Cancelled: {said}."
 
     async def _confirm_appointment(self, args: Mapping[str, Any]) -> str:
         appointment = await db.confirm(
             self.pool, str(args["appointment_id"]), patient_id=self._patient().id,
             call_id=self.session.call_id,
         )
-        return f"Confirmed the {appointment.type_name} on {say_date(appointment.starts_at.date())}."
+        said = f"{appointment.type_name} on {say_date(appointment.local_start.date())}"
+        await self._record_write("ConfirmAppointment", EventDraft(
+            "appointment_confirmed", f"Confirmed: {said}.",
+            {"appointment_id": appointment.id}, appointment.patient_id, "appointments",
+            appointment.id))
+        return f"Confirmed the {said}."
 
     async def _escalate(self, args: Mapping[str, Any]) -> str:
         session = self.session
@@ -392,12 +485,3 @@ class BookingTools:
         return say_list([
             f"at {loc.name} {say_hours(loc.opening_hours)}" for loc in self.session.locations
         ])
-
-
-def _as_date(value: Any) -> date | None:
-    if value is None or isinstance(value, date):
-        return value
-    try:
-        return date.fromisoformat(str(value))
-    except ValueError:
-        return None

@@ -34,7 +34,7 @@ from services.observers.director import (
     director_schema,
 )
 from services.prompts import render_prompt
-from services.safety.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
+from services.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
 from services.safety.judge import INSTRUCTION as JUDGE_INSTRUCTION
 from services.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJudge
 from services.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from config import CrisisResource
 from services.prompts import render_prompt
 from services.safety.concepts import ConceptIndex, SafetyConcept, default_concepts
-from services.safety.embeddings import Embedder
+from services.embeddings import Embedder
 from services.safety.judge import SafetyJudge
 
 

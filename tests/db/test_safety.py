@@ -6,7 +6,7 @@ import pytest
 from db import safety
 from db.records import EscalationRecord, write_records
 from services.safety.concepts import ConceptSpec
-from services.safety.embeddings import LocalEmbedder
+from services.embeddings import LocalEmbedder
 from services.safety.judge import RulesJudge
 from services.safety.monitor import SafetyServices
 

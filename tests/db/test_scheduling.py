@@ -45,7 +45,7 @@ async def test_the_demo_clinic_is_seeded_once(db, clinic):
                   (SELECT count(*) FROM patients WHERE workspace_id = $2) AS patients""",
         uuid.UUID(service_id), uuid.UUID(workspace_id),
     )
-    assert dict(counts) == {"locations": 2, "practitioners": 10, "types": 6, "patients": 8}
+    assert dict(counts) == {"locations": 2, "practitioners": 10, "types": 6, "patients": 9}
     family = await sched.patients_by_phone(db.pool, workspace_id, "+15550100202")
     assert [p.first_name for p in family] == ["Elena", "Lucas", "Robert"]
 

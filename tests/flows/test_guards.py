@@ -70,10 +70,12 @@ def test_an_unidentified_caller_cannot_book():
 
 
 def test_cancel_needs_a_loaded_id_and_a_confirmation_of_exactly_it():
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
+    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+                             heard=["I'd like to cancel my physio on Tuesday"])
 
     def cancel(state: str = "confirming_cancel") -> str | None:
-        return check(GRAPH, state, "CancelAppt", session, {"appointment_id": "a-1"})
+        return check(GRAPH, state, "CancelAppt", session,
+                     {"appointment_id": "a-1", "user_quote": "cancel my physio on Tuesday"})
 
     assert "not returned by the booked-appointments lookup" in cancel()
     session.upcoming = [appointment("a-1"), appointment("a-2")]

@@ -181,10 +181,11 @@ def test_cancelling_the_only_booking_needs_an_explicit_yes_to_exactly_it():
     asked = call.says("I need to cancel my appointment")
     assert asked.state == "confirming_cancel"
     assert asked.action == "confirm_current_booking_cancellation"
-    args = {"appointment_id": "a-1"}
+    args = {"appointment_id": "a-1", "user_quote": "I need to cancel my appointment"}
     assert check(GRAPH, call.state, "CancelAppt", call.session, args) is not None
     assert call.says("yes cancel it").action == "cancel_confirmed_current_booking"
     assert check(GRAPH, call.state, "CancelAppt", call.session, args) is None
+    assert call.session.task_quote == "I need to cancel my appointment"
 
 
 def test_cancel_everything_confirms_all_bookings_at_once():
@@ -193,7 +194,7 @@ def test_cancel_everything_confirms_all_bookings_at_once():
     asked = call.says("please cancel all my appointments")
     assert asked.action == "confirm_all_current_bookings_cancellation"
     call.says("yes")
-    args = {"appointment_ids": ["a-1", "a-2"]}
+    args = {"appointment_ids": ["a-1", "a-2"], "user_quote": "cancel all my appointments"}
     assert check(GRAPH, call.state, "CancelAppointments", call.session, args) is None
 
 

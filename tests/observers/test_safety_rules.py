@@ -6,7 +6,7 @@ import pytest
 
 from config import CrisisResource
 from services.safety.concepts import ConceptIndex, default_concepts
-from services.safety.embeddings import LocalEmbedder
+from services.embeddings import LocalEmbedder
 from services.safety.judge import judge_by_rules
 from services.safety.monitor import holding_line
 

@@ -19,7 +19,7 @@ from processors.agent_gate import AgentGate
 from processors.frames import EndCallFrame
 from processors.safety_monitor import SafetyMonitor
 from services.call_session import CompletionReason, SessionMode
-from services.safety.embeddings import LocalEmbedder
+from services.embeddings import LocalEmbedder
 from services.safety.judge import RulesJudge, Verdict
 from services.safety.monitor import SafetyServices
 from tests.fakes import make_session

@@ -17,7 +17,7 @@ from services.observers.quick import quick_rules
 from services.observers.tracker import ConversationTracker
 from services.providers import ProviderPlan, build_director, build_safety
 from services.safety.concepts import default_concepts
-from services.safety.embeddings import OpenAIEmbedder
+from services.embeddings import OpenAIEmbedder
 from tests.local_http import serve_http
 from tests.model_fakes import serve_anthropic, serve_gemini
 

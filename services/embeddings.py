@@ -1,11 +1,15 @@
-"""Sentence embeddings for the safety monitor: OpenAI's when configured, else a local
-model that ships its weights in its PyPI wheel.
+"""Embeddings for the safety monitor and the world model: OpenAI's when configured, else
+a local model that ships its weights in its PyPI wheel; and, for names, their spelling.
 
 - `LocalEmbedder`: WordLlama (MIT; the `wordllama` wheel bundles the 256-dimension
   "l2_supercat" token embeddings, 16 MB, and its tokenizer). No torch, no download:
   loading is forced offline. An utterance embeds in ~0.1 ms, so it runs inline.
 - `OpenAIEmbedder`: `text-embedding-3-small` (1536 dimensions) through the `openai` SDK,
   bounded by a timeout.
+
+- `SpellingEmbedder`: a name's character bigrams and trigrams hashed into 512 dimensions.
+  Sentence models place "Elenor Kowalsky" far from "Eleanor Kowalski" (a misspelling is
+  other tokens); shared letter sequences keep them close, as trigram similarity does.
 
 Vectors come back L2-normalised (float32), so a dot product is the cosine similarity.
 The model name and dimension travel with every stored vector (`model_id`).
@@ -14,7 +18,10 @@ The model name and dimension travel with every stored vector (`model_id`).
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
+import unicodedata
+import zlib
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -95,3 +102,37 @@ class OpenAIEmbedder:
             raise ValueError(f"embeddings of shape {matrix.shape}, expected "
                              f"({len(texts)}, {self.dimension})")
         return normalised(matrix)
+
+
+SPELLING_MODEL = "char-ngram-hash-512"
+
+
+class SpellingEmbedder:
+    """How a name is spelled, as a vector: cosine similarity ≈ shared letter sequences.
+
+    Deterministic (CRC-32 of each n-gram, no model), ~20 µs a name, so it runs inline.
+    """
+
+    model = SPELLING_MODEL
+    dimension = 512
+
+    def embed_now(self, texts: list[str]) -> np.ndarray:
+        matrix = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for gram in spelling_grams(text):
+                matrix[row, zlib.crc32(gram.encode()) % self.dimension] += 1.0
+        return normalised(matrix)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return self.embed_now(texts)
+
+
+def spelling_grams(text: str) -> list[str]:
+    """Bigrams and trigrams of each word, padded so first and last letters weigh more."""
+    plain = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
+    grams: list[str] = []
+    for word in re.findall(r"[a-z]+", plain):
+        padded = f"  {word} "
+        for n in (2, 3):
+            grams += [padded[i:i + n] for i in range(len(padded) - n + 1)]
+    return grams
