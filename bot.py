@@ -66,7 +66,9 @@ from processors.silence_monitor import SilenceMonitor
 from processors.text_input import TextInputBridge
 from processors.voice_tone import ToneController, tone_settings_of
 from processors.volume import VoiceVolume
+from processors.world_extractor import WorldExtractor
 from services.call_session import CallSession, CompletionReason, SessionMode
+from services.embeddings import LocalEmbedder
 from services.emotion.providers import (
     AudioEmotionProvider,
     LocalAudioProvider,
@@ -85,10 +87,10 @@ from services.providers import (
 )
 from services.recording import StereoRecording
 from services.safety.concepts import ConceptIndex
-from services.embeddings import LocalEmbedder
 from services.safety.judge import RulesJudge
 from services.safety.monitor import SafetyServices
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
+from services.world.extraction import CallExtraction, Extractor, RulesExtractor
 
 PHONE_SAMPLE_RATE = 8000
 
@@ -131,6 +133,7 @@ class CallPipeline:
     recording: StereoRecording | None
     controller: CallController
     initial_frames: list[Frame] = field(default_factory=list)
+    extractor: WorldExtractor | None = None  # finished by the call runner after the call
 
 
 def user_aggregator_params(
@@ -175,10 +178,12 @@ def build_call_pipeline(
     director: DirectorBackend | None = None,
     safety: SafetyServices | None = None,
     safety_index: ConceptIndex | None = None,
+    extractor: Extractor | None = None,
 ) -> CallPipeline:
     """Assemble the pipeline and its worker for one call."""
     overrides = overrides or ServiceOverrides()
     system_instruction = render_prompt("system.md", clinic_name=session.clinic_name)
+    session.instruction.base = system_instruction
 
     llm = overrides.llm or build_llm(plan, settings, system_instruction)
     llm_available = overrides.llm_available
@@ -201,7 +206,7 @@ def build_call_pipeline(
         recording = StereoRecording(session, recordings_dir, audio_in_sample_rate)
 
     emotion = emotion_processors(
-        session, emotion_providers or EmotionProviders.local(), overrides, tts, system_instruction
+        session, emotion_providers or EmotionProviders.local(), overrides, tts
     )
     observers = observer_processors(
         session, settings, director or LocalDirector(),
@@ -211,6 +216,15 @@ def build_call_pipeline(
     processors: list[FrameProcessor] = [transport.input()]
     processors.append(stt if stt is not None else TextInputBridge())
     processors += emotion.before_context + observers.before_context + chosen.before_context
+    world_extractor = None
+    if engine is not None and session.workspace_id is not None:
+        # Channel 3 of the world model: facts captured from each caller turn.
+        world_extractor = WorldExtractor(
+            session, engine.session, CallExtraction(
+                engine.pool, session.workspace_id, session.call_id,
+                extractor or RulesExtractor(country_code=settings.phone_country_code)),
+            timeout_s=settings.extraction_timeout_s)
+        processors.append(world_extractor)
     processors.append(user_aggregator)
     if session.is_audio:
         processors.append(CallerAudioEnd(recording))
@@ -256,7 +270,7 @@ def build_call_pipeline(
         initial_frames.append(TTSSpeakFrame(greeting_text))
     return CallPipeline(
         worker=worker, recorder=recorder, recording=recording, controller=controller,
-        initial_frames=initial_frames,
+        initial_frames=initial_frames, extractor=world_extractor,
     )
 
 
@@ -294,7 +308,7 @@ def observer_processors(
 
 def emotion_processors(
     session: CallSession, providers: EmotionProviders, overrides: ServiceOverrides,
-    tts: TTSService, system_instruction: str,
+    tts: TTSService,
 ) -> IntelligenceLayers:
     """The emotion layers, when the workspace has emotion on: the tap beside STT, steering
     before the navigator, the voice tone just before the TTS. A text session has no
@@ -307,7 +321,7 @@ def emotion_processors(
         audio = providers.audio() if session.is_audio else LocalAudioProvider()
     tap = EmotionTap(session, emotion, audio=audio,
                      text=overrides.emotion_text or providers.text)
-    steering = EmotionSteering(session, emotion, system_instruction=system_instruction)
+    steering = EmotionSteering(session, emotion)
     tone = ToneController(session, emotion, tts_settings=tone_settings_of(tts))
     return IntelligenceLayers(before_context=[tap], before_llm=[steering], after_llm=[tone])
 

@@ -25,6 +25,8 @@ EmotionTextProvider = Literal["auto", "google", "anthropic", "local"]
 DirectorProvider = Literal["auto", "google", "anthropic", "local"]
 SafetyJudgeProvider = Literal["auto", "google", "anthropic", "local"]
 EmbeddingProvider = Literal["auto", "openai", "local"]
+WorldModelProvider = Literal["auto", "google", "anthropic", "local"]
+AudioVerificationProvider = Literal["auto", "google", "local"]
 
 
 class CrisisResource(BaseModel):
@@ -73,6 +75,33 @@ class Settings(BaseSettings):
     db_write_retries: int = Field(default=5, ge=0)
     db_write_timeout_s: float = Field(default=5.0, gt=0)
 
+    # --- Practice-management system (services/world/pms) -----------------------
+    # Where open times are read and verified writes go: the world model itself
+    # (`builtin`) or Cliniko's public REST API (`cliniko`, which needs its key).
+    pms_provider: Literal["builtin", "cliniko"] = "builtin"
+    cliniko_api_key: SecretStr | None = Field(
+        default=None,
+        description="A Cliniko user's API key; its suffix (-au1, -uk1, ...) names the shard "
+        "whose API serves the account (no suffix: au1).",
+    )
+    cliniko_base_url: str | None = Field(
+        default=None,
+        description="Override Cliniko's API base URL (default https://api.<shard>.cliniko.com/v1 "
+        "from the key; tests use a local fake).",
+    )
+    cliniko_user_agent: str = Field(
+        default="clinic-voice-agent (ops@example.invalid)",
+        pattern=r"^\S.* \([^()\s]+@[^()\s]+\)$",
+        description="Sent on every Cliniko request as `APP_NAME (CONTACT_EMAIL)`: Cliniko "
+        "may block requests without a name and a contact email.",
+    )
+
+    @model_validator(mode="after")
+    def _pms_has_credentials(self) -> Settings:
+        if self.pms_provider == "cliniko" and self.cliniko_api_key is None:
+            raise ValueError("PMS_PROVIDER=cliniko needs CLINIKO_API_KEY")
+        return self
+
     # --- Providers -------------------------------------------------------------
     stt_provider: STTProvider = "auto"
     tts_provider: TTSProvider = "auto"
@@ -108,9 +137,34 @@ class Settings(BaseSettings):
     )
     embedding_provider: EmbeddingProvider = Field(
         default="auto",
-        description="Sentence embeddings for the safety monitor: OpenAI text-embedding-3-small "
-        "with OPENAI_API_KEY, else WordLlama from its wheel (offline).",
+        description="Sentence embeddings for the safety monitor and the world model's search: "
+        "OpenAI text-embedding-3-small with OPENAI_API_KEY, else WordLlama from its wheel "
+        "(offline).",
     )
+    world_model_provider: WorldModelProvider = Field(
+        default="auto",
+        description="Who extracts facts from each caller turn and judges the call's writes "
+        "afterwards: the fast model (Gemini Flash with GOOGLE_API_KEY, else Claude Haiku with "
+        "ANTHROPIC_API_KEY) or rules.",
+    )
+    audio_verification_provider: AudioVerificationProvider = Field(
+        default="auto",
+        description="Who re-hears a caller's names, dates, phone numbers and member ids: Gemini "
+        "(audio in, with GOOGLE_API_KEY) or a second PocketSphinx pass held to the field's "
+        "grammar.",
+    )
+    extraction_timeout_s: float = Field(default=3.0, gt=0, le=30)
+    verification_timeout_s: float = Field(
+        default=20.0, gt=0, le=300,
+        description="Each model stage of the after-call verification (then the rules judge).")
+    audio_verification_timeout_s: float = Field(
+        default=2.5, gt=0, le=10,
+        description="How long a caller waits for an audio check before the call goes on "
+        "with the transcript as heard.")
+    phone_country_code: str = Field(
+        default="1", pattern=r"^[1-9][0-9]{0,2}$",
+        description="Country code for phone numbers callers say without one (1: North "
+        "American numbering).")
 
     deepgram_api_key: SecretStr | None = None
     deepgram_model: str = "nova-3-general"
@@ -370,6 +424,11 @@ def resolve_providers(settings: Settings) -> dict[str, ProviderChoice]:
         "embeddings": _choose(
             "embeddings", settings.embedding_provider, "openai",
             settings.openai_api_key is not None, "OPENAI_API_KEY"),
+        "world_model": _fast_model_choice(
+            "world_model", settings.world_model_provider, settings, offline="local"),
+        "audio_verification": _choose(
+            "audio_verification", settings.audio_verification_provider, "google",
+            settings.google_api_key is not None, "GOOGLE_API_KEY"),
     }
 
 

@@ -204,10 +204,14 @@ async def get_service_by_name(
 
 
 async def find_service_by_phone(pool: asyncpg.Pool, phone_number: str) -> JsonDict | None:
-    """The service an inbound call to `phone_number` reaches."""
-    return _row_or_none(
-        await pool.fetchrow("SELECT * FROM services WHERE phone_number = $1", phone_number)
-    )
+    """The service an inbound call to `phone_number` reaches: its own number, else the
+    service of the location with that number."""
+    return _row_or_none(await pool.fetchrow(
+        """SELECT * FROM services WHERE phone_number = $1
+           UNION ALL
+           SELECT s.* FROM services s JOIN locations l ON l.service_id = s.id
+            WHERE l.phone_number = $1
+           LIMIT 1""", phone_number))
 
 
 async def default_service(pool: asyncpg.Pool, workspace_id: str | None) -> JsonDict | None:

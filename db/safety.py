@@ -18,8 +18,8 @@ import asyncpg
 import numpy as np
 
 from db.repositories import as_uuid
-from services.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
 from services.embeddings import Embedder
+from services.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
 
 
 class ConceptError(ValueError):

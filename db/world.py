@@ -22,7 +22,8 @@ from db.repositories import as_uuid
 Confidence = Literal["low", "moderate", "high", "verified"]
 CONFIDENCE_ORDER: tuple[Confidence, ...] = ("low", "moderate", "high", "verified")
 Verification = Literal["pending", "approved", "corrected", "flagged", "rejected"]
-EventSource = Literal["tool", "extraction", "audio_verification", "operator", "import"]
+EventSource = Literal["tool", "extraction", "audio_verification", "verification", "operator",
+                      "import"]
 
 
 class DuplicatePatient(Exception):
@@ -578,3 +579,17 @@ async def latest_verification(pool: asyncpg.Pool, call_id: str) -> dict[str, Any
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+async def call_transcript(pool: asyncpg.Pool, call_id: str) -> list[tuple[str, str]]:
+    """(speaker role, text) of each turn of a call, in order."""
+    rows = await pool.fetch(
+        "SELECT speaker_role, text FROM turns WHERE call_id = $1 ORDER BY seq",
+        as_uuid(call_id))
+    return [(row["speaker_role"], row["text"]) for row in rows]
+
+
+async def call_workspace(pool: asyncpg.Pool, call_id: str) -> str | None:
+    workspace = await pool.fetchval("SELECT workspace_id FROM calls WHERE id = $1",
+                                    as_uuid(call_id))
+    return str(workspace) if workspace else None

@@ -34,12 +34,16 @@ from flows.navigator import (
     took_action,
     understand_targets,
 )
-from flows.recalls import RECALLS
+from flows.recalls import RECALLS, load_chart
 from flows.session import BookingSession
 from flows.tools import BookingTools
 from services.call_session import CallLog
+from services.world.ambient import ambient_context
+from services.world.index import WorldIndex
+from services.world.pms.base import PracticeSystem
 
 PREFETCH_TIMEOUT_S = 2.0
+CHART_TIMEOUT_S = 0.5
 
 
 @dataclass
@@ -58,12 +62,16 @@ class BookingEngine:
         self, graph: ContextGraph, session: BookingSession, pool: asyncpg.Pool, log: CallLog, *,
         clinic_name: str, emergency_number: str, today: Callable[[], date] = date.today,
         transfer_number: str | None = None, navigator: Navigator | None = None,
+        index: WorldIndex | None = None, practice: PracticeSystem | None = None,
+        dialled_number: str | None = None,
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self.navigator = navigator or DeterministicNavigator(graph)
         self.tools = BookingTools(
-            graph, session, pool, log, today=today, clinic_transfer_number=transfer_number
+            graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
+            index=index, practice=practice,
         )
+        self.dialled_number = dialled_number
         self.clinic_name = clinic_name
         self.emergency_number = emergency_number
         self._today = today
@@ -96,6 +104,26 @@ class BookingEngine:
         recall = self.graph.states[self.graph.initial_state].recall
         await RECALLS[recall or "caller_context"](self.session, self.pool)
 
+    @property
+    def chart_outdated(self) -> bool:
+        """A write or a new identification changed what the caller's chart should say."""
+        session = self.session
+        loaded = session.chart.patient.id if session.chart is not None else None
+        current = session.patient.id if session.patient is not None else None
+        return session.chart_stale or loaded != current
+
+    async def refresh_chart(self) -> None:
+        """Load the chart again when it is out of date (bounded: a slow database keeps
+        the previous one and says so in the record)."""
+        if not self.chart_outdated:
+            return
+        try:
+            await asyncio.wait_for(load_chart(self.session, self.pool), CHART_TIMEOUT_S)
+        except Exception as error:  # noqa: BLE001 - the call goes on with what it had
+            logger.warning(f"call {self.session.call_id}: chart not refreshed "
+                           f"({type(error).__name__})")
+            self.log.event("chart_unavailable", error=type(error).__name__)
+
     async def navigate_turn(
         self, caller_text: str, *, filler: FillerSink | None = None
     ) -> tuple[NavDecision, float]:
@@ -121,6 +149,10 @@ class BookingEngine:
         self._record(decision.hops)
         self.state = decision.state
         return decision, nav_s * 1000
+
+    def ambient(self) -> str:
+        """The patient and clinic context for the system prompt, as the call knows it now."""
+        return ambient_context(self.session, dialled=self.dialled_number)
 
     def settle(self) -> NavDecision | None:
         """After a write: the exit its outcome opens, recorded (None: the state stays)."""

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import asyncpg
 
-from db import companion
+from db import companion, world
 from db import scheduling as db
 from flows.graph import ContextGraph, StateType
 from flows.session import BookingSession
@@ -40,6 +40,14 @@ async def caller_context(session: BookingSession, pool: asyncpg.Pool) -> None:
         session.upcoming = await db.upcoming_appointments(
             pool, session.patient.id, datetime.now().astimezone()
         )
+        await load_chart(session, pool)
+
+
+async def load_chart(session: BookingSession, pool: asyncpg.Pool) -> None:
+    """The identified caller's chart (the ambient channel's patient context)."""
+    session.chart_stale = False
+    session.chart = (await world.clinical_context(pool, session.patient.id)
+                     if session.patient is not None else None)
 
 
 async def person_memories(session: BookingSession, pool: asyncpg.Pool) -> None:

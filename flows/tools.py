@@ -14,17 +14,16 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 from datetime import date, datetime, timedelta
+from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import asyncpg
 from loguru import logger
 
-from db import companion
+from db import companion, world
 from db import scheduling as db
-from db import world
 from db.world import EventDraft, Provenance
 from flows import guards
 from flows.graph import ContextGraph
@@ -34,9 +33,9 @@ from flows.world_tools import WorldRefused, WorldTools
 from services.call_session import CallLog
 from services.embeddings import LocalEmbedder
 from services.slots import spread
+from services.world.fields import normalize_phone, parse_date
 from services.world.index import WorldIndex
 from services.world.pms.base import PMSError, PracticeSystem
-from services.world.fields import normalize_phone, parse_date
 from services.world.pms.builtin import BuiltinPractice
 from services.world.write_safety import WriteDeduplicator, target_outside_scope
 

@@ -19,8 +19,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 import dateparser
 
-from db import scheduling
-from db import world
+from db import scheduling, world
 from db.world import CoverageSpec, OutboundTaskSpec, PatientRecord, Provenance
 from flows.session import BookingSession
 from flows.spoken import say_date

@@ -26,13 +26,10 @@ from services.emotion.steering import annotation, session_steering
 
 
 class EmotionSteering(FrameProcessor):
-    def __init__(
-        self, session: CallSession, emotion: CallEmotion, *, system_instruction: str, **kwargs
-    ) -> None:
+    def __init__(self, session: CallSession, emotion: CallEmotion, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
         self._emotion = emotion
-        self._base = system_instruction
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -56,9 +53,9 @@ class EmotionSteering(FrameProcessor):
         if text == emotion.steering:
             return
         emotion.steering = text
-        instruction = self._base if text is None else f"{self._base}\n\n{text}"
+        self._session.instruction.update("steering", text)
         await self.push_frame(LLMUpdateSettingsFrame(
-            delta=LLMSettings(system_instruction=instruction)))
+            delta=LLMSettings(system_instruction=self._session.instruction.text)))
         self._session.log.event(
             "steering", dominant=snapshot.dominant, trend=snapshot.trend.value,
             tone=steering.response.tone if steering else None,

@@ -32,11 +32,13 @@ from pipecat.frames.frames import (
     Frame,
     LLMContextFrame,
     LLMRunFrame,
+    LLMUpdateSettingsFrame,
     StartFrame,
     TTSSpeakFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.settings import LLMSettings
 
 from flows.compile import EngageNodes
 from flows.engine import BookingEngine
@@ -102,6 +104,7 @@ class GraphNavigator(LineSpeaker):
             return False
         last = reply.decisions[-1]
         await self._navigated(reply.nav_ms, last)
+        await self._refresh_world(push=False)
         await self.say_line(reply.text)
         if reply.transfer_to:
             self._transfer(reply.transfer_to, last.state)
@@ -127,6 +130,7 @@ class GraphNavigator(LineSpeaker):
                                     - conversation.answering, after="navigation")
             return True
         await self._navigated(nav_ms, decision)
+        await self._refresh_world(push=True)
         if not decision.filler_said:  # the LLM is next: a filler if its wait is long
             await self._offer_filler(decision.filler, kind="engage_llm",
                                      verifying=decision.verify_audio)
@@ -144,6 +148,21 @@ class GraphNavigator(LineSpeaker):
         except Exception as error:  # noqa: BLE001 - the LLM answers in static prompt mode
             self._static_from_here(error)
             await self.queue_frame_at_source(LLMRunFrame())
+
+    async def _refresh_world(self, *, push: bool) -> None:
+        """The ambient block of the system instruction, kept current: the chart reloaded
+        after a write or a new identification, and the instruction replaced when its text
+        changed (`push`: an LLM is there to receive it). Recorded without the contents."""
+        await self._engine.refresh_chart()
+        text = self._engine.ambient()
+        if not self._session.instruction.update("world", text):
+            return
+        self._session.log.event(
+            "world_context", chars=len(text),
+            identified=self._engine.session.patient is not None)
+        if push:
+            await self.push_frame(LLMUpdateSettingsFrame(
+                delta=LLMSettings(system_instruction=self._session.instruction.text)))
 
     async def _end_after_goodbye(self, _action: dict, _flow_manager: FlowManager) -> None:
         """The terminal node's goodbye has played: transfer if asked, then hang up."""

@@ -180,6 +180,7 @@ async def _phone_pipeline(
         engine=booking_engine(runtime, session, profile),
         emotion_providers=runtime.emotion_providers, director=runtime.director,
         safety=runtime.safety, safety_index=profile.safety_index,
+        extractor=runtime.extractor,
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -246,6 +247,7 @@ async def _serve_text_session(
             greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
             emotion_providers=runtime.emotion_providers, director=runtime.director,
             safety=runtime.safety, safety_index=profile.safety_index,
+            extractor=runtime.extractor,
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:
@@ -300,6 +302,8 @@ def booking_engine(
     return BookingEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.emergency_number, navigator=navigator,
+        index=runtime.world_index, practice=runtime.practice,
+        dialled_number=profile.dialled_number,
     )
 
 
@@ -352,8 +356,11 @@ def completion_reason(session: CallSession) -> CompletionReason:
 async def finish_call(
     call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime, started: datetime
 ) -> None:
-    """Close the call record: open turns, recording, reason, duration; then flush."""
+    """Close the call record: open turns, recording, reason, duration; then flush. Then,
+    off the call's path, verify what the call wrote and sync what is verified."""
     await call_pipeline.recorder.flush()
+    if call_pipeline.extractor is not None:
+        await call_pipeline.extractor.finish()
     if call_pipeline.recording is not None:
         await call_pipeline.recording.save()
     reason = completion_reason(session)
@@ -369,3 +376,5 @@ async def finish_call(
     )
     logger.info(f"call {session.call_id}: ended ({reason.value})")
     await runtime.writer.flush(FLUSH_TIMEOUT_S)
+    if session.workspace_id is not None:
+        runtime.verify_soon(session.call_id)

@@ -26,6 +26,7 @@ from db.writer import (
     TurnRecord,
 )
 from services.observers.conversation import ConversationState
+from services.system_prompt import SystemPrompt
 from services.voice_settings import VoiceSettings
 
 if TYPE_CHECKING:
@@ -155,6 +156,8 @@ class CallSession:
     emotion: CallEmotion | None = None
     # What the observer layers share: goodbye, suspension, the conversation so far.
     conversation: ConversationState = field(default_factory=ConversationState)
+    # The engage LLM's system instruction, with the blocks layers keep current.
+    instruction: SystemPrompt = field(default_factory=SystemPrompt)
 
     def cancel_transfer(self, why: str) -> None:
         """A transfer that waits for the goodbye is called off (a barge-in, an operator

@@ -19,6 +19,7 @@ from pipecat.transcriptions.language import Language
 
 from config import ProviderChoice, Settings, resolve_providers
 from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
+from services.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
 from services.emotion.providers import (
     AudioEmotionProvider,
     LocalAudioProvider,
@@ -34,12 +35,19 @@ from services.observers.director import (
     director_schema,
 )
 from services.prompts import render_prompt
-from services.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
 from services.safety.judge import INSTRUCTION as JUDGE_INSTRUCTION
 from services.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJudge
 from services.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from services.safety.monitor import SafetyServices
 from services.voice_settings import VoiceSettings
+from services.world.extraction import (
+    Extractor,
+    ModelExtractor,
+    RulesExtractor,
+    extraction_schema,
+)
+from services.world.verification import SCHEMAS as VERIFICATION_SCHEMAS
+from services.world.verification import Judges, ModelJudges, RulesJudges
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
 # measured on 2 vCPUs (docs/PERFORMANCE.md): 60 calls with cloud voices on the Intel
@@ -51,6 +59,10 @@ LOCAL_VOICES_CALL_CAPACITY = 12
 
 NAVIGATOR_INSTRUCTION = render_prompt("navigator/system.md")
 NAVIGATOR_MAX_TOKENS = 120
+EXTRACTION_INSTRUCTION = render_prompt("world/system.md")
+EXTRACTION_MAX_TOKENS = 200
+VERIFICATION_INSTRUCTION = EXTRACTION_INSTRUCTION
+VERIFICATION_MAX_TOKENS = 300
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,8 @@ class ProviderPlan:
     director: ProviderChoice
     safety_judge: ProviderChoice
     embeddings: ProviderChoice
+    world_model: ProviderChoice
+    audio_verification: ProviderChoice
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderPlan:
@@ -73,7 +87,8 @@ class ProviderPlan:
 
     def choices(self) -> tuple[ProviderChoice, ...]:
         return (self.stt, self.tts, self.llm, self.navigator, self.emotion_audio,
-                self.emotion_text, self.director, self.safety_judge, self.embeddings)
+                self.emotion_text, self.director, self.safety_judge, self.embeddings,
+                self.world_model, self.audio_verification)
 
     def log(self) -> None:
         """One line per component: which provider and why (never the key itself)."""
@@ -310,3 +325,27 @@ def build_safety(plan: ProviderPlan, settings: Settings) -> SafetyServices:
             timeout_s=settings.safety_judge_timeout_s,
         )
     return SafetyServices(embedder=embedder, judge=judge)
+
+
+def build_extractor(plan: ProviderPlan, settings: Settings) -> Extractor:
+    """What captures facts from each caller turn: the fast model, else the rules."""
+    rules = RulesExtractor(country_code=settings.phone_country_code)
+    service = build_fast_llm(plan.world_model.provider, settings)
+    if service is None:
+        return rules
+    ask = structured_model(service, instruction=EXTRACTION_INSTRUCTION,
+                           schema=extraction_schema(), max_tokens=EXTRACTION_MAX_TOKENS)
+    return ModelExtractor(ask, timeout_s=settings.extraction_timeout_s,
+                          country_code=settings.phone_country_code, fallback=rules)
+
+
+def build_verifier(plan: ProviderPlan, settings: Settings) -> Judges:
+    """The after-call judges: the fast model at each stage (never looser than the rules),
+    else the rules alone."""
+    service = build_fast_llm(plan.world_model.provider, settings)
+    if service is None:
+        return RulesJudges()
+    asks = {stage: structured_model(service, instruction=VERIFICATION_INSTRUCTION,
+                                    schema=schema, max_tokens=VERIFICATION_MAX_TOKENS)
+            for stage, schema in VERIFICATION_SCHEMAS.items()}
+    return ModelJudges(asks, timeout_s=settings.verification_timeout_s)

@@ -34,16 +34,23 @@ from services.providers import (
     ProviderPlan,
     build_director,
     build_emotion_providers,
+    build_extractor,
     build_navigator_model,
     build_safety,
+    build_verifier,
 )
 from services.safety.concepts import ConceptIndex
 from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, parse_voice_settings
+from services.world.after_call import verify_and_sync
+from services.world.index import WorldIndex
+from services.world.pms import build_practice
 
 # Seed 000: a pre-warmed call that never connects expires after 30 s.
 PREWARM_TTL_S = 30.0
 DB_LOOKUP_TIMEOUT_S = 2.0
+WORLD_BACKFILL_TIMEOUT_S = 300.0
+VERIFY_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -62,6 +69,7 @@ class CallProfile:
     graph_problems: list[str] = field(default_factory=list)
     # The default safety concepts plus the workspace's own (None: the defaults alone).
     safety_index: ConceptIndex | None = None
+    dialled_number: str | None = None  # picks the location in the ambient context
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
@@ -113,6 +121,12 @@ class AppRuntime:
         self.emotion_providers = build_emotion_providers(self.plan, settings)
         self.director = build_director(self.plan, settings)
         self.safety = build_safety(self.plan, settings)
+        # The world model's search shares the safety monitor's sentence embedder.
+        self.world_index = WorldIndex(self.safety.embedder)
+        self.practice = build_practice(settings, db.pool)
+        self.extractor = build_extractor(self.plan, settings)
+        self.verifier = build_verifier(self.plan, settings)
+        self._background: set[asyncio.Task] = set()
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
@@ -142,6 +156,7 @@ class AppRuntime:
         load_emotion_data()  # tables, rules and the VADER lexicon, read once
         quick_rules()  # the quick observer's patterns, compiled once
         await runtime._prepare_safety()
+        runtime.in_background(runtime._prepare_world(), name="world-index")
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):
@@ -169,12 +184,49 @@ class AppRuntime:
         except Exception as error:  # noqa: BLE001 - calls still run; the monitor retries
             logger.warning(f"safety concepts not embedded at start-up ({type(error).__name__})")
 
+    async def _prepare_world(self) -> None:
+        """The search indexes for the configured embedders, and vectors for any patient
+        or event that has none yet (first start, a model change, a failed write-time
+        index): bounded, off every call's path."""
+        try:
+            async with asyncio.timeout(WORLD_BACKFILL_TIMEOUT_S):
+                await self.world_index.prepare(self.db.pool)
+                added = await self.world_index.backfill(self.db.pool)
+            if added:
+                logger.info(f"world model: {added} embeddings added")
+        except Exception as error:  # noqa: BLE001 - search still works on what is indexed
+            logger.warning(f"world model index not prepared ({type(error).__name__})")
+
+    def verify_soon(self, call_id: str) -> asyncio.Task:
+        """Verify a finished call's writes and sync them (bounded, in the background)."""
+        return self.in_background(self._verify(call_id), name=f"verify-{call_id}")
+
+    async def _verify(self, call_id: str) -> None:
+        try:
+            async with asyncio.timeout(VERIFY_TIMEOUT_S):
+                await verify_and_sync(self.db.pool, call_id, self.verifier, self.practice)
+        except Exception as error:  # noqa: BLE001 - re-runnable later (main.py verify-call)
+            logger.warning(f"call {call_id}: verification not finished ({type(error).__name__})")
+
+    def in_background(self, work: Any, *, name: str) -> asyncio.Task:
+        """Run `work` off every call's path; kept until done, cancelled at close."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
     async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await self.world_index.drain()
         for task in list(self.active_calls.values()):
             task.cancel()
         if self.active_calls:
             await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
         await self.writer.close(timeout=self.settings.db_write_timeout_s * 2)
+        close_practice = getattr(self.practice, "aclose", None)
+        if close_practice is not None:
+            await close_practice()
         await self.db.close()
         await asyncio.to_thread(stop_worker_pools)
 
@@ -204,6 +256,7 @@ class AppRuntime:
             service.get("graph_id") or self.settings.context_graph,
         )
         profile.safety_index = await self._safety_index(service["workspace_id"])
+        profile.dialled_number = to_number
         return profile
 
     async def _safety_index(self, workspace_id: str) -> ConceptIndex | None:

@@ -109,7 +109,8 @@ CREATE TABLE clinical_events (
     summary             text NOT NULL,
     occurred_at         timestamptz NOT NULL DEFAULT now(),
     source              text NOT NULL
-        CHECK (source IN ('tool', 'extraction', 'audio_verification', 'operator', 'import')),
+        CHECK (source IN ('tool', 'extraction', 'audio_verification', 'verification',
+                          'operator', 'import')),
     written_by          text NOT NULL,
     turn_seq            integer,        -- the caller turn it came from, when known
     confidence          text NOT NULL

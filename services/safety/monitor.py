@@ -13,9 +13,9 @@ import asyncio
 from dataclasses import dataclass, field
 
 from config import CrisisResource
+from services.embeddings import Embedder
 from services.prompts import render_prompt
 from services.safety.concepts import ConceptIndex, SafetyConcept, default_concepts
-from services.embeddings import Embedder
 from services.safety.judge import SafetyJudge
 
 

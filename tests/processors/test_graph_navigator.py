@@ -27,6 +27,7 @@ from processors.graph_navigator import GraphNavigator
 from services.emotion.call import CallEmotion
 from services.emotion.fillers import filler_set
 from services.emotion.state import EmotionReading, Source
+from services.world.write_safety import visible_tools
 from tests.fakes import ScriptedModel, choice
 
 
@@ -44,6 +45,12 @@ class ScriptedEngine:
 
     async def start(self) -> None:
         pass
+
+    async def refresh_chart(self) -> None:
+        pass
+
+    def ambient(self) -> str:
+        return ""  # no clinic records behind this engine
 
     async def turn(self, text: str, *, filler=None) -> Reply:
         self.heard.append(text)
@@ -175,8 +182,9 @@ async def test_with_an_llm_the_turn_becomes_the_flows_node_the_llm_runs(session)
     assert node["name"] == state == "collecting_new_patient"  # not known on this number
     assert f"Do now: {down[0].action}" in node["task_messages"][0]["content"]
     tools = {f.name for f in node["functions"]}
-    assert tools == bundled_graph("clinic_booking").state_tools[state]
-    assert "CreateAppointment" not in tools
+    assert tools == visible_tools(bundled_graph("clinic_booking"), state, identified=False)
+    assert "CreatePatient" in tools  # the one write offered before the caller is identified
+    assert not tools & {"CreateAppointment", "UpdatePatient", "CreateInsurance"}
 
 
 async def test_a_flows_context_frame_passes_to_the_llm_untouched(session):

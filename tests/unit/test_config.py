@@ -20,7 +20,8 @@ def test_auto_uses_local_engines_when_no_keys_are_set():
     assert {name: c.provider for name, c in choices.items()} == {
         "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
         "emotion_audio": "local", "emotion_text": "local", "director": "local",
-        "safety_judge": "local", "embeddings": "local",
+        "safety_judge": "local", "embeddings": "local", "world_model": "local",
+        "audio_verification": "local",
     }
     assert "DEEPGRAM_API_KEY is not set" in choices["stt"].reason
 

@@ -11,8 +11,7 @@ from datetime import date, datetime
 
 import asyncpg
 
-from db import scheduling
-from db import world
+from db import scheduling, world
 from db.scheduling import AppointmentType
 from db.world import ClinicalEvent, CoverageSpec, Provenance
 from services.slots import Slot
