@@ -40,7 +40,7 @@ async def create_safety_concept(
                                                 examples)
                    VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at""",
                 as_uuid(workspace_id), spec.key, spec.name, spec.severity, spec.description,
-                json.dumps(spec.examples),
+                list(spec.examples),
             )
         except asyncpg.UniqueViolationError as error:
             raise ConceptError(f"the workspace already has a concept {spec.key!r}") from error

@@ -55,6 +55,7 @@ class PatientRecord:
     timezone: str | None
     preferences: dict[str, Any]
     confidence: Confidence
+    written_by: str
 
     @property
     def full_name(self) -> str:
@@ -164,7 +165,7 @@ def _record(row: asyncpg.Record | dict[str, Any]) -> PatientRecord:
         str(row["id"]), str(row["workspace_id"]), row["first_name"], row["last_name"],
         row["date_of_birth"], row["phone"], row["email"], row["address"], row["mrn"],
         row["timezone"], json.loads(preferences) if isinstance(preferences, str) else preferences,
-        row["confidence"],
+        row["confidence"], row["written_by"],
     )
 
 
@@ -484,7 +485,7 @@ async def write_event(
                summary, source, written_by, turn_seq, confidence, entity_table, entity_id)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id""",
         as_uuid(workspace_id), as_uuid(draft.patient_id), as_uuid(provenance.call_id),
-        draft.type, json.dumps(draft.payload, default=str), draft.summary, provenance.source,
+        draft.type, draft.payload, draft.summary, provenance.source,
         provenance.written_by, provenance.turn_seq, provenance.confidence, draft.entity_table,
         as_uuid(draft.entity_id),
     )
@@ -524,8 +525,7 @@ async def judge_event(
                verification_notes = verification_notes || $4::jsonb,
                payload = coalesce($5::jsonb, payload), summary = coalesce($6, summary)
            WHERE id = $1""",
-        as_uuid(event_id), verification, confidence, json.dumps([note], default=str),
-        json.dumps(payload, default=str) if payload is not None else None, summary,
+        as_uuid(event_id), verification, confidence, [note], payload, summary,
     )
 
 
@@ -565,7 +565,7 @@ async def record_verification_run(
     await pool.execute(
         """INSERT INTO call_verifications (call_id, classification, reason, judge, counts)
            VALUES ($1, $2, $3, $4, $5)""",
-        as_uuid(call_id), classification, reason[:300], judge, json.dumps(counts))
+        as_uuid(call_id), classification, reason[:300], judge, counts)
 
 
 async def latest_verification(pool: asyncpg.Pool, call_id: str) -> dict[str, Any] | None:

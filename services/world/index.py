@@ -192,7 +192,8 @@ class WorldIndex:
                                        vector, limit=NAME_CANDIDATES)
             for record in await world.patients_by_ids(pool, [n.entity_id for n in near]):
                 candidates[record.id] = record
-        for fields in ({"date_of_birth": query.date_of_birth}, {"phone": query.phone},
+        phone = normalize_phone(query.phone) or query.phone if query.phone else None
+        for fields in ({"date_of_birth": query.date_of_birth}, {"phone": phone},
                        {"mrn": query.mrn}):
             if any(v is not None for v in fields.values()):
                 for record in await world.patients_by_fields(pool, workspace_id, **fields):
