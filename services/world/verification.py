@@ -542,7 +542,8 @@ async def verify_call(pool: asyncpg.Pool, call_id: str, judges: Judges, *,
             status = "corrected" if verdicts[event.id].outcome == "correct" else "approved"
             counts[status] += 1
             await world.judge_event(pool, event.id, verification=status, confidence="verified",
-                                    note=_note("coherence", "upgrade", "coherent", judges))
+                                    note={**_note("coherence", "upgrade", "coherent", judges),
+                                          "from": event.confidence})
             counts["verified"] += 1
     counts["flagged"] = len(flagged)
     patient = next((e.patient_id for e in facts.events if e.patient_id), None)
