@@ -34,7 +34,7 @@ def configure_logging(settings: Settings) -> None:
 
 def create_app(settings: Settings) -> FastAPI:
     """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan."""
-    from api import calls, health, media_stream, voice
+    from api import calls, health, media_stream, voice, world
     from services.runtime import AppRuntime
 
     @asynccontextmanager
@@ -46,7 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
             await app.state.runtime.close()
 
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
-    for module in (health, voice, media_stream, calls):
+    for module in (health, voice, media_stream, calls, world):
         app.include_router(module.router)
     return app
 
@@ -159,6 +159,53 @@ def save_graph(settings: Settings, path: str, workspace: str, service: str | Non
     return event_loop.run(_with_database(settings, action))
 
 
+def verify_call(settings: Settings, call_id: str) -> int:
+    """Run a call's verification again (and sync what is verified); print the report."""
+    import json
+    from dataclasses import asdict
+
+    from services.providers import ProviderPlan, build_verifier
+    from services.world.after_call import verify_and_sync
+    from services.world.pms import build_practice
+
+    async def action(db) -> int:
+        practice = build_practice(settings, db.pool)
+        try:
+            report, synced = await verify_and_sync(
+                db.pool, call_id, build_verifier(ProviderPlan.from_settings(settings), settings),
+                practice)
+        finally:
+            if hasattr(practice, "aclose"):
+                await practice.aclose()
+        if report is None:
+            print(f"no call {call_id}", file=sys.stderr)
+            return 2
+        print(json.dumps({"classification": asdict(report.classification),
+                          "judge": report.judge, "counts": report.counts,
+                          "flagged": report.flagged, "synced": asdict(synced)}, indent=2))
+        return 0
+
+    return event_loop.run(_with_database(settings, action))
+
+
+def review_queue(settings: Settings, workspace: str, limit: int) -> int:
+    """Print the flagged events of a workspace, newest first."""
+    from db import repositories as repo
+    from db import world
+
+    async def action(db) -> int:
+        found = await repo.get_workspace_by_name(db.pool, workspace)
+        if found is None:
+            print(f"no workspace named {workspace!r}", file=sys.stderr)
+            return 2
+        for event in await world.review_queue(db.pool, found["id"], limit=limit):
+            why = event.notes[-1]["reason"] if event.notes else ""
+            print(f"{event.occurred_at:%Y-%m-%d %H:%M} {event.id} {event.type}: {why}")
+        return 0
+
+    return event_loop.run(_with_database(settings, action))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from services.simulator import add_simulate_arguments
 
@@ -177,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_argument("--workspace", default="demo")
     store.add_argument("--service", default=None, help="only for this service (by name)")
     add_simulate_arguments(sub.add_parser("simulate", help="play a caller script"))
+    verify = sub.add_parser("verify-call", help="verify a call's writes again and sync them")
+    verify.add_argument("call_id")
+    queue = sub.add_parser("review-queue", help="list flagged events awaiting a person")
+    queue.add_argument("--workspace", default="demo")
+    queue.add_argument("--limit", type=int, default=50)
     return parser
 
 
@@ -207,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
             return create_key(settings, args.workspace, args.name)
         if command == "save-graph":
             return save_graph(settings, args.path, args.workspace, args.service)
+        if command == "verify-call":
+            return verify_call(settings, args.call_id)
+        if command == "review-queue":
+            return review_queue(settings, args.workspace, args.limit)
         if command == "simulate":
             from services.simulator import run_simulate
 

@@ -1,0 +1,88 @@
+"""The world model's trust layer over HTTP: a call's clinical events, re-running its
+verification, and the review queue of flagged events. API key required; a key only
+ever sees its own workspace's calls and events."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, status
+from pydantic import BaseModel
+
+from api.deps import get_runtime, require_workspace
+from db import world
+from db.world import ClinicalEvent
+from services.runtime import AppRuntime
+from services.world.after_call import verify_and_sync
+
+router = APIRouter(prefix="/api", tags=["world model"])
+
+
+class EventOut(BaseModel):
+    id: str
+    call_id: str | None
+    patient_id: str | None
+    type: str
+    summary: str
+    payload: dict[str, Any]
+    occurred_at: datetime
+    source: str
+    written_by: str
+    turn_seq: int | None
+    confidence: str
+    verification: str
+    notes: list[dict[str, Any]]
+
+
+class VerificationOut(BaseModel):
+    call_id: str
+    classification: str
+    reason: str
+    judge: str
+    counts: dict[str, int]
+    flagged: dict[str, str]
+    synced: dict[str, Any] | None
+
+
+def _event(event: ClinicalEvent) -> EventOut:
+    return EventOut(**{k: v for k, v in asdict(event).items()
+                       if k in EventOut.model_fields})
+
+
+async def _own_call(runtime: AppRuntime, call_id: str, workspace_id: str) -> None:
+    if await world.call_workspace(runtime.db.pool, call_id) != workspace_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
+
+
+@router.get("/calls/{call_id}/events", response_model=list[EventOut])
+async def call_events(call_id: str, workspace_id: str = Depends(require_workspace),
+                      runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
+    """What the call wrote, with each event's provenance and verification."""
+    await _own_call(runtime, call_id, workspace_id)
+    return [_event(e) for e in await world.call_events(runtime.db.pool, call_id)]
+
+
+@router.post("/calls/{call_id}/verify", response_model=VerificationOut)
+async def verify(call_id: str, workspace_id: str = Depends(require_workspace),
+                 runtime: AppRuntime = Depends(get_runtime)) -> VerificationOut:
+    """Run the three verification stages again, then sync what is verified."""
+    await _own_call(runtime, call_id, workspace_id)
+    report, synced = await verify_and_sync(runtime.db.pool, call_id, runtime.verifier,
+                                           runtime.practice)
+    if report is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
+    return VerificationOut(
+        call_id=call_id, classification=report.classification.label,
+        reason=report.classification.reason, judge=report.judge, counts=report.counts,
+        flagged=report.flagged, synced=asdict(synced) if synced is not None else None)
+
+
+@router.get("/review-queue", response_model=list[EventOut])
+async def review_queue(limit: int = Query(default=50, ge=1, le=500),
+                       workspace_id: str = Depends(require_workspace),
+                       runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
+    """Flagged events awaiting a person, newest first."""
+    return [_event(e) for e in await world.review_queue(runtime.db.pool, workspace_id,
+                                                        limit=limit)]
