@@ -97,7 +97,7 @@ def ambient_context(session: BookingSession, *, dialled: str | None = None,
         return ""
     header = ("Patient and clinic context (from the clinic's records; use it, never read it "
               "out unasked):")
-    return f"{header}\n{text}"[: budget + 200]
+    return f"{header}\n{text}"  # over budget only by sections never dropped
 
 
 def _length(sections: list[tuple[str, str]]) -> int:

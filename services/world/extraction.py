@@ -125,6 +125,15 @@ def extraction_rules(path: Path = RULES_FILE) -> CompiledRules:
     )
 
 
+def digits_by_clause(text: str) -> str:
+    """Spoken numbers as digits, clause by clause: the punctuation between clauses stays,
+    so a value ends where the caller's sentence did."""
+    parts = re.split(r"([,;!?]|\.(?!\d)(?=\s|$))", text)
+    return "".join(part if re.fullmatch(r"[,;!?.]", part) else
+                   (" " + spoken_numbers_to_digits(part) + " " if part.strip() else part)
+                   for part in parts if part)
+
+
 def _spans(patterns: list[re.Pattern[str]], text: str) -> list[str]:
     return [m.group("value").strip() for p in patterns for m in p.finditer(text)]
 
@@ -142,7 +151,7 @@ def extract_by_rules(text: str, carriers: list[Carrier], *, country_code: str = 
     """The facts in one caller turn, by the data file's patterns (pure; µs)."""
     rules = extraction_rules()
     plain = " ".join(text.lower().split())
-    digits = spoken_numbers_to_digits(plain)
+    digits = digits_by_clause(plain)
     facts: list[Fact] = []
     contact: dict[str, str] = {}
     phone = _first(_spans(rules.fields["phone"], digits),

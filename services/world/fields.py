@@ -9,7 +9,7 @@ function returns the canonical form, or None when the text does not hold one.
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, datetime
 
 import dateparser
 
@@ -78,7 +78,16 @@ def normalize_name(text: str | None) -> str | None:
     cleaned = " ".join(text.strip().split())
     if not re.fullmatch(r"[A-Za-zÀ-ÿ' \-]{1,60}", cleaned):
         return None
-    return re.sub(r"[A-Za-zÀ-ÿ]+", lambda m: m.group(0).capitalize(), cleaned.lower())
+    return re.sub(r"[A-Za-zÀ-ÿ]+", _cased, cleaned)
+
+
+def _cased(match: re.Match[str]) -> str:
+    """A word as a name: capitalised, unless already written with inner capitals as the
+    person writes it (McDonald, DeShawn)."""
+    word = match.group(0)
+    if word[1:] != word[1:].lower() and word != word.upper():
+        return word
+    return word.capitalize()
 
 
 def parse_date(value: object, today: date) -> date | None:
@@ -97,7 +106,11 @@ def parse_date(value: object, today: date) -> date | None:
     spoken = spoken_date_of_birth(text, today)
     if spoken is not None:
         return spoken
-    parsed = dateparser.parse(text, languages=["en"], settings=_DATE_SETTINGS)
+    if not re.search(r"\b\d{4}\b|\b\d{1,2}[/.\-]\d{1,2}[/.\-]\d{2,4}\b",
+                     spoken_numbers_to_digits(text)):
+        return None  # no year: "yesterday", "the fifth" are not a full date
+    parsed = dateparser.parse(text, languages=["en"], settings={
+        **_DATE_SETTINGS, "RELATIVE_BASE": datetime.combine(today, datetime.min.time())})
     return parsed.date() if parsed is not None else None
 
 

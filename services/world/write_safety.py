@@ -32,6 +32,7 @@ QUOTE_MIN_CHARS = 12
 QUOTE_MIN_WORDS = 3
 QUOTE_RECENT_TURNS = 4
 QUOTE_MIN_SCORE = 85.0
+QUOTE_MAX_LENGTH_RATIO = 1.1  # a quote may not be longer than the words it quotes
 SELF_REFERENCE = "P1"  # how tools and prompts name the identified caller's own record
 
 Result = TypeVar("Result")
@@ -92,12 +93,10 @@ def quote_problem(quote: object, recent_caller_turns: Iterable[str]) -> str | No
                 "of what the caller said)")
     for turn in recent_caller_turns:
         heard = _plain(turn)
-        if not heard:
-            continue
-        # Within a longer turn the quote may be a part of it; a quote longer than the
-        # turn must match it as a whole (extra words would be invented).
-        similarity = (fuzz.partial_ratio(said, heard) if len(said) <= len(heard)
-                      else fuzz.ratio(said, heard))
+        if not heard or len(said) > len(heard) * QUOTE_MAX_LENGTH_RATIO + 2:
+            continue  # longer than what they said: words were added
+        # A part of the turn, or all of it, allowing for a misheard word or two.
+        similarity = max(fuzz.partial_ratio(said, heard), fuzz.ratio(said, heard))
         if similarity >= QUOTE_MIN_SCORE:
             return None
     return ("the caller did not say that in the last few turns; ask them, and quote their "
