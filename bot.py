@@ -90,6 +90,7 @@ from services.safety.concepts import ConceptIndex
 from services.safety.judge import RulesJudge
 from services.safety.monitor import SafetyServices
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
+from services.world.audio_check import AudioVerifier
 from services.world.extraction import CallExtraction, Extractor, RulesExtractor
 
 PHONE_SAMPLE_RATE = 8000
@@ -179,6 +180,7 @@ def build_call_pipeline(
     safety: SafetyServices | None = None,
     safety_index: ConceptIndex | None = None,
     extractor: Extractor | None = None,
+    audio_verifier: AudioVerifier | None = None,
 ) -> CallPipeline:
     """Assemble the pipeline and its worker for one call."""
     overrides = overrides or ServiceOverrides()
@@ -227,9 +229,12 @@ def build_call_pipeline(
         processors.append(world_extractor)
     processors.append(user_aggregator)
     if session.is_audio:
-        processors.append(CallerAudioEnd(recording))
+        processors.append(CallerAudioEnd(recording, session.turn_audio))
     processors += observers.before_llm + chosen.before_llm + emotion.before_llm
-    navigator = GraphNavigator(session, engine) if engine is not None else None
+    navigator = None
+    if engine is not None:
+        navigator = GraphNavigator(session, engine, audio_verifier=audio_verifier,
+                                   audio_timeout_s=settings.audio_verification_timeout_s)
     if navigator is not None:
         processors.append(navigator)
     processors.append(FallbackResponder(session, llm_available=llm_available))

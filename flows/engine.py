@@ -150,6 +150,11 @@ class BookingEngine:
         self.state = decision.state
         return decision, nav_s * 1000
 
+    def expected_field(self) -> str | None:
+        """The structured field the caller is answering for (what the last action asked)."""
+        action = self.graph.actions.get(self.session.last_action or "")
+        return action.captures if action is not None else None
+
     def ambient(self) -> str:
         """The patient and clinic context for the system prompt, as the call knows it now."""
         return ambient_context(self.session, dialled=self.dialled_number)

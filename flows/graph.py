@@ -84,6 +84,9 @@ class ActionSpec(_Strict):
     description: str
     say: str | None = None  # spoken template for local engage ({field} from session data)
     filler: str | None = None  # filler hint while the reply is prepared
+    # The structured field the caller's answer to this action holds: that answer's audio
+    # is checked again (audio verification) before it is used.
+    captures: Literal["name", "date", "phone", "member_id"] | None = None
 
 
 # A deterministic condition: predicate name → expected value (a list: any of them).

@@ -17,10 +17,13 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     OutputAudioRawFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from services.recording import StereoRecording
+from services.turn_audio import TurnAudio
 
 
 class AudioTap(FrameProcessor):
@@ -53,13 +56,23 @@ class CallerAudioEnd(FrameProcessor):
     a few milliseconds later than the transport received it.
     """
 
-    def __init__(self, recording: StereoRecording | None = None, **kwargs) -> None:
+    def __init__(self, recording: StereoRecording | None = None,
+                 turn_audio: TurnAudio | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self._recording = recording
+        self._turn_audio = turn_audio
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if not isinstance(frame, InputAudioRawFrame):
+            if self._turn_audio is not None:
+                if isinstance(frame, UserStartedSpeakingFrame):
+                    self._turn_audio.started()
+                elif isinstance(frame, UserStoppedSpeakingFrame):
+                    self._turn_audio.stopped()
             await self.push_frame(frame, direction)
-        elif self._recording is not None:
+            return
+        if self._recording is not None:
             self._recording.add_caller_audio(frame.audio, frame.sample_rate)
+        if self._turn_audio is not None:
+            self._turn_audio.add(frame.audio, frame.sample_rate)

@@ -47,15 +47,33 @@ from processors.fallback_responder import last_user_text
 from processors.frames import EndCallFrame, NavigationFrame
 from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
+from services.prompts import render_prompt
+from services.world.audio_check import (
+    MIN_AUDIO_S,
+    AudioCheck,
+    AudioVerifier,
+    guidance,
+    spoken,
+)
 
 PREFETCH_WAIT_S = 2.5
+AUDIO_CHECK_TIMEOUT_S = 2.5
+
+
+def _field_name(kind: str) -> str:
+    return {"date": "date of birth", "phone": "phone number", "member_id": "member ID",
+            "name": "name"}[kind]
 
 
 class GraphNavigator(LineSpeaker):
-    def __init__(self, session: CallSession, engine: BookingEngine, **kwargs) -> None:
+    def __init__(self, session: CallSession, engine: BookingEngine, *,
+                 audio_verifier: AudioVerifier | None = None,
+                 audio_timeout_s: float = AUDIO_CHECK_TIMEOUT_S, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
         self._engine = engine
+        self._audio_verifier = audio_verifier
+        self._audio_timeout_s = audio_timeout_s
         self._started: asyncio.Task | None = None
         self._flows: FlowManager | None = None
         self._nodes = EngageNodes(engine, end_call=self._end_after_goodbye)
@@ -76,7 +94,8 @@ class GraphNavigator(LineSpeaker):
             and not self._engine.failed
             and is_caller_turn(frame.context)
         ):
-            answered = (await self._engage(last_user_text(frame)) if self._flows is not None
+            answered = (await self._engage(last_user_text(frame), frame.context)
+                        if self._flows is not None
                         else await self._answer(last_user_text(frame)))
             if answered:
                 return
@@ -85,6 +104,17 @@ class GraphNavigator(LineSpeaker):
     async def _answer(self, caller_text: str) -> bool:
         """Answer the turn with the offline lines (False: the engine failed, let it through)."""
         await self._wait_for_prefetch()
+        check = await self._check_audio(caller_text)
+        read_back = ""
+        if check is not None:
+            if check.band in ("repeat", "spell"):  # ask again; the question stays open
+                await self.say_line(render_prompt(
+                    f"world/verify_{check.band}.txt", field=_field_name(check.kind)))
+                return True
+            corrected = check.corrections[0].corrected
+            caller_text = spoken(check.kind, corrected)
+            if check.band == "confirm":
+                read_back = render_prompt("world/verify_confirm.txt", value=caller_text) + " "
         if not self._engine.navigates_by_model:
             await self._offer_filler(None, kind="offline_turn")
         started = time.perf_counter()
@@ -105,16 +135,24 @@ class GraphNavigator(LineSpeaker):
         last = reply.decisions[-1]
         await self._navigated(reply.nav_ms, last)
         await self._refresh_world(push=False)
-        await self.say_line(reply.text)
+        await self.say_line(read_back + reply.text)
         if reply.transfer_to:
             self._transfer(reply.transfer_to, last.state)
         if reply.end_call:
             await self.push_frame(EndCallFrame(reason=self._end_reason().value))
         return True
 
-    async def _engage(self, caller_text: str) -> bool:
+    async def _engage(self, caller_text: str, context: LLMContext) -> bool:
         """Navigate, then let the engage LLM speak the chosen action in its Flows node."""
         await self._wait_for_prefetch()
+        check = await self._check_audio(caller_text)
+        if check is not None:
+            # The LLM is told what the audio check found, beside the caller's words.
+            messages = context.get_messages()
+            context.set_messages(messages[:-1] + [
+                {"role": "user", "content": guidance(check)}, messages[-1]])
+            if check.band == "use":
+                caller_text = spoken(check.kind, check.corrections[0].corrected)
         try:
             decision, nav_ms = await self._engine.navigate_turn(
                 caller_text, filler=self._model_filler)
@@ -148,6 +186,37 @@ class GraphNavigator(LineSpeaker):
         except Exception as error:  # noqa: BLE001 - the LLM answers in static prompt mode
             self._static_from_here(error)
             await self.queue_frame_at_source(LLMRunFrame())
+
+    async def _check_audio(self, caller_text: str) -> AudioCheck | None:
+        """Hear the caller's last turn again when it answers a question for a name, a
+        date, a phone number or a member id (the graph's `captures`). A filler covers
+        the wait; a timeout or an error means no check, and the call goes on."""
+        kind = self._engine.expected_field()
+        verifier = self._audio_verifier
+        pcm = self._session.turn_audio.last_turn
+        sample_rate = self._session.turn_audio.sample_rate
+        if (kind is None or verifier is None or not self._session.is_audio
+                or not verifier.supports(kind) or len(pcm) < MIN_AUDIO_S * sample_rate * 2):
+            return None
+        await self._offer_filler(None, kind="audio_verification", verifying=True)
+        started = time.perf_counter()
+        try:
+            check = await asyncio.wait_for(verifier.check(
+                pcm, sample_rate, caller_text, kind,
+                list(self._session.voice.correction_categories)), self._audio_timeout_s)
+        except Exception as error:  # noqa: BLE001 - the transcript as heard, then
+            self._session.log.event("audio_verification", field=kind, provider=verifier.name,
+                                    outcome="unavailable", error=type(error).__name__)
+            return None
+        if self._session.emotion is not None:  # how long the next filler must cover
+            self._session.emotion.latency.observe(
+                "audio_verification", (time.perf_counter() - started) * 1000)
+        self._session.log.event(
+            "audio_verification", field=kind, provider=verifier.name, outcome=check.band,
+            corrections=[{"heard": c.heard, "corrected": c.corrected,
+                          "confidence": c.confidence} for c in check.corrections],
+            both_wrong=check.both_wrong)
+        return check
 
     async def _refresh_world(self, *, push: bool) -> None:
         """The ambient block of the system instruction, kept current: the chart reloaded

@@ -180,7 +180,7 @@ async def _phone_pipeline(
         engine=booking_engine(runtime, session, profile),
         emotion_providers=runtime.emotion_providers, director=runtime.director,
         safety=runtime.safety, safety_index=profile.safety_index,
-        extractor=runtime.extractor,
+        extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
     )
     _end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
@@ -247,7 +247,7 @@ async def _serve_text_session(
             greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
             emotion_providers=runtime.emotion_providers, director=runtime.director,
             safety=runtime.safety, safety_index=profile.safety_index,
-            extractor=runtime.extractor,
+            extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
         )
         _end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:

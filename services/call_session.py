@@ -27,6 +27,7 @@ from db.writer import (
 )
 from services.observers.conversation import ConversationState
 from services.system_prompt import SystemPrompt
+from services.turn_audio import TurnAudio
 from services.voice_settings import VoiceSettings
 
 if TYPE_CHECKING:
@@ -158,6 +159,8 @@ class CallSession:
     conversation: ConversationState = field(default_factory=ConversationState)
     # The engage LLM's system instruction, with the blocks layers keep current.
     instruction: SystemPrompt = field(default_factory=SystemPrompt)
+    # The caller's last turn as audio (audio sessions), for audio verification.
+    turn_audio: TurnAudio = field(default_factory=TurnAudio)
 
     def cancel_transfer(self, why: str) -> None:
         """A transfer that waits for the goodbye is called off (a barge-in, an operator

@@ -40,6 +40,7 @@ from services.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJu
 from services.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from services.safety.monitor import SafetyServices
 from services.voice_settings import VoiceSettings
+from services.world.audio_check import AudioVerifier, LocalAudioVerifier
 from services.world.extraction import (
     Extractor,
     ModelExtractor,
@@ -349,3 +350,18 @@ def build_verifier(plan: ProviderPlan, settings: Settings) -> Judges:
                                     schema=schema, max_tokens=VERIFICATION_MAX_TOKENS)
             for stage, schema in VERIFICATION_SCHEMAS.items()}
     return ModelJudges(asks, timeout_s=settings.verification_timeout_s)
+
+
+def build_audio_verifier(plan: ProviderPlan, settings: Settings) -> AudioVerifier:
+    """Who hears a caller's structured answers again: Gemini (audio in), else a second
+    PocketSphinx pass held to the field's grammar."""
+    if plan.audio_verification.provider == "google":
+        from services.world.audio_check import GeminiAudioVerifier
+
+        return GeminiAudioVerifier(
+            settings.google_api_key.get_secret_value(), model=settings.google_navigator_model,
+            base_url=settings.google_base_url, timeout_s=settings.audio_verification_timeout_s)
+    from services.world.field_grammar import FieldRecognizer
+
+    return LocalAudioVerifier(FieldRecognizer.shared(),
+                              timeout_s=settings.audio_verification_timeout_s)

@@ -34,6 +34,7 @@ from services.providers import (
     ProviderPlan,
     build_director,
     build_emotion_providers,
+    build_audio_verifier,
     build_extractor,
     build_navigator_model,
     build_safety,
@@ -125,6 +126,7 @@ class AppRuntime:
         self.world_index = WorldIndex(self.safety.embedder)
         self.practice = build_practice(settings, db.pool)
         self.extractor = build_extractor(self.plan, settings)
+        self.audio_verifier = build_audio_verifier(self.plan, settings)
         self.verifier = build_verifier(self.plan, settings)
         self._background: set[asyncio.Task] = set()
         self.call_capacity = self.plan.call_capacity(settings)

@@ -17,7 +17,8 @@ from services.emotion.fillers import FillerPicker, LatencyEstimate
 from services.emotion.state import EmotionalState, EmotionalSummary, EmotionSnapshot, Trend
 
 # What each kind of work is expected to take before a turn has measured it (ms).
-LATENCY_PRIORS = {"navigator_model": 700.0, "engage_llm": 900.0, "offline_turn": 20.0}
+LATENCY_PRIORS = {"navigator_model": 700.0, "engage_llm": 900.0, "offline_turn": 20.0,
+                  "audio_verification": 1200.0}
 
 
 @dataclass
