@@ -102,11 +102,12 @@ def load_context_graph(settings: Settings) -> ContextGraph | None:
 
 
 def stop_worker_pools() -> None:
-    """Stop the decoder and prosody worker processes this process started, if any."""
+    """Stop the decoder, prosody and grammar worker processes this process started."""
     from services.emotion.local_audio import ProsodyPool
     from services.local_stt import DecoderPool
+    from services.world.field_recognizer import FieldRecognizer
 
-    for pool in DecoderPool.started() + ProsodyPool.started():
+    for pool in DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started():
         pool.shutdown()
 
 

@@ -87,6 +87,24 @@ def field_grammar(kind: FieldKind) -> FieldGrammar:
     return FieldGrammar(kind, jsgf, words)
 
 
+NARROWBAND_MODE = ""
+
+
+def _narrowband(phones: str) -> list[str]:
+    if not NARROWBAND_MODE:
+        return []
+    out = []
+    for mode in NARROWBAND_MODE.split(","):
+        if mode == "hh":
+            v = " ".join("HH" if p in ("S", "Z") else p for p in phones.split())
+        elif mode == "drop":
+            v = " ".join(p for p in phones.split() if p not in ("S", "Z")) or phones
+        elif mode == "hhall":
+            v = " ".join("HH" if p in ("S", "Z", "F", "TH", "SH") else p for p in phones.split())
+        out.append(v)
+    return out
+
+
 def _dictionary() -> CmuDictionary:
     return CmuDictionary.bundled()
 
@@ -95,8 +113,11 @@ def _dictionary() -> CmuDictionary:
 def dictionary_path() -> str:
     """A dictionary of every grammar's words, written once and cached on disk by content."""
     words = sorted(set().union(*(field_grammar(k).words for k in FIELD_KINDS)))
-    lines = [f"{w} {_PRONUNCIATIONS[w]}" for w in words if w in _PRONUNCIATIONS]
-    lines += _dictionary().dictionary_lines(w for w in words if w not in _PRONUNCIATIONS)
+    lines: list[str] = []
+    for word in words:
+        variants = [_PRONUNCIATIONS[word]] if word in _PRONUNCIATIONS else _dictionary()._entries[word]
+        variants = list(dict.fromkeys(variants + [v for p in variants for v in _narrowband(p)]))
+        lines += [f"{word if i == 0 else f'{word}({i + 1})'} {p}" for i, p in enumerate(variants)]
     text = "\n".join(sorted(lines)) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / "clinic-voice-agent-grammar" / digest / "fields.dict"
@@ -204,9 +225,8 @@ def _decoder_for(kind: FieldKind) -> Decoder:
         _decoder = Decoder(
             hmm=str(_model_dir() / "en-us"),
             dict=dictionary_path(),
-            samprate=DECODER_SAMPLE_RATE,
             loglevel="FATAL",
-            **_DECODER_SETTINGS,
+            **({"samprate": DECODER_SAMPLE_RATE} | _DECODER_SETTINGS),
         )
     if kind not in _searches:
         _decoder.add_jsgf_string(kind, field_grammar(kind).jsgf)

@@ -52,6 +52,9 @@ class ScriptedEngine:
     def ambient(self) -> str:
         return ""  # no clinic records behind this engine
 
+    def expected_field(self) -> str | None:
+        return None  # no question for structured data is open
+
     async def turn(self, text: str, *, filler=None) -> Reply:
         self.heard.append(text)
         if self.fail_on_turn:
