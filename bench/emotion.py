@@ -442,7 +442,7 @@ def analysis_beside_busy_loop(
     Returns the analysis's wall time, the loop's longest stall per analysis, and the
     same stall over as long a stretch with no analysis running (the machine's own), ms.
     """
-    pool = ProsodyPool.shared()._executor_or_start()  # noqa: SLF001 - the provider's own
+    pool = ProsodyPool.shared()._pool.start()  # noqa: SLF001 - the provider's own
     took, stalls, baseline = [], [], []
     for _ in range(runs):
         started = time.perf_counter()

@@ -261,7 +261,7 @@ def _contact_summary(record: PatientRecord, changes: dict[str, str]) -> str:
 async def create_patient(
     pool: asyncpg.Pool, workspace_id: str, *, first_name: str, last_name: str,
     date_of_birth: date, phone: str | None, email: str | None, address: str | None,
-    provenance: Provenance,
+    provenance: Provenance, phone_source: str = "said",
 ) -> tuple[PatientRecord, bool, str | None]:
     """The patient with this name and date of birth, created if new.
 
@@ -290,7 +290,7 @@ async def create_patient(
             f"New patient {record.full_name}, born {record.date_of_birth.isoformat()}.",
             {"first_name": record.first_name, "last_name": record.last_name,
              "date_of_birth": record.date_of_birth.isoformat(), "phone": phone, "email": email,
-             "address": address},
+             "address": address, "phone_source": phone_source},
             record.id, "patients", record.id,
         ), provenance)
     return record, True, event_id

@@ -225,13 +225,15 @@ class WorldTools:
         last = normalize_name(str(given.get("last_name") or ""))
         if not (first and last):
             raise WorldRefused("a first and last name are needed")
-        phone = (normalize_phone(str(given["phone"]), country_code=self.country_code)
-                 if given.get("phone") else self.session.caller_phone)
+        spoken_phone = given.get("phone")
+        phone = (normalize_phone(str(spoken_phone), country_code=self.country_code)
+                 if spoken_phone else self.session.caller_phone)
         email = normalize_email(str(given["email"])) if given.get("email") else None
         record, created, event_id = await world.create_patient(
             self.pool, self.session.workspace_id, first_name=first, last_name=last,
             date_of_birth=born, phone=phone, email=email, address=None,
-            provenance=self.provenance(tool))
+            provenance=self.provenance(tool),
+            phone_source="said" if spoken_phone else "caller_id")
         self.identify(record)
         self.session.outcome = "patient_created"
         if created:

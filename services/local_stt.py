@@ -33,7 +33,6 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncGenerator, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -64,7 +63,7 @@ from services.pronunciation import (
     derive_pronunciation,
     dictionary_words,
 )
-from services.worker_processes import spawn_executor
+from services.worker_processes import LazyProcessPool
 
 if TYPE_CHECKING:
     from pocketsphinx import Decoder
@@ -491,9 +490,10 @@ class DecoderPool:
     ) -> None:
         self.language_model: LanguageModelName = language_model
         self.size = size or default_pool_size()
-        self._executor: ProcessPoolExecutor | None = None
         self._files: LanguageModelFiles | None = None
-        self._lock = threading.Lock()
+        self._pool = LazyProcessPool(
+            self.size, f"PocketSphinx pool ({language_model} LM)", initializer=_start_worker,
+            initargs=lambda: (self._prepare(),))
         self._warm = False
 
     @classmethod
@@ -520,26 +520,15 @@ class DecoderPool:
             self._files = language_model_files(self.language_model)
         return self._files
 
-    def _executor_or_start(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                files = self._prepare()
-                self._executor = spawn_executor(self.size, _start_worker, (files,))
-                logger.info(
-                    f"PocketSphinx pool: {self.size} decoder processes ({self.language_model} LM)"
-                )
-            return self._executor
-
     async def transcribe(
         self, pcm: bytes, sample_rate: int, pronunciations: Sequence[Pronunciation] = ()
     ) -> DecodeResult:
         """Decode one utterance in a worker; the event loop never waits on the decoder."""
-        executor = await asyncio.to_thread(self._executor_or_start)
+        await asyncio.to_thread(self._pool.start)  # building the LM files is slow once
         try:
-            future = executor.submit(_decode_segment, pcm, sample_rate, tuple(pronunciations))
-            return await asyncio.wrap_future(future)
+            return await self._pool.run(_decode_segment, pcm, sample_rate, tuple(pronunciations))
         except BrokenProcessPool:
-            self._discard(executor)  # the next request starts fresh workers
+            self._warm = False  # the next request starts fresh workers
             raise
 
     async def warm_up(self) -> None:
@@ -555,20 +544,10 @@ class DecoderPool:
         await asyncio.gather(*decodes)
         self._warm = True
 
-    def _discard(self, executor: ProcessPoolExecutor) -> None:
-        with self._lock:
-            if self._executor is executor:
-                self._executor = None
-                self._warm = False
-        executor.shutdown(wait=False, cancel_futures=True)
-
     def shutdown(self) -> None:
         """Stop the workers (tests and benches; the shared pool lives as long as the process)."""
-        with self._lock:
-            executor, self._executor = self._executor, None
-            self._warm = False
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
+        self._warm = False
 
 
 # --- Keyterms ---------------------------------------------------------------------------

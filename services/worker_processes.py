@@ -62,3 +62,56 @@ def spawn_executor(
         initializer=_start,
         initargs=(os.getpid(), initializer, initargs),
     )
+
+
+class LazyProcessPool:
+    """Spawned workers started on first use, started afresh after one dies, and stopped
+    at shutdown: the lifecycle every pool of this service shares (decoders, prosody,
+    the grammar pass). `initargs` may be a callable, evaluated when the workers start
+    (it may be slow: `start` runs it, in a thread if the caller wants)."""
+
+    def __init__(self, workers: int, name: str, *, initializer: Callable[..., Any] | None = None,
+                 initargs: tuple | Callable[[], tuple] = ()) -> None:
+        self.workers, self.name = workers, name
+        self._initializer, self._initargs = initializer, initargs
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                args = self._initargs() if callable(self._initargs) else self._initargs
+                self._executor = spawn_executor(self.workers, self._initializer, args)
+                from loguru import logger
+
+                logger.info(f"{self.name}: {self.workers} worker process(es)")
+            return self._executor
+
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(*args)` in a worker; a dead worker raises BrokenProcessPool once, and
+        the next call starts fresh ones."""
+        import asyncio
+        from concurrent.futures.process import BrokenProcessPool
+
+        executor = self.start()
+        try:
+            return await asyncio.wrap_future(executor.submit(function, *args))
+        except BrokenProcessPool:
+            self.discard(executor)
+            raise
+
+    def discard(self, executor: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._executor is executor:
+                self._executor = None
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def running(self) -> bool:
+        return self._executor is not None
+
+    def shutdown(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)

@@ -14,18 +14,14 @@ gives no reading.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from loguru import logger
 
-from services.worker_processes import spawn_executor
+from services.worker_processes import LazyProcessPool
 
 FRAME_S = 0.040  # three periods of a 75 Hz voice
 HOP_S = 0.010
@@ -155,8 +151,7 @@ class ProsodyPool:
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = workers
-        self._executor: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._pool = LazyProcessPool(workers, "prosody analyzer")
 
     @classmethod
     def shared(cls) -> ProsodyPool:
@@ -171,22 +166,9 @@ class ProsodyPool:
         with cls._shared_lock:
             return [cls._shared] if cls._shared is not None else []
 
-    def _executor_or_start(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = spawn_executor(self.workers)
-                logger.info(f"prosody analyzer: {self.workers} worker process(es)")
-            return self._executor
-
     async def arousal(self, pcm: bytes, sample_rate: int) -> float | None:
-        executor = self._executor_or_start()
-        try:
-            return await asyncio.wrap_future(executor.submit(segment_arousal, pcm, sample_rate))
-        except BrokenProcessPool:
-            with self._lock:  # the next segment starts a fresh worker
-                if self._executor is executor:
-                    self._executor = None
-            raise
+        """A dead worker raises BrokenProcessPool once; the next segment starts another."""
+        return await self._pool.run(segment_arousal, pcm, sample_rate)
 
     async def warm_up(self) -> None:
         """Spawn the worker (about a second: interpreter, numpy) before the first call."""
@@ -194,7 +176,4 @@ class ProsodyPool:
 
     def shutdown(self) -> None:
         """Stop the worker (service shutdown, tests); the next segment would start another."""
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()

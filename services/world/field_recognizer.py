@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import ClassVar
 
 from loguru import logger
 
-from services.worker_processes import spawn_executor
+from services.worker_processes import LazyProcessPool
 from services.world.field_grammar import FieldKind, FieldReading, recognize_field
 
 WORKERS = 1
@@ -27,9 +25,7 @@ class FieldRecognizer:
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, workers: int = WORKERS) -> None:
-        self._workers = workers
-        self._executor: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._pool = LazyProcessPool(workers, "grammar pass")
 
     @classmethod
     def shared(cls) -> FieldRecognizer:
@@ -43,36 +39,18 @@ class FieldRecognizer:
         with cls._shared_lock:
             return [cls._shared] if cls._shared is not None else []
 
-    def _executor_or_start(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = spawn_executor(self._workers)
-            return self._executor
-
     async def recognize(self, pcm: bytes, sample_rate: int, kind: FieldKind, *,
                         timeout_s: float) -> FieldReading | None:
-        """The field as the grammar hears it, or None (timeout, broken worker)."""
+        """The field as the grammar hears it, or None (timeout, lost worker, error)."""
         try:
-            executor = await asyncio.to_thread(self._executor_or_start)
-            future = executor.submit(recognize_field, pcm, sample_rate, kind)
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+            await asyncio.to_thread(self._pool.start)  # spawning takes a second: not here
+            return await asyncio.wait_for(
+                self._pool.run(recognize_field, pcm, sample_rate, kind), timeout_s)
         except TimeoutError:
             logger.warning(f"grammar pass ({kind}): no answer in {timeout_s} s")
-        except BrokenProcessPool:
-            logger.warning(f"grammar pass ({kind}): worker lost; restarting on next use")
-            self._discard()
         except Exception as error:  # noqa: BLE001 - no reading; the transcript stands
             logger.warning(f"grammar pass ({kind}) failed ({type(error).__name__})")
         return None
 
-    def _discard(self) -> None:
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
-
     def shutdown(self) -> None:
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()

@@ -40,9 +40,10 @@ from rapidfuzz import fuzz
 
 from db import scheduling, world
 from db.world import ClinicalEvent, EventDraft, PatientRecord, Provenance
-from flows.understanding import date_of_birth
+from flows.understanding import date_of_birth, spoken_numbers_to_digits
 from services.patterns import valid_regex
 from services.prompts import render_prompt
+from services.world.carriers import default_carriers
 from services.world.extraction import extraction_rules
 from services.world.fields import (
     digits_in,
@@ -158,15 +159,10 @@ def _heard_name(facts: CallFacts, name: str) -> bool:
 
 
 def _heard_code(facts: CallFacts, code: str) -> bool:
-    spoken = re.sub(r"[^a-z0-9]", "", digits_in_words(facts.caller_text))
+    """An id was said: its letters and digits in order in the caller's words (spoken
+    numbers as digits, spaces and punctuation aside)."""
+    spoken = re.sub(r"[^a-z0-9]", "", spoken_numbers_to_digits(facts.caller_text))
     return code.lower() in spoken
-
-
-def digits_in_words(text: str) -> str:
-    """The caller's words with spoken numbers as digits (for codes like member ids)."""
-    from flows.understanding import spoken_numbers_to_digits
-
-    return spoken_numbers_to_digits(text)
 
 
 def _phone_verdict(phone: str | None, facts: CallFacts, where: str) -> EventVerdict | None:
@@ -219,11 +215,10 @@ def judge_by_rules(event: ClinicalEvent, facts: CallFacts) -> EventVerdict:
             if payload.get(part) and not _heard_name(facts, payload[part]):
                 verdicts.append(EventVerdict("flag", f"the {part.replace('_', ' ')} is not in "
                                                      "the transcript"))
-        verdict = _phone_verdict(payload.get("phone"), facts, "new patient") if payload.get(
-            "phone") and facts.patients.get(event.patient_id) and payload.get(
-            "phone") != _caller_number(facts) else None
-        if verdict is not None:
-            verdicts.append(verdict)
+        if payload.get("phone") and payload.get("phone_source") != "caller_id":
+            verdict = _phone_verdict(payload["phone"], facts, "new patient")
+            if verdict is not None:
+                verdicts.append(verdict)
     elif kind in ("insurance_reported", "insurance_added"):
         member = payload.get("member_id")
         if member:
@@ -266,13 +261,7 @@ def judge_by_rules(event: ClinicalEvent, facts: CallFacts) -> EventVerdict:
     return EventVerdict(worst.outcome, reason)
 
 
-def _caller_number(facts: CallFacts) -> str | None:
-    return None  # the caller ID is not in the transcript; only spoken numbers are checked
-
-
 def _carrier_heard(carrier: str, facts: CallFacts) -> bool:
-    from services.world.carriers import default_carriers
-
     names = [carrier] + [alias for spec in default_carriers() if spec.name == carrier
                          for alias in spec.aliases]
     return any(_heard_name(facts, name) for name in names)
