@@ -32,7 +32,8 @@ def test_health_reports_the_database_and_local_providers(server):
     assert body["providers"] == {
         "stt": "local", "tts": "local", "llm": "local", "navigator": "deterministic",
         "emotion_audio": "local", "emotion_text": "local", "director": "local",
-        "safety_judge": "local", "embeddings": "local",
+        "safety_judge": "local", "embeddings": "local", "world_model": "local",
+        "audio_verification": "local",
     }
 
 
