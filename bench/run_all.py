@@ -10,7 +10,7 @@ import sys
 
 BENCHMARKS = [
     "bench.stt_wer", "bench.first_audio", "bench.pipeline_latency", "bench.booking_engine",
-    "bench.emotion",
+    "bench.emotion", "bench.observers", "bench.world_model", "bench.field_grammar",
 ]
 
 

@@ -32,9 +32,9 @@ from services.observers.quick import quick_rules
 from services.prompts import render_prompt
 from services.providers import (
     ProviderPlan,
+    build_audio_verifier,
     build_director,
     build_emotion_providers,
-    build_audio_verifier,
     build_extractor,
     build_navigator_model,
     build_safety,
@@ -105,7 +105,7 @@ def stop_worker_pools() -> None:
     """Stop the decoder, prosody and grammar worker processes this process started."""
     from services.emotion.local_audio import ProsodyPool
     from services.local_stt import DecoderPool
-    from services.world.field_recognizer import FieldRecognizer
+    from services.world.field_grammar import FieldRecognizer
 
     for pool in DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started():
         pool.shutdown()
@@ -175,6 +175,11 @@ class AppRuntime:
             from services.emotion.local_audio import ProsodyPool
 
             asyncio.get_running_loop().create_task(ProsodyPool.shared().warm_up())
+        if runtime.plan.audio_verification.provider == "local":
+            # The grammar pass's process (0.7 s to start): not on a caller's birth date.
+            from services.world.field_grammar import FieldRecognizer
+
+            runtime.in_background(FieldRecognizer.shared().warm_up(), name="grammar-warm-up")
         if db.embedded:
             await runtime._ensure_dev_api_key()
         return runtime
