@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from db import repositories as repo
 from db import world
+from db.seed import DEMO_WORKSPACE
 from services.dev_credentials import twilio_auth_token
 from services.simulator import load_script, simulate_call
 
@@ -19,18 +21,23 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 async def verified(db, call_id: str, timeout_s: float = 30.0) -> dict:
-    """The after-call verification run (the server starts it once the call ends)."""
+    """The after-call verification run and the sync after it (the server starts both once
+    the call ends)."""
     async with asyncio.timeout(timeout_s):
-        while (run := await world.latest_verification(db.pool, call_id)) is None:
+        while (run := await world.latest_verification(db.pool, call_id)) is None or (
+                await db.pool.fetchval(
+                    "SELECT count(*) FROM clinical_events WHERE call_id = $1 AND "
+                    "confidence = 'verified' AND synced_at IS NULL", uuid.UUID(call_id))):
             await asyncio.sleep(0.2)
     return run
 
 
 async def test_new_insurance_and_phone_are_captured_verified_and_attributed(server, db):
     script = load_script(SCENARIOS / "new_insurance_and_phone.yaml")
+    demo = await repo.get_workspace_by_name(db.pool, DEMO_WORKSPACE)  # the server's clinic
     walsh = await db.pool.fetchrow(
-        "SELECT id, workspace_id FROM patients WHERE phone = '+15550100205' AND "
-        "last_name = 'Walsh'")
+        "SELECT id, workspace_id FROM patients WHERE workspace_id = $1 AND "
+        "phone = '+15550100205' AND last_name = 'Walsh'", uuid.UUID(demo["id"]))
     others_before = await db.pool.fetch(
         "SELECT id, phone, written_by FROM patients WHERE workspace_id = $1 AND id <> $2",
         walsh["workspace_id"], walsh["id"])
