@@ -102,15 +102,25 @@ def seed(settings: Settings) -> int:
     return event_loop.run(_with_database(settings, action))
 
 
+async def _workspace_id(db, name: str) -> str | None:
+    """The id of the workspace called `name`, or None after saying there is none."""
+    from db import repositories as repo
+
+    found = await repo.get_workspace_by_name(db.pool, name)
+    if found is None:
+        print(f"no workspace named {name!r}", file=sys.stderr)
+        return None
+    return found["id"]
+
+
 def create_key(settings: Settings, workspace: str, name: str) -> int:
     from db import repositories as repo
 
     async def action(db) -> int:
-        found = await repo.get_workspace_by_name(db.pool, workspace)
-        if found is None:
-            print(f"no workspace named {workspace!r}", file=sys.stderr)
+        workspace_id = await _workspace_id(db, workspace)
+        if workspace_id is None:
             return 2
-        key = await repo.create_api_key(db.pool, found["id"], name)
+        key = await repo.create_api_key(db.pool, workspace_id, name)
         print(key)  # shown once; only its hash is stored
         return 0
 
@@ -137,19 +147,18 @@ def save_graph(settings: Settings, path: str, workspace: str, service: str | Non
         return 2
 
     async def action(db) -> int:
-        found = await repo.get_workspace_by_name(db.pool, workspace)
-        if found is None:
-            print(f"no workspace named {workspace!r}", file=sys.stderr)
+        workspace_id = await _workspace_id(db, workspace)
+        if workspace_id is None:
             return 2
         service_id = None
         if service is not None:
-            match = await repo.get_service_by_name(db.pool, found["id"], service)
+            match = await repo.get_service_by_name(db.pool, workspace_id, service)
             if match is None:
                 print(f"no service named {service!r}", file=sys.stderr)
                 return 2
             service_id = match["id"]
         try:
-            version = await store(db.pool, found["id"], graph.model_dump(mode="json"), service_id)
+            version = await store(db.pool, workspace_id, graph.model_dump(mode="json"), service_id)
         except GraphVersionExists as error:
             print(f"error: {error} is already stored; raise `version` in the file", file=sys.stderr)
             return 2
@@ -190,15 +199,13 @@ def verify_call(settings: Settings, call_id: str) -> int:
 
 def review_queue(settings: Settings, workspace: str, limit: int) -> int:
     """Print the flagged events of a workspace, newest first."""
-    from db import repositories as repo
     from db import world
 
     async def action(db) -> int:
-        found = await repo.get_workspace_by_name(db.pool, workspace)
-        if found is None:
-            print(f"no workspace named {workspace!r}", file=sys.stderr)
+        workspace_id = await _workspace_id(db, workspace)
+        if workspace_id is None:
             return 2
-        for event in await world.review_queue(db.pool, found["id"], limit=limit):
+        for event in await world.review_queue(db.pool, workspace_id, limit=limit):
             why = event.notes[-1]["reason"] if event.notes else ""
             print(f"{event.occurred_at:%Y-%m-%d %H:%M} {event.id} {event.type}: {why}")
         return 0

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, ClassVar, Self
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 1.0
@@ -115,3 +115,24 @@ class LazyProcessPool:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+
+
+class ProcessWide:
+    """One instance per process and class, made on first use (`shared`), and listed once
+    made (`started`) so the service can stop its workers at shutdown."""
+
+    _instances: ClassVar[dict[type, Any]] = {}
+    _instances_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> Self:
+        with ProcessWide._instances_lock:
+            if cls not in ProcessWide._instances:
+                ProcessWide._instances[cls] = cls()
+            return ProcessWide._instances[cls]
+
+    @classmethod
+    def started(cls) -> list[Self]:
+        with ProcessWide._instances_lock:
+            found = ProcessWide._instances.get(cls)
+        return [found] if found is not None else []

@@ -15,13 +15,11 @@ gives no reading.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from services.worker_processes import LazyProcessPool
+from services.worker_processes import LazyProcessPool, ProcessWide
 
 FRAME_S = 0.040  # three periods of a 75 Hz voice
 HOP_S = 0.010
@@ -136,7 +134,7 @@ def segment_arousal(pcm: bytes, sample_rate: int) -> float | None:
     return features.arousal if features is not None else None
 
 
-class ProsodyPool:
+class ProsodyPool(ProcessWide):
     """The analyzer in a worker process of its own, shared by every call of this process.
 
     Not a thread: numpy gives up the GIL for each array operation and takes it back after
@@ -146,25 +144,9 @@ class ProsodyPool:
     number. One worker: the whole analysis is ~2-4 ms of CPU per call every 2 s.
     """
 
-    _shared: ClassVar[ProsodyPool | None] = None
-    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(self, workers: int = 1) -> None:
         self.workers = workers
         self._pool = LazyProcessPool(workers, "prosody analyzer")
-
-    @classmethod
-    def shared(cls) -> ProsodyPool:
-        with cls._shared_lock:
-            if cls._shared is None:
-                cls._shared = cls()
-            return cls._shared
-
-    @classmethod
-    def started(cls) -> list[ProsodyPool]:
-        """The shared pool, if this process has created it (to stop it at shutdown)."""
-        with cls._shared_lock:
-            return [cls._shared] if cls._shared is not None else []
 
     async def arousal(self, pcm: bytes, sample_rate: int) -> float | None:
         """A dead worker raises BrokenProcessPool once; the next segment starts another."""

@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from loguru import logger
 
 from flows.understanding import spoken_numbers_to_digits
 from services.local_stt import DECODER_SAMPLE_RATE, condition_audio
 from services.pronunciation import CmuDictionary
-from services.worker_processes import LazyProcessPool
+from services.worker_processes import LazyProcessPool, ProcessWide
 from services.world.fields import normalize_member_id, normalize_phone, parse_date
 
 if TYPE_CHECKING:
@@ -318,7 +318,7 @@ def recognize_field(pcm: bytes, sample_rate: int, kind: FieldKind) -> FieldReadi
 # --- The async front -----------------------------------------------------------------------
 
 
-class FieldRecognizer:
+class FieldRecognizer(ProcessWide):
     """Grammar passes in worker processes, for the event loop: never blocks it, never raises.
 
     The workers (a `LazyProcessPool`, the lifecycle every pool of the service shares)
@@ -326,25 +326,8 @@ class FieldRecognizer:
     three grammars as it starts (0.7 s with its imports, measured), then serves every call.
     """
 
-    _shared: ClassVar[FieldRecognizer | None] = None
-    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(self, size: int = 1) -> None:
         self._pool = LazyProcessPool(size, "Field grammar pass", initializer=prepare_worker)
-
-    @classmethod
-    def shared(cls) -> FieldRecognizer:
-        """The process-wide recognizer every call uses."""
-        with cls._shared_lock:
-            if cls._shared is None:
-                cls._shared = cls()
-            return cls._shared
-
-    @classmethod
-    def started(cls) -> list[FieldRecognizer]:
-        """The shared recognizer, if this process has created it (to stop it at shutdown)."""
-        with cls._shared_lock:
-            return [cls._shared] if cls._shared is not None else []
 
     async def warm_up(self) -> None:
         """Start the workers now rather than on a caller's first captured field."""
