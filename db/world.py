@@ -160,12 +160,10 @@ class OutboundTaskSpec:
 
 
 def _record(row: asyncpg.Record | dict[str, Any]) -> PatientRecord:
-    preferences = row["preferences"]
     return PatientRecord(
         str(row["id"]), str(row["workspace_id"]), row["first_name"], row["last_name"],
         row["date_of_birth"], row["phone"], row["email"], row["address"], row["mrn"],
-        row["timezone"], json.loads(preferences) if isinstance(preferences, str) else preferences,
-        row["confidence"], row["written_by"],
+        row["timezone"], _json(row["preferences"]), row["confidence"], row["written_by"],
     )
 
 

@@ -55,10 +55,9 @@ class BookingSession:
     task_quote: str | None = None  # the caller's words that set the task (intent gate)
     last_action: str | None = None
     heard: list[str] = field(default_factory=list)  # the caller's turns, in order
-    # the world model: the identified caller's chart (ambient), and this call's writes
+    # the world model: the identified caller's chart (ambient)
     chart: ClinicalContext | None = None
     chart_stale: bool = False  # a write changed what the chart should say
-    written_events: list[str] = field(default_factory=list)
     # what the database said this call
     upcoming: list[Appointment] | None = None  # None: not loaded
     services: list[AppointmentType] = field(default_factory=list)

@@ -24,7 +24,7 @@ from loguru import logger
 
 from db import companion, world
 from db import scheduling as db
-from db.world import EventDraft, Provenance
+from db.world import EventDraft
 from flows import guards
 from flows.graph import ContextGraph
 from flows.session import BookingSession
@@ -127,9 +127,10 @@ class BookingTools:
         """Run one tool for `state`; the result is recorded and returned, never raised."""
         args = self._resolve_refs(dict(args or {}))
         started_ms, started = self.log.elapsed_ms(), time.perf_counter()
-        result = self._refusal(state, name, args)
+        writes = self._writes(name)
+        result = self._refusal(state, name, args, writes=writes)
         if result is None:
-            result = await self._write_once(name, args)
+            result = await (self._write_once(name, args) if writes else self._run(name, args))
         self.log.tool_call(
             name, args, result.text, started_ms=started_ms,
             duration_ms=int((time.perf_counter() - started) * 1000),
@@ -138,10 +139,14 @@ class BookingTools:
         )
         return result
 
-    def _refusal(self, state: str, name: str, args: Mapping[str, Any]) -> ToolResult | None:
-        """Why this call may not run (None: it may): write scope first, then the gates."""
+    def _writes(self, name: str) -> bool:
         spec = self.graph.tools.get(name)
-        if spec is not None and spec.kind == "write":
+        return spec is not None and spec.kind == "write"
+
+    def _refusal(self, state: str, name: str, args: Mapping[str, Any], *,
+                 writes: bool) -> ToolResult | None:
+        """Why this call may not run (None: it may): write scope first, then the gates."""
+        if writes:
             identified = self.session.patient.id if self.session.patient else None
             outside = target_outside_scope(args, identified)
             if outside is not None:
@@ -151,11 +156,8 @@ class BookingTools:
         return ToolResult(f"blocked: {reason}", "guard") if reason is not None else None
 
     async def _write_once(self, name: str, args: Mapping[str, Any]) -> ToolResult:
-        """Run the tool; a write repeated with the same arguments within the TTL returns
-        the first result (successes only: a failure can always be retried)."""
-        spec = self.graph.tools.get(name)
-        if spec is None or spec.kind != "write":
-            return await self._run(name, args)
+        """Run a write; repeated with the same arguments within the TTL it returns the
+        first result (successes only: a failure can always be retried)."""
         key_args = {k: v for k, v in args.items() if k != "user_quote"}
         cached = self.dedup.cached(name, key_args)
         if cached is not None:
@@ -374,11 +376,9 @@ class BookingTools:
         """The clinical event of a scheduling write the caller explicitly confirmed (high
         confidence). The write itself has happened: failing to record it is logged, and
         the booking stands."""
-        provenance = Provenance("tool", f"tool:{tool}", "high", self.session.call_id,
-                                len(self.session.heard) or None)
         try:
             event_id = await world.write_event(self.pool, self.session.workspace_id, draft,
-                                               provenance)
+                                               self.world.provenance(tool, "high"))
         except (asyncpg.PostgresError, OSError) as error:
             logger.warning(f"tool {tool}: clinical event not recorded ({type(error).__name__})")
             self.log.event("clinical_event_failed", tool=tool, error=type(error).__name__)

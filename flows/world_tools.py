@@ -94,8 +94,6 @@ class WorldTools:
 
     def wrote(self, *, event_id: str | None, patient_id: str | None = None) -> None:
         """After a write: index it (background), and the ambient chart is out of date."""
-        if event_id is not None:
-            self.session.written_events.append(event_id)
         self.session.chart_stale = True
         self.index.index_soon(self.pool, patient_ids=[patient_id] if patient_id else [],
                               event_ids=[event_id] if event_id else [])
@@ -126,10 +124,10 @@ class WorldTools:
         if not matches:
             return "No patient record fits those details."
         best = matches[0]
-        verified = "date_of_birth" in best.matched and (
-            best.name_score is None or best.name_score >= 0.85 or "mrn" in best.matched)
+        named = best.name_score is not None and (best.name_score >= 0.85
+                                                 or "mrn" in best.matched)
         alone = len(matches) == 1 or matches[1].score < best.score - 0.15
-        if verified and alone and best.name_score is not None:
+        if "date_of_birth" in best.matched and named and alone:
             self.identify(best.patient)
             return f"Identified the caller: {best.patient.full_name}."
         if query.date_of_birth is None:
@@ -191,28 +189,25 @@ class WorldTools:
         return changes
 
     async def save_patient(self, args: Mapping[str, Any]) -> str:
-        """Create-or-update with natural field names and flexible dates."""
+        """Create-or-update with natural field names and flexible dates: a new caller is
+        registered (as CreatePatient checks it); an identified one may only change their
+        own contact details."""
         given = natural_fields(args)
+        identified = self.session.patient
+        if identified is None:
+            return await self.create_patient(given, tool="SavePatient")
         today = self.today()
         first, last = (normalize_name(str(given.get(k) or "")) for k in ("first_name",
                                                                         "last_name"))
         born = parse_date(given.get("date_of_birth"), today)
         if given.get("date_of_birth") is not None and not plausible_birth_date(born, today):
             raise WorldRefused("that date of birth is not a real past date")
-        identified = self.session.patient
-        if identified is not None:
-            if (first and first.lower() != identified.first_name.lower()) or (
-                    last and last.lower() != identified.last_name.lower()) or (
-                    born and born != identified.date_of_birth):
-                raise WorldRefused("those details are a different person's: only the caller's "
-                                   "own contact details can be changed")
-            return await self.update_patient(given)
-        if not (first and last and born):
-            raise WorldRefused("first name, last name and date of birth are all needed")
-        return await self.create_patient(
-            {"first_name": first, "last_name": last, "date_of_birth": born.isoformat(),
-             **{k: v for k, v in given.items() if k in ("phone", "email")}},
-            tool="SavePatient")
+        if (first and first.lower() != identified.first_name.lower()) or (
+                last and last.lower() != identified.last_name.lower()) or (
+                born and born != identified.date_of_birth):
+            raise WorldRefused("those details are a different person's: only the caller's "
+                               "own contact details can be changed")
+        return await self.update_patient(given)
 
     async def create_patient(self, args: Mapping[str, Any], *, tool: str = "CreatePatient"
                              ) -> str:

@@ -63,7 +63,6 @@ class WorldExtractor(FrameProcessor):
                                     waiting_for_identity=kinds)
         if written:
             self._booking.chart_stale = True
-            self._booking.written_events += written
 
     async def finish(self) -> None:
         """After the call: the last extractions, then whatever still waits (unattached
@@ -74,7 +73,6 @@ class WorldExtractor(FrameProcessor):
                     await asyncio.gather(*list(self._running), return_exceptions=True)
                 if self._capture.pending:
                     written = await self._capture.flush(self._patient_id())
-                    self._booking.written_events += written
                     self._session.log.event("extracted", turn=None, written=len(written),
                                             unattached=self._patient_id() is None)
         except Exception as error:  # noqa: BLE001 - logged; the call record still closes

@@ -304,7 +304,6 @@ class CallExtraction:
     _carriers: list[Carrier] | None = None
     _written: set[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=set)
     pending: list[tuple[Fact, int]] = field(default_factory=list)
-    written_events: list[str] = field(default_factory=list)
 
     async def carriers(self) -> list[Carrier]:
         if self._carriers is None:
@@ -333,5 +332,4 @@ class CallExtraction:
                                                fact.event(patient_id), provenance)
             self._written.add(key)
             written.append(event_id)
-        self.written_events += written
         return written
