@@ -112,29 +112,6 @@ async def find_patients(
     return [_patient(row) for row in rows]
 
 
-async def create_patient(
-    pool: asyncpg.Pool, workspace_id: str, *, first_name: str, last_name: str,
-    date_of_birth: date, phone: str | None, call_id: str | None,
-) -> tuple[Patient, bool]:
-    """The patient with this name and date of birth, created if new (`True` when created)."""
-    row = await pool.fetchrow(
-        """INSERT INTO patients (workspace_id, first_name, last_name, date_of_birth, phone,
-                                 created_by_call)
-           VALUES ($1, $2, $3, $4, $5, $6)
-           ON CONFLICT (workspace_id, lower(first_name), lower(last_name), date_of_birth)
-           DO NOTHING RETURNING *""",
-        uuid.UUID(workspace_id), first_name.strip(), last_name.strip(), date_of_birth, phone,
-        as_uuid(call_id),
-    )
-    if row is not None:
-        return _patient(row), True
-    existing = await find_patients(
-        pool, workspace_id, first_name=first_name.strip(), last_name=last_name.strip(),
-        date_of_birth=date_of_birth,
-    )
-    return existing[0], False
-
-
 # --- Clinic profile ------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import asyncpg
 
 from db.repositories import as_uuid
+from db.scheduling import Patient
 
 Confidence = Literal["low", "moderate", "high", "verified"]
 CONFIDENCE_ORDER: tuple[Confidence, ...] = ("low", "moderate", "high", "verified")
@@ -60,6 +61,11 @@ class PatientRecord:
     @property
     def full_name(self) -> str:
         return f"{self.first_name} {self.last_name}"
+
+    def as_patient(self) -> Patient:
+        """The identity a call's booking session keeps (db.scheduling.Patient)."""
+        return Patient(self.id, self.first_name, self.last_name, self.date_of_birth,
+                       self.phone)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 import dateparser
 
-from db import scheduling, world
+from db import world
 from db.world import CoverageSpec, OutboundTaskSpec, PatientRecord, Provenance
 from flows.session import BookingSession
 from flows.spoken import say_date
@@ -138,8 +138,7 @@ class WorldTools:
 
     def identify(self, record: PatientRecord) -> None:
         """This call's caller is `record` (their chart is loaded again)."""
-        self.session.patient = scheduling.Patient(
-            record.id, record.first_name, record.last_name, record.date_of_birth, record.phone)
+        self.session.patient = record.as_patient()
         self.session.chart_stale = True
 
     async def search_events(self, args: Mapping[str, Any]) -> str:

@@ -5,9 +5,10 @@ from datetime import date
 
 import pytest
 
-from db import companion
+from db import companion, world
 from db import scheduling as sched
 from db.scheduling import NotFound
+from db.world import Provenance
 from flows.graph import bundled_graph
 from flows.session import BookingSession, Confirmation, reminder_subject
 from flows.tools import BookingTools
@@ -16,11 +17,12 @@ from tests.fakes import CollectingWriter
 
 
 async def person(db, workspace_id: str, first: str) -> sched.Patient:
-    patient, _ = await sched.create_patient(
+    record, _, _ = await world.create_patient(
         db.pool, workspace_id, first_name=first, last_name="Test",
-        date_of_birth=date(1950, 1, 1), phone=None, call_id=None,
+        date_of_birth=date(1950, 1, 1), phone=None, email=None, address=None,
+        provenance=Provenance("import", "test", "verified"),
     )
-    return patient
+    return record.as_patient()
 
 
 async def test_memories_are_found_by_any_word_newest_first_and_scoped_to_the_person(

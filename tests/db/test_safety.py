@@ -5,8 +5,8 @@ import pytest
 
 from db import safety
 from db.records import EscalationRecord, write_records
-from services.safety.concepts import ConceptSpec
 from services.embeddings import LocalEmbedder
+from services.safety.concepts import ConceptSpec
 from services.safety.judge import RulesJudge
 from services.safety.monitor import SafetyServices
 

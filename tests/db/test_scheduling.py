@@ -9,7 +9,9 @@ import pytest
 
 from db import repositories as repo
 from db import scheduling as sched
+from db import world
 from db.seed import seed_clinic
+from db.world import Provenance
 
 ZONE = ZoneInfo("America/Chicago")
 TODAY = date(2026, 11, 23)  # a Monday
@@ -116,13 +118,16 @@ async def test_a_reschedule_moves_the_booking_or_leaves_it_untouched(db, clinic)
 
 async def test_the_same_name_and_birth_date_is_the_same_patient(db, clinic):
     workspace_id, _ = clinic
-    again, created = await sched.create_patient(
+    written = Provenance("tool", "tool:CreatePatient", "moderate")
+    again, created, event = await world.create_patient(
         db.pool, workspace_id, first_name="priya", last_name="NAIR",
-        date_of_birth=date(1985, 9, 30), phone=None, call_id=None,
+        date_of_birth=date(1985, 9, 30), phone=None, email=None, address=None,
+        provenance=written,
     )
-    assert not created and again.full_name == "Priya Nair"
-    new, created = await sched.create_patient(
+    assert not created and event is None and again.full_name == "Priya Nair"
+    new, created, event = await world.create_patient(
         db.pool, workspace_id, first_name="Sam", last_name="Nair",
-        date_of_birth=date(1985, 9, 30), phone="+15550100299", call_id=None,
+        date_of_birth=date(1985, 9, 30), phone="+15550100299", email=None, address=None,
+        provenance=written,
     )
-    assert created and new.id != again.id
+    assert created and event is not None and new.id != again.id
