@@ -18,6 +18,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from flows.session import BookingSession
 from services.call_session import CallSession
+from services.event_loop import BackgroundTasks
 from services.world.extraction import CallExtraction
 
 FINISH_TIMEOUT_S = 3.0
@@ -32,7 +33,7 @@ class WorldExtractor(FrameProcessor):
         self._capture = capture
         self._timeout_s = timeout_s
         self._turns = 0
-        self._running: set[asyncio.Task] = set()
+        self._running = BackgroundTasks()  # never the processor's: they outlive a cancel
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -40,10 +41,7 @@ class WorldExtractor(FrameProcessor):
         if (isinstance(frame, TranscriptionFrame) and direction is FrameDirection.DOWNSTREAM
                 and frame.text.strip()):
             self._turns += 1
-            task = asyncio.get_running_loop().create_task(
-                self._extract(frame.text, self._turns))
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            self._running.start(self._extract(frame.text, self._turns), name="extraction")
 
     def _patient_id(self) -> str | None:
         return self._booking.patient.id if self._booking.patient is not None else None
@@ -69,8 +67,7 @@ class WorldExtractor(FrameProcessor):
         when the caller was never identified), bounded."""
         try:
             async with asyncio.timeout(FINISH_TIMEOUT_S):
-                if self._running:
-                    await asyncio.gather(*list(self._running), return_exceptions=True)
+                await self._running.wait()
                 if self._capture.pending:
                     written = await self._capture.flush(self._patient_id())
                     self._session.log.event("extracted", turn=None, written=len(written),

@@ -26,6 +26,7 @@ from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
 from services import dev_credentials
 from services.emotion.providers import load_emotion_data
+from services.event_loop import BackgroundTasks
 from services.greeting_cache import GreetingCache
 from services.keyterms import merge_keyterms
 from services.observers.quick import quick_rules
@@ -129,7 +130,7 @@ class AppRuntime:
         self.extractor = build_extractor(self.plan, settings)
         self.audio_verifier = build_audio_verifier(self.plan, settings)
         self.verifier = build_verifier(self.plan, settings)
-        self._background: set[asyncio.Task] = set()
+        self._background = BackgroundTasks()
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
@@ -169,12 +170,12 @@ class AppRuntime:
             # Decoder processes take about a second to spawn: do it before the first call.
             from services.local_stt import DecoderPool
 
-            asyncio.get_running_loop().create_task(DecoderPool.shared().warm_up())
+            runtime.in_background(DecoderPool.shared().warm_up(), name="decoder-warm-up")
         if runtime.plan.emotion_audio.provider == "local":
             # The prosody analyzer's process: spawned now rather than on a caller's words.
             from services.emotion.local_audio import ProsodyPool
 
-            asyncio.get_running_loop().create_task(ProsodyPool.shared().warm_up())
+            runtime.in_background(ProsodyPool.shared().warm_up(), name="prosody-warm-up")
         if runtime.plan.audio_verification.provider == "local":
             # The grammar pass's process (0.7 s to start): not on a caller's birth date.
             from services.world.field_grammar import FieldRecognizer
@@ -218,14 +219,10 @@ class AppRuntime:
 
     def in_background(self, work: Any, *, name: str) -> asyncio.Task:
         """Run `work` off every call's path; kept until done, cancelled at close."""
-        task = asyncio.get_running_loop().create_task(work, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        return self._background.start(work, name=name)
 
     async def close(self) -> None:
-        for task in list(self._background):
-            task.cancel()
+        self._background.cancel()
         await self.world_index.drain()
         for task in list(self.active_calls.values()):
             task.cancel()

@@ -26,6 +26,7 @@ from db import world
 from db import world_search as store
 from db.world import ClinicalEvent, PatientRecord
 from services.embeddings import Embedder, SpellingEmbedder
+from services.event_loop import BackgroundTasks
 from services.world.documents import patient_document
 from services.world.fields import normalize_phone
 
@@ -101,7 +102,7 @@ class WorldIndex:
 
     sentences: Embedder
     spelling: SpellingEmbedder = field(default_factory=SpellingEmbedder)
-    _pending: set[asyncio.Task] = field(default_factory=set)
+    _pending: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     async def prepare(self, pool: asyncpg.Pool) -> None:
         """The HNSW indexes for the configured models (idempotent; start-up)."""
@@ -140,10 +141,8 @@ class WorldIndex:
     def index_soon(self, pool: asyncpg.Pool, *, patient_ids: list[str] = (),
                    event_ids: list[str] = ()) -> None:
         """Index these rows in the background (bounded); `backfill` repairs a failure."""
-        task = asyncio.get_running_loop().create_task(
-            self._index_later(pool, list(patient_ids), list(event_ids)))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._pending.start(self._index_later(pool, list(patient_ids), list(event_ids)),
+                            name="world-index")
 
     async def _index_later(self, pool: asyncpg.Pool, patient_ids: list[str],
                            event_ids: list[str]) -> None:
@@ -160,8 +159,7 @@ class WorldIndex:
 
     async def drain(self) -> None:
         """Wait for background indexing (tests, shutdown)."""
-        if self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        await self._pending.wait()
 
     async def backfill(self, pool: asyncpg.Pool) -> int:
         """Embed every patient and event that has no vector for the current models."""
