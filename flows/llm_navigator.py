@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date
 
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, field_validator
 
 from flows.graph import ContextGraph, StateType
 from flows.navigator import (
@@ -38,6 +37,7 @@ from flows.navigator import (
 )
 from flows.session import BookingSession
 from services.call_session import CallLog
+from services.model_answers import parse_answer
 from services.prompts import render_prompt
 
 ATTEMPTS = 3
@@ -98,16 +98,9 @@ class Filler:
             self.said = True
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
-
-
 def parse_choice(raw: str) -> NavChoice:
     """The model's answer as a NavChoice (code fences tolerated); ValueError otherwise."""
-    text = _FENCE.sub("", raw.strip())
-    try:
-        return NavChoice.model_validate(json.loads(text))
-    except (json.JSONDecodeError, ValidationError) as error:
-        raise ValueError(f"not a navigator choice: {error}") from None
+    return parse_answer(raw, NavChoice, "not a navigator choice")
 
 
 class LLMNavigator:

@@ -13,13 +13,12 @@ dropped and counted, never guessed.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from services.emotion.dimensions import emotion_table
 from services.emotion.state import TOXICITY_CATEGORIES, EmotionReading, Source
+from services.model_answers import parse_answer
 from services.prompts import render_prompt
 
 INSTRUCTION = "You rate emotion in short phone transcripts. Answer with JSON only."
@@ -88,24 +87,12 @@ class LanguageScores(BaseModel):
         return value
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
-
-
 def parse_language_scores(raw: str) -> LanguageScores:
     """The model's answer (code fences tolerated); ValueError when it does not fit.
 
     The error names what was wrong, never the answer's text: a model may echo the
     caller's words, and this reason reaches the logs."""
-    try:
-        return LanguageScores.model_validate(json.loads(_FENCE.sub("", raw.strip())))
-    except json.JSONDecodeError as error:
-        reason = f"not JSON ({error.msg})"
-    except ValidationError as error:
-        reason = "; ".join(
-            f"{'.'.join(map(str, item['loc'])) or 'answer'}: {item['msg']}"
-            for item in error.errors(include_url=False, include_input=False)
-        )
-    raise ValueError(f"not language emotion scores: {reason[:200]}")
+    return parse_answer(raw, LanguageScores, "not language emotion scores")
 
 
 def reading_from(scores: LanguageScores, at: float) -> EmotionReading:

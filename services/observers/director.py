@@ -18,16 +18,15 @@ the same `DirectorAnalysis`:
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from services.model_answers import parse_answer
 from services.observers.quick import Observation
 from services.observers.tracker import ConversationTracker
 from services.prompts import PROMPTS_DIR, render_prompt
@@ -133,19 +132,10 @@ def director_schema() -> dict:
     })
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
-
-
 def parse_analysis(raw: str) -> DirectorAnalysis:
     """The model's answer, validated; ValueError (without echoing the answer: it may hold
     the caller's words) when it does not fit."""
-    try:
-        return DirectorAnalysis.model_validate(json.loads(_FENCE.sub("", raw.strip())))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"director answer is not JSON ({len(raw)} chars)") from error
-    except ValidationError as error:
-        fields = sorted({".".join(map(str, e["loc"])) for e in error.errors()})
-        raise ValueError(f"director answer does not fit the schema: {fields}") from error
+    return parse_answer(raw, DirectorAnalysis, "director answer does not fit the schema")
 
 
 _PHASE_LABELS = {"winding_down": "WINDING DOWN", "closing": "CLOSING"}

@@ -16,12 +16,12 @@ safety never waits on it.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from services.model_answers import parse_answer
 from services.prompts import render_prompt
 from services.safety.concepts import SafetyConcept
 
@@ -93,9 +93,5 @@ class ModelJudge:
         prompt = render_prompt("safety/judge.md", concept=concept.name,
                                description=concept.description, text=text.replace('"', "'"))
         raw = await asyncio.wait_for(self._ask(prompt), self._timeout_s)
-        try:
-            answer = _Answer.model_validate(json.loads(raw.strip().strip("`").removeprefix(
-                "json").strip()))
-        except (json.JSONDecodeError, ValidationError) as error:
-            raise ValueError(f"judge answer does not fit ({len(raw)} chars)") from error
+        answer = parse_answer(raw, _Answer, "judge answer does not fit")
         return Verdict(answer.confirmed, answer.reason, "model")

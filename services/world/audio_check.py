@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import wave
 from dataclasses import dataclass
 from datetime import date
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from services.model_answers import parse_answer
 from services.prompts import render_prompt
 from services.world.fields import (
     normalize_member_id,
@@ -174,11 +174,7 @@ CORRECTION_SCHEMA = {
 def parse_check(raw: str, kind: FieldKind, today: date) -> AudioCheck:
     """The model's answer as a check: each corrected value must be a valid field of
     `kind` (a value that is not is dropped); ValueError on junk."""
-    try:
-        answer = _Answer.model_validate(json.loads(raw.strip().strip("`").removeprefix(
-            "json").strip()))
-    except (json.JSONDecodeError, ValidationError) as error:
-        raise ValueError(f"correction answer does not fit ({len(raw)} chars)") from error
+    answer = parse_answer(raw, _Answer, "correction answer does not fit")
     corrections = []
     for pair in answer.corrections:
         value = canonical(kind, pair.corrected, today)

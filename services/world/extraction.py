@@ -17,7 +17,6 @@ are written unattached at the end of the call rather than lost.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,11 +26,12 @@ from typing import Literal, Protocol
 import asyncpg
 import yaml
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from db import world
 from db.world import Carrier, EventDraft, Provenance
 from flows.understanding import spoken_numbers_to_digits
+from services.model_answers import parse_answer
 from services.patterns import valid_regex
 from services.world.carriers import match_carrier
 from services.world.fields import (
@@ -240,11 +240,7 @@ def extraction_schema() -> dict:
 def facts_from_model(raw: str, text: str, carriers: list[Carrier], *, country_code: str = "1"
                      ) -> list[Fact]:
     """The model's answer as facts; every value checked like the rules' (ValueError: junk)."""
-    try:
-        answer = _ModelFacts.model_validate(json.loads(
-            raw.strip().strip("`").removeprefix("json").strip()))
-    except (json.JSONDecodeError, ValidationError) as error:
-        raise ValueError(f"extraction answer does not fit ({len(raw)} chars)") from error
+    answer = parse_answer(raw, _ModelFacts, "extraction answer does not fit")
     facts: list[Fact] = []
     contact = {k: v for k, v in (
         ("phone", normalize_phone(answer.phone, country_code=country_code)),

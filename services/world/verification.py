@@ -35,12 +35,13 @@ from typing import Any, Literal, Protocol
 import asyncpg
 import yaml
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from rapidfuzz import fuzz
 
 from db import scheduling, world
 from db.world import ClinicalEvent, EventDraft, PatientRecord, Provenance
 from flows.understanding import date_of_birth, spoken_numbers_to_digits
+from services.model_answers import parse_answer
 from services.patterns import valid_regex
 from services.prompts import render_prompt
 from services.world.carriers import default_carriers
@@ -375,16 +376,6 @@ SCHEMAS = {
 }
 
 
-def parse_answer(raw: str, model: type[BaseModel]) -> Any:
-    """A model's JSON answer validated (code fences tolerated); ValueError when it does not
-    fit."""
-    try:
-        return model.model_validate(json.loads(raw.strip().strip("`").removeprefix(
-            "json").strip()))
-    except (json.JSONDecodeError, ValidationError) as error:
-        raise ValueError(f"answer does not fit ({len(raw)} chars)") from error
-
-
 def _transcript_text(facts: CallFacts) -> str:
     return "\n".join(f"{role}: {text}" for role, text in facts.transcript)[-6000:]
 
@@ -402,7 +393,7 @@ class ModelJudges:
 
     async def _ask(self, stage: str, prompt: str, answer: type[BaseModel]) -> Any:
         raw = await asyncio.wait_for(self._asks[stage](prompt), self._timeout_s)
-        return parse_answer(raw, answer)
+        return parse_answer(raw, answer, f"{stage} answer does not fit")
 
     async def classify(self, facts: CallFacts) -> Classification:
         rules = classify_by_rules(facts)
