@@ -182,7 +182,7 @@ def verify_call(settings: Settings, call_id: str) -> int:
         try:
             report, synced = await verify_and_sync(
                 db.pool, call_id, build_verifier(ProviderPlan.from_settings(settings), settings),
-                practice)
+                practice, country_code=settings.phone_country_code)
         finally:
             if hasattr(practice, "aclose"):
                 await practice.aclose()

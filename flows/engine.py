@@ -63,13 +63,13 @@ class BookingEngine:
         clinic_name: str, emergency_number: str, today: Callable[[], date] = date.today,
         transfer_number: str | None = None, navigator: Navigator | None = None,
         index: WorldIndex | None = None, practice: PracticeSystem | None = None,
-        dialled_number: str | None = None,
+        dialled_number: str | None = None, country_code: str = "1",
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self.navigator = navigator or DeterministicNavigator(graph)
         self.tools = BookingTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
-            index=index, practice=practice,
+            index=index, practice=practice, country_code=country_code,
         )
         self.dialled_number = dialled_number
         self.clinic_name = clinic_name

@@ -106,13 +106,15 @@ class BookingTools:
         today: Callable[[], date] = date.today, clinic_transfer_number: str | None = None,
         timeout_s: float = TOOL_TIMEOUT_S, index: WorldIndex | None = None,
         practice: PracticeSystem | None = None, clock: Callable[[], float] = time.monotonic,
+        country_code: str = "1",
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self._today = today
         self._transfer_number = clinic_transfer_number
         self._timeout_s = timeout_s
         self.practice = practice or BuiltinPractice(pool)
-        self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today)
+        self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today,
+                                country_code)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._handlers: dict[str, Handler] = {
             name: attrgetter(method)(self) for name, method in HANDLERS.items()
@@ -220,7 +222,8 @@ class BookingTools:
         session = self.session
         dob = parse_date(args.get("date_of_birth"), self._today())
         mrn = str(args.get("mrn") or "").strip() or None
-        phone = normalize_phone(str(args.get("phone") or "")) if args.get("phone") else None
+        phone = (normalize_phone(str(args["phone"]), country_code=self.world.country_code)
+                 if args.get("phone") else None)
         named = args.get("first_name") or args.get("last_name")
         if named or dob or mrn or phone:
             if named:

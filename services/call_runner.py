@@ -303,7 +303,7 @@ def booking_engine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.emergency_number, navigator=navigator,
         index=runtime.world_index, practice=runtime.practice,
-        dialled_number=profile.dialled_number,
+        dialled_number=profile.dialled_number, country_code=runtime.settings.phone_country_code,
     )
 
 

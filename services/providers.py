@@ -360,8 +360,10 @@ def build_audio_verifier(plan: ProviderPlan, settings: Settings) -> AudioVerifie
 
         return GeminiAudioVerifier(
             settings.google_api_key.get_secret_value(), model=settings.google_navigator_model,
-            base_url=settings.google_base_url, timeout_s=settings.audio_verification_timeout_s)
+            base_url=settings.google_base_url, timeout_s=settings.audio_verification_timeout_s,
+            country_code=settings.phone_country_code)
     from services.world.field_grammar import FieldRecognizer
 
     return LocalAudioVerifier(FieldRecognizer.shared(),
-                              timeout_s=settings.audio_verification_timeout_s)
+                              timeout_s=settings.audio_verification_timeout_s,
+                              country_code=settings.phone_country_code)

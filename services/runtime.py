@@ -213,7 +213,8 @@ class AppRuntime:
     async def _verify(self, call_id: str) -> None:
         try:
             async with asyncio.timeout(VERIFY_TIMEOUT_S):
-                await verify_and_sync(self.db.pool, call_id, self.verifier, self.practice)
+                await verify_and_sync(self.db.pool, call_id, self.verifier, self.practice,
+                                      country_code=self.settings.phone_country_code)
         except Exception as error:  # noqa: BLE001 - re-runnable later (main.py verify-call)
             logger.warning(f"call {call_id}: verification not finished ({type(error).__name__})")
 

@@ -48,9 +48,10 @@ async def sync_verified(pool: asyncpg.Pool, workspace_id: str, practice: Practic
 
 
 async def verify_and_sync(pool: asyncpg.Pool, call_id: str, judges: Judges,
-                          practice: PracticeSystem, *, today: date | None = None
+                          practice: PracticeSystem, *, today: date | None = None,
+                          country_code: str = "1",
                           ) -> tuple[VerificationReport | None, SyncResult | None]:
-    report = await verify_call(pool, call_id, judges, today=today)
+    report = await verify_call(pool, call_id, judges, today=today, country_code=country_code)
     if report is None:
         return None, None
     workspace_id = await world.call_workspace(pool, call_id)

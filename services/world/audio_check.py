@@ -77,10 +77,11 @@ class AudioVerifier(Protocol):
                     hints: list[str]) -> AudioCheck: ...
 
 
-def canonical(kind: FieldKind, text: str, today: date) -> str | None:
+def canonical(kind: FieldKind, text: str, today: date, *, country_code: str = "1"
+              ) -> str | None:
     """The field's canonical value in `text` (None: the text holds none)."""
     if kind == "phone":
-        return normalize_phone(text)
+        return normalize_phone(text, country_code=country_code)
     if kind == "member_id":
         return normalize_member_id(text)
     if kind == "date":
@@ -113,8 +114,10 @@ class LocalAudioVerifier:
 
     name = "local"
 
-    def __init__(self, recognizer, *, today=date.today, timeout_s: float = 2.5) -> None:
+    def __init__(self, recognizer, *, today=date.today, timeout_s: float = 2.5,
+                 country_code: str = "1") -> None:
         self._recognizer, self._today, self._timeout_s = recognizer, today, timeout_s
+        self._country_code = country_code
 
     def supports(self, kind: FieldKind) -> bool:
         return kind in ("date", "phone", "member_id")
@@ -125,7 +128,8 @@ class LocalAudioVerifier:
                                                    timeout_s=self._timeout_s)
         if reading is None:
             raise TimeoutError("grammar pass unavailable")
-        heard = canonical(kind, transcript, self._today()) or ""
+        heard = canonical(kind, transcript, self._today(),
+                          country_code=self._country_code) or ""
         again = reading.value
         if heard and again == heard:
             corrections = (Correction(kind, heard, heard, 9),)
@@ -171,13 +175,14 @@ CORRECTION_SCHEMA = {
 }
 
 
-def parse_check(raw: str, kind: FieldKind, today: date) -> AudioCheck:
+def parse_check(raw: str, kind: FieldKind, today: date, *, country_code: str = "1"
+                ) -> AudioCheck:
     """The model's answer as a check: each corrected value must be a valid field of
     `kind` (a value that is not is dropped); ValueError on junk."""
     answer = parse_answer(raw, _Answer, "correction answer does not fit")
     corrections = []
     for pair in answer.corrections:
-        value = canonical(kind, pair.corrected, today)
+        value = canonical(kind, pair.corrected, today, country_code=country_code)
         if value is not None:
             corrections.append(Correction(pair.field, pair.heard, value, pair.confidence))
     return AudioCheck(kind, tuple(corrections), answer.both_wrong, "google")
@@ -187,13 +192,14 @@ class GeminiAudioVerifier:
     name = "google"
 
     def __init__(self, api_key: str, *, model: str, base_url: str | None = None,
-                 timeout_s: float = 2.5, today=date.today) -> None:
+                 timeout_s: float = 2.5, today=date.today, country_code: str = "1") -> None:
         from google import genai
         from google.genai.types import HttpOptions
 
         self._client = genai.Client(
             api_key=api_key, http_options=HttpOptions(base_url=base_url) if base_url else None)
         self._model, self._timeout_s, self._today = model, timeout_s, today
+        self._country_code = country_code
 
     def supports(self, kind: FieldKind) -> bool:
         return True
@@ -213,7 +219,8 @@ class GeminiAudioVerifier:
                 response_mime_type="application/json", response_schema=CORRECTION_SCHEMA,
                 temperature=0.0, max_output_tokens=300),
         ), self._timeout_s)
-        return parse_check(response.text or "", kind, self._today())
+        return parse_check(response.text or "", kind, self._today(),
+                           country_code=self._country_code)
 
 
 # --- what the agent does -----------------------------------------------------------------

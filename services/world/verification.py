@@ -73,6 +73,7 @@ class CallFacts:
     patients: dict[str, PatientRecord]
     appointment_status: dict[str, str]
     today: date
+    country_code: str = "1"  # for numbers said without one
 
     @property
     def caller_turns(self) -> list[str]:
@@ -169,7 +170,8 @@ def _heard_code(facts: CallFacts, code: str) -> bool:
 def _phone_verdict(phone: str | None, facts: CallFacts, where: str) -> EventVerdict | None:
     if not phone:
         return None
-    fixed = phone if is_e164(phone) else normalize_phone(phone)
+    fixed = phone if is_e164(phone) else normalize_phone(phone,
+                                                          country_code=facts.country_code)
     if fixed is None:
         return EventVerdict("flag", f"{where}: the phone number is incomplete")
     if not _heard_digits(facts, fixed):
@@ -193,7 +195,8 @@ def judge_by_rules(event: ClinicalEvent, facts: CallFacts) -> EventVerdict:
         verdict = _phone_verdict(changes.get("phone"), facts, "contact")
         if verdict is not None:
             if verdict.outcome == "correct":
-                changes["phone"] = normalize_phone(changes["phone"])
+                changes["phone"] = normalize_phone(changes["phone"],
+                                                   country_code=facts.country_code)
             verdicts.append(verdict)
         if changes.get("email"):
             email = normalize_email(changes["email"])
@@ -289,7 +292,8 @@ def cohere_by_rules(facts: CallFacts, approved: list[ClinicalEvent]) -> Coherenc
             by_patient.setdefault(event.patient_id, []).append(event)
     for patient_id, events in by_patient.items():
         phones = {e.id: (e.payload.get("changes") or {}).get("phone") for e in events}
-        phones = {i: normalize_phone(p) or p for i, p in phones.items() if p}
+        phones = {i: normalize_phone(p, country_code=facts.country_code) or p
+                  for i, p in phones.items() if p}
         if len(set(phones.values())) > 1:
             for event_id in phones:
                 flags[event_id] = "two different phone numbers were given on one call"
@@ -460,7 +464,8 @@ class VerificationReport:
     flagged: dict[str, str]  # event id → why
 
 
-async def gather_facts(pool: asyncpg.Pool, call_id: str, today: date) -> CallFacts | None:
+async def gather_facts(pool: asyncpg.Pool, call_id: str, today: date, *,
+                       country_code: str = "1") -> CallFacts | None:
     workspace_id = await world.call_workspace(pool, call_id)
     if workspace_id is None:
         return None
@@ -476,14 +481,16 @@ async def gather_facts(pool: asyncpg.Pool, call_id: str, today: date) -> CallFac
         if found is not None:
             statuses[appointment_id] = found.status
     return CallFacts(call_id, workspace_id, await world.call_transcript(pool, call_id), events,
-                     patients, statuses, today)
+                     patients, statuses, today, country_code)
 
 
 async def verify_call(pool: asyncpg.Pool, call_id: str, judges: Judges, *,
-                      today: date | None = None) -> VerificationReport | None:
+                      today: date | None = None, country_code: str = "1"
+                      ) -> VerificationReport | None:
     """Run the three stages over one call's events and record every verdict (None: no
     such call). Re-runnable: the last run's gaps are replaced, notes accumulate."""
-    facts = await gather_facts(pool, call_id, today or date.today())
+    facts = await gather_facts(pool, call_id, today or date.today(),
+                               country_code=country_code)
     if facts is None:
         return None
     await pool.execute("DELETE FROM clinical_events WHERE call_id = $1 AND type = 'missing_data' "

@@ -180,3 +180,21 @@ async def test_an_unidentified_caller_can_register_but_not_update(db, clinic):
     [event] = await events_of(db, call_id)
     assert (event.type, event.patient_id) == ("patient_created", session.patient.id)
     assert event.payload["date_of_birth"] == "1988-03-04"
+
+
+async def test_the_configured_country_code_decides_what_a_number_without_one_means(db, clinic):
+    call_id = await clinic.call(db)
+    walsh = await clinic.patient(db, "Henry", "Walsh")
+    session = BookingSession(call_id=call_id, workspace_id=clinic.workspace_id,
+                             service_id=clinic.service_id, patient=walsh.as_patient())
+    tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
+                         today=lambda: TODAY, country_code="44")  # not North American
+
+    national = await tools.call(STATE, "UpdatePatient", {"patient_ref": "P1",
+                                                         "phone": "312 555 0199"})
+    international = await tools.call(STATE, "UpdatePatient", {"patient_ref": "P1",
+                                                              "phone": "+44 20 7946 0958"})
+
+    assert national.error_class == "guard" and "not complete" in national.text
+    assert international.ok
+    assert (await world.patient_record(db.pool, walsh.id)).phone == "+442079460958"
