@@ -53,7 +53,6 @@ from services.world.audio_check import (
     AudioCheck,
     AudioVerifier,
     guidance,
-    spoken,
 )
 
 PREFETCH_WAIT_S = 2.5
@@ -111,8 +110,7 @@ class GraphNavigator(LineSpeaker):
                 await self.say_line(render_prompt(
                     f"world/verify_{check.band}.txt", field=_field_name(check.kind)))
                 return True
-            corrected = check.corrections[0].corrected
-            caller_text = spoken(check.kind, corrected)
+            caller_text = check.said
             if check.band == "confirm":
                 read_back = render_prompt("world/verify_confirm.txt", value=caller_text) + " "
         if not self._engine.navigates_by_model:
@@ -152,7 +150,7 @@ class GraphNavigator(LineSpeaker):
             context.set_messages(messages[:-1] + [
                 {"role": "user", "content": guidance(check)}, messages[-1]])
             if check.band == "use":
-                caller_text = spoken(check.kind, check.corrections[0].corrected)
+                caller_text = check.said
         try:
             decision, nav_ms = await self._engine.navigate_turn(
                 caller_text, filler=self._model_filler)

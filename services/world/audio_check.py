@@ -67,6 +67,11 @@ class AudioCheck:
         lowest = min(c.confidence for c in self.corrections)
         return "use" if lowest >= 8 else "confirm" if lowest >= 5 else "repeat"
 
+    @property
+    def said(self) -> str | None:
+        """The corrected value as it is read back to the caller (None: there is none)."""
+        return spoken(self.kind, self.corrections[0].corrected) if self.corrections else None
+
 
 class AudioVerifier(Protocol):
     name: str
