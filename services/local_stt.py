@@ -445,14 +445,21 @@ def _decode_segment(
     """Transcribe one utterance of PCM16 mono at `sample_rate` (runs in a worker)."""
     assert _worker is not None, "decoder worker not initialised"
     _add_pronunciations(_worker, pronunciations)
-    audio = condition_audio(pcm, sample_rate)
     audio_seconds = len(pcm) / 2 / sample_rate if sample_rate else 0.0
     started = time.perf_counter()
-    decoder = _worker.decoder
-    # Decoders are pooled across calls, and PocketSphinx carries its feature state (the
-    # live cepstral mean and its frame counts) from one utterance into the next: one
-    # caller's loud voice changed how the next call's first words were heard. Each
-    # segment starts afresh (0.08 ms).
+    text = decode_utterance(_worker.decoder, pcm, sample_rate)
+    return DecodeResult(text, audio_seconds, time.perf_counter() - started)
+
+
+def decode_utterance(decoder: Decoder, pcm: bytes, sample_rate: int) -> str:
+    """One utterance's hypothesis ("" for none), decoded on its own.
+
+    Decoders are pooled across calls, and PocketSphinx carries its feature state (the
+    live cepstral mean and its frame counts) from one utterance into the next: one
+    caller's loud voice changed how the next call's first words were heard. Each
+    utterance starts afresh (0.08 ms).
+    """
+    audio = condition_audio(pcm, sample_rate)
     decoder.reinit_feat()
     decoder.start_utt()
     try:
@@ -460,8 +467,7 @@ def _decode_segment(
     finally:
         decoder.end_utt()
     hypothesis = decoder.hyp()
-    text = hypothesis.hypstr.strip() if hypothesis is not None else ""
-    return DecodeResult(text, audio_seconds, time.perf_counter() - started)
+    return hypothesis.hypstr.strip() if hypothesis is not None else ""
 
 
 # --- The process-wide pool -------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from loguru import logger
 
 from flows.understanding import spoken_numbers_to_digits
-from services.local_stt import DECODER_SAMPLE_RATE, condition_audio
+from services.local_stt import DECODER_SAMPLE_RATE, decode_utterance
 from services.pronunciation import CmuDictionary
 from services.worker_processes import LazyProcessPool, ProcessWide
 from services.world.fields import normalize_member_id, normalize_phone, parse_date
@@ -299,15 +299,7 @@ def _acoustic_per_frame(decoder: Decoder) -> float | None:
 def recognize_field(pcm: bytes, sample_rate: int, kind: FieldKind) -> FieldReading:
     """Decode PCM16 mono at `sample_rate` with `kind`'s grammar (blocking: run in a worker)."""
     decoder = _decoder_for(kind)
-    audio = condition_audio(pcm, sample_rate)
-    decoder.reinit_feat()  # each utterance alone: no cepstral mean carried over
-    decoder.start_utt()
-    try:
-        decoder.process_raw(audio, full_utt=True)
-    finally:
-        decoder.end_utt()
-    hypothesis = decoder.hyp()
-    text = hypothesis.hypstr.strip() if hypothesis is not None else ""
+    text = decode_utterance(decoder, pcm, sample_rate)
     if not text:
         return FieldReading(kind, "", None, 1)
     value = field_value(kind, text)
