@@ -75,6 +75,42 @@ class Settings(BaseSettings):
     db_write_retries: int = Field(default=5, ge=0)
     db_write_timeout_s: float = Field(default=5.0, gt=0)
 
+    # --- Operations: API, observers, several pods --------------------------------
+    redis_url: SecretStr | None = Field(
+        default=None,
+        description="Redis (or Valkey) shared by several pods: observer events, the active "
+        "call registry, operator actions. Unset: in-process (one pod).",
+    )
+    call_registry_ttl_s: float = Field(
+        default=30.0, ge=3, le=600,
+        description="An active call drops out of the registry this long after its pod's last "
+        "heartbeat (pods beat every third of it).",
+    )
+    observer_replay_events: int = Field(
+        default=200, ge=0, le=5000,
+        description="Recent events of a call replayed to an observer that joins late.",
+    )
+    observer_queue_events: int = Field(
+        default=500, ge=10, le=100_000,
+        description="Events waiting for one observer; past it the observer is sent a notice "
+        "of what it missed (it never slows the call).",
+    )
+    observer_ping_s: float = Field(default=30.0, gt=0, le=300)
+    observer_auth_timeout_s: float = Field(
+        default=5.0, gt=0, le=60,
+        description="How long an observer socket may take to present its API key.",
+    )
+    api_rate_limit_per_minute: int = Field(
+        default=600, ge=1,
+        description="Requests one API key may make per minute (per pod; a burst of a tenth "
+        "of it at once).",
+    )
+    api_max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    transcript_verify_timeout_s: float = Field(
+        default=300.0, gt=0, le=3600,
+        description="Longest a recording's re-transcription (verify-transcript) may take.",
+    )
+
     # --- Practice-management system (services/world/pms) -----------------------
     # Where open times are read and verified writes go: the world model itself
     # (`builtin`) or Cliniko's public REST API (`cliniko`, which needs its key).
