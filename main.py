@@ -34,7 +34,17 @@ def configure_logging(settings: Settings) -> None:
 
 def create_app(settings: Settings) -> FastAPI:
     """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan."""
-    from api import calls, health, media_stream, voice, world
+    from api import (
+        calls,
+        control,
+        health,
+        insights,
+        media_stream,
+        recordings,
+        transcripts,
+        voice,
+        world,
+    )
     from services.runtime import AppRuntime
 
     @asynccontextmanager
@@ -46,7 +56,8 @@ def create_app(settings: Settings) -> FastAPI:
             await app.state.runtime.close()
 
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
-    for module in (health, voice, media_stream, calls, world):
+    for module in (health, voice, media_stream, calls, recordings, transcripts, world,
+                   control, insights):
         app.include_router(module.router)
     return app
 

@@ -316,6 +316,17 @@ class AppRuntime:
         """What this call runs with, for calls.config_snapshot."""
         return profile.snapshot(self.plan, self.graph_for(profile))
 
+    async def service_graph(self, workspace_id: str, service_id: str) -> ContextGraph | None:
+        """The graph the service's calls run now (None: it has none that can run)."""
+        service = await self.db.pool.fetchrow(
+            "SELECT graph_id FROM services WHERE id = $1 AND workspace_id = $2",
+            repo.as_uuid(service_id), repo.as_uuid(workspace_id))
+        if service is None:
+            return None
+        graph, _problems = await self._service_graph(
+            workspace_id, service_id, service["graph_id"] or self.settings.context_graph)
+        return graph
+
     async def _service_graph(
         self, workspace_id: str, service_id: str, graph_id: str
     ) -> tuple[ContextGraph | None, list[str]]:
