@@ -1,7 +1,150 @@
-"""A call's stereo recording over HTTP (seed 000, "Recordings"). API key required."""
+"""A call's stereo recording over HTTP (seed 000, "Recordings"). API key required.
+
+`/recording/stereo` is the WAV as stored (caller left, agent right),
+`/recording/{caller|agent}` one side as a mono WAV, `/recording/waveform` both
+sides' amplitude envelopes for a timeline. The WAV routes honour one byte range
+(`Range: bytes=a-b | a- | -n`) so a browser's audio element can seek.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import wave
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from api.deps import get_runtime, require_workspace
+from db import repositories as repo
+from services import recordings_http as rec
+from services.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["recordings"])
+
+WAV = "audio/wav"
+DEFAULT_WAVEFORM_POINTS = 800
+
+_ERRORS: dict[int | str, dict] = {
+    401: {"description": "Missing or invalid API key"},
+    404: {"description": "No such call in this workspace, or it has no recording"},
+}
+_WAV_RESPONSES: dict[int | str, dict] = {
+    200: {"content": {WAV: {"schema": {"type": "string", "format": "binary"}}},
+          "description": "The whole WAV file"},
+    206: {"content": {WAV: {"schema": {"type": "string", "format": "binary"}}},
+          "description": "The requested byte range (`Content-Range` says which)"},
+    416: {"description": "Range not satisfiable (`Content-Range: bytes */<size>`)"},
+    **_ERRORS,
+}
+
+
+class WaveformOut(BaseModel):
+    """Peak amplitude (0..1) per time slice of each channel, slices of equal length."""
+
+    sample_rate: int
+    duration_ms: int
+    points: int
+    caller: list[float] = Field(description="Caller channel (left), one value per slice")
+    agent: list[float] = Field(description="Agent channel (right), one value per slice")
+
+
+async def call_recording(runtime: AppRuntime, call_id: str, workspace_id: str) -> Path | None:
+    """The recording of one of the workspace's calls: None if the call has none.
+
+    404 for an unknown call and another workspace's call alike.
+    """
+    call = await repo.get_call(runtime.db.pool, call_id)
+    if call is None or str(call.get("workspace_id")) != workspace_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
+    path = call.get("recording_path")
+    return Path(path) if path else None
+
+
+async def _existing_recording(runtime: AppRuntime, call_id: str, workspace_id: str) -> Path:
+    path = await call_recording(runtime, call_id, workspace_id)
+    if path is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "call has no recording")
+    if not await asyncio.to_thread(path.is_file):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing")
+    return path
+
+
+def _range_response(request: Request, source: Path | bytes, size: int, filename: str) -> Response:
+    headers = {"Accept-Ranges": "bytes", "Content-Disposition": f'inline; filename="{filename}"'}
+    try:
+        wanted = rec.parse_range(request.headers.get("range"), size)
+    except rec.RangeNotSatisfiable:
+        return Response(status_code=status.HTTP_416_RANGE_NOT_SATISFIABLE,
+                        headers={**headers, "Content-Range": f"bytes */{size}"})
+    start, length, code = 0, size, status.HTTP_200_OK
+    if wanted is not None:
+        start, length, code = wanted.start, wanted.length, status.HTTP_206_PARTIAL_CONTENT
+        headers["Content-Range"] = wanted.content_range(size)
+    headers["Content-Length"] = str(length)
+    if isinstance(source, bytes):
+        return Response(source[start:start + length], status_code=code, headers=headers,
+                        media_type=WAV)
+    return StreamingResponse(rec.iter_file(source, start, length), status_code=code,
+                             headers=headers, media_type=WAV)
+
+
+async def _file_size(path: Path) -> int:
+    try:
+        return (await asyncio.to_thread(path.stat)).st_size
+    except FileNotFoundError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
+
+
+@router.get("/{call_id}/recording/stereo", response_class=Response, responses=_WAV_RESPONSES,
+            summary="The call's stereo WAV (caller left, agent right)")
+async def stereo_recording(
+    call_id: str,
+    request: Request,
+    workspace_id: str = Depends(require_workspace),
+    runtime: AppRuntime = Depends(get_runtime),
+) -> Response:
+    path = await _existing_recording(runtime, call_id, workspace_id)
+    return _range_response(request, path, await _file_size(path), f"{call_id}.wav")
+
+
+@router.get("/{call_id}/recording/waveform", response_model=WaveformOut,
+            responses={**_ERRORS, 422: {"description": "Recording unreadable or bad `points`"}},
+            summary="Amplitude envelope of both channels, for a timeline")
+async def recording_waveform(
+    call_id: str,
+    points: int = Query(default=DEFAULT_WAVEFORM_POINTS, ge=1, le=rec.MAX_WAVEFORM_POINTS),
+    workspace_id: str = Depends(require_workspace),
+    runtime: AppRuntime = Depends(get_runtime),
+) -> WaveformOut:
+    path = await _existing_recording(runtime, call_id, workspace_id)
+    try:
+        shape = await asyncio.to_thread(rec.waveform, path, points)
+    except FileNotFoundError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
+    except (ValueError, EOFError, wave.Error) as error:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+                            f"recording is not a readable WAV: {error}") from None
+    return WaveformOut(**shape.__dict__)
+
+
+@router.get("/{call_id}/recording/{channel}", response_class=Response, responses=_WAV_RESPONSES,
+            summary="One side of the call as a mono WAV")
+async def channel_recording(
+    call_id: str,
+    channel: rec.Channel,
+    request: Request,
+    workspace_id: str = Depends(require_workspace),
+    runtime: AppRuntime = Depends(get_runtime),
+) -> Response:
+    path = await _existing_recording(runtime, call_id, workspace_id)
+    try:
+        source = await asyncio.to_thread(rec.channel_wav, path, channel)
+    except FileNotFoundError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
+    except (ValueError, EOFError, wave.Error) as error:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+                            f"recording is not a readable WAV: {error}") from None
+    size = len(source) if isinstance(source, bytes) else await _file_size(source)
+    return _range_response(request, source, size, f"{call_id}.{channel}.wav")
