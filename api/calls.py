@@ -1,10 +1,16 @@
-"""Read API for call records (extended by the operations issue). API key required."""
+"""Read API for call records: the history (filtered, cursor-paged) and one call's detail.
+
+API key required; a key only ever sees its own workspace's calls (another workspace's
+call is "not found", like an id that is not a UUID).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
+from pydantic import BaseModel, Field
 
 from api.deps import get_runtime, require_workspace
 from db import repositories as repo
@@ -12,25 +18,259 @@ from services.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["calls"])
 
+ToolErrorFilter = Literal["true", "false", "guard", "pms", "other"]
 
-@router.get("")
+
+# --- Response models ---------------------------------------------------------------
+
+
+class CallSummary(BaseModel):
+    """One call in the history."""
+
+    id: str
+    service_id: str | None = None
+    call_sid: str | None = None
+    direction: str
+    status: str
+    started_at: datetime
+    connected_at: datetime | None = None
+    ended_at: datetime | None = None
+    duration_s: float | None = None
+    completion_reason: str | None = None
+    final_state: str | None = None
+    recording_path: str | None = None
+    transcript_accuracy: float | None = None
+    turn_count: int = Field(description="Turns recorded (caller and agent).")
+    escalated: bool = Field(description="The safety monitor escalated at least once.")
+    tool_errors: int = Field(description="Tool calls that failed (any error class).")
+
+
+class CallPage(BaseModel):
+    calls: list[CallSummary]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next (older) page; null on the last page."
+    )
+
+
+class WordTiming(BaseModel):
+    """A word as heard (STT) or spoken (TTS), on the recording's clock."""
+
+    model_config = {"extra": "allow"}
+
+    word: str
+    start_ms: int | float | None = None
+    end_ms: int | float | None = None
+
+
+class TurnOut(BaseModel):
+    """One turn with the 5-layer timing model (ms from the call's start): the caller's
+    speech, the engine, navigation, rendering, the audio's first byte, the agent's speech."""
+
+    seq: int
+    speaker_id: str
+    speaker_role: str
+    text: str
+    interrupted: bool
+    user_speech_start_ms: int | None = None
+    user_speech_end_ms: int | None = None
+    engine_ms: int | None = None
+    nav_ms: int | None = None
+    render_ms: int | None = None
+    audio_ttfb_ms: int | None = None
+    agent_speech_start_ms: int | None = None
+    agent_speech_end_ms: int | None = None
+    emotion: str | None = None
+    valence: float | None = None
+    arousal: float | None = None
+    tone: str | None = None
+    words: list[WordTiming] | None = None
+
+
+class TransitionOut(BaseModel):
+    seq: int
+    previous_state: str | None = None
+    next_state: str
+    reason: str | None = None
+    at_ms: int | None = None
+
+
+class ToolCallOut(BaseModel):
+    tool_call_id: str
+    name: str
+    input: Any = None
+    output: Any = None
+    started_ms: int | None = None
+    duration_ms: int | None = None
+    succeeded: bool | None = None
+    error_class: str | None = Field(default=None, description="guard, pms or other")
+    error_message: str | None = None
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    at_ms: int | None = None
+
+
+class EscalationOut(BaseModel):
+    seq: int
+    concept: str
+    severity: Literal["hard", "soft"]
+    similarity: float | None = None
+    judge: str | None = None
+    reason: str | None = None
+    at_ms: int | None = None
+    status: Literal["open", "acknowledged", "resolved"]
+    acknowledged_at: datetime | None = None
+    acknowledged_by: str | None = None
+    resolved_at: datetime | None = None
+
+
+class SafetyState(BaseModel):
+    """Where the call stands with the safety monitor, derived from its escalations."""
+
+    status: Literal["clear", "flagged", "suspended", "acknowledged", "resolved"] = Field(
+        description="clear: no escalation; flagged: soft ones only; suspended: an open "
+        "hard escalation (the agent stopped, a person is needed); acknowledged: every hard "
+        "one seen by a person, not all resolved; resolved: every hard one resolved."
+    )
+    agent_suspended: bool = Field(description="A hard escalation took the call from the agent.")
+    needs_operator: bool = Field(description="An open hard escalation awaits a person.")
+    open_escalations: int
+    hard_escalations: int
+    soft_escalations: int
+    last_concept: str | None = None
+
+
+class CallDetail(BaseModel):
+    """One call: its record, children in order, and what was derived from them."""
+
+    id: str
+    workspace_id: str | None = None
+    service_id: str | None = None
+    call_sid: str | None = None
+    direction: str
+    status: str
+    twilio_status: str | None = None
+    twilio_duration_s: int | None = None
+    started_at: datetime
+    connected_at: datetime | None = None
+    ended_at: datetime | None = None
+    duration_s: float | None = None
+    completion_reason: str | None = None
+    final_state: str | None = None
+    recording_path: str | None = None
+    config_snapshot: dict[str, Any] = Field(default_factory=dict)
+    emotional_summary: dict[str, Any] | None = None
+    verified_transcript: str | None = None
+    verified_words: list[WordTiming] | None = None
+    transcript_accuracy: float | None = Field(
+        default=None, description="1 - WER of the real-time transcript against the verified one."
+    )
+    transcript_verified_at: datetime | None = None
+    transcript_verifier: str | None = None
+    turns: list[TurnOut]
+    transitions: list[TransitionOut]
+    tool_calls: list[ToolCallOut]
+    events: list[EventOut]
+    escalations: list[EscalationOut]
+    safety: SafetyState
+
+
+# --- Logic -------------------------------------------------------------------------
+
+
+def safety_state(escalations: list[dict[str, Any]], events: list[dict[str, Any]]) -> SafetyState:
+    """The call's safety standing: a hard escalation suspends the agent until a person
+    resolves it; soft ones only flag the call."""
+    hard = [e for e in escalations if e.get("severity") == "hard"]
+    soft = [e for e in escalations if e.get("severity") == "soft"]
+    suspended = bool(hard) or any(e.get("type") == "agent_suspended" for e in events)
+    open_hard = [e for e in hard if e.get("status") == "open"]
+    if open_hard or (suspended and not hard):
+        state = "suspended"
+    elif hard and all(e.get("status") == "resolved" for e in hard):
+        state = "resolved"
+    elif hard:
+        state = "acknowledged"
+    else:
+        state = "flagged" if soft else "clear"
+    return SafetyState(
+        status=state,
+        agent_suspended=suspended,
+        needs_operator=state == "suspended",
+        open_escalations=sum(1 for e in escalations if e.get("status") == "open"),
+        hard_escalations=len(hard),
+        soft_escalations=len(soft),
+        last_concept=escalations[-1]["concept"] if escalations else None,
+    )
+
+
+def history_filters(
+    started_after: datetime | None, started_before: datetime | None, state: str | None,
+    status_: str | None, completion_reason: str | None, escalated: bool | None,
+    tool_error: ToolErrorFilter | None,
+) -> repo.CallFilters:
+    """The query's filters from the request's parameters."""
+    tool: bool | str | None = tool_error
+    if tool_error in ("true", "false"):
+        tool = tool_error == "true"
+    return repo.CallFilters(
+        started_after=started_after, started_before=started_before, final_state=state,
+        status=status_, completion_reason=completion_reason, escalated=escalated,
+        tool_error=tool,
+    )
+
+
+# --- Routes ------------------------------------------------------------------------
+
+
+@router.get("", response_model=CallPage)
 async def list_calls(
-    limit: int = Query(default=50, ge=1, le=500),
-    before: datetime | None = Query(default=None, description="Only calls started before this"),
+    limit: int = Query(default=50, ge=1, le=repo.MAX_LIST_LIMIT),
+    cursor: str | None = Query(default=None, max_length=512,
+                               description="`next_cursor` of the previous page"),
+    started_after: datetime | None = Query(default=None, description="Started at or after"),
+    started_before: datetime | None = Query(default=None, description="Started before"),
+    state: str | None = Query(default=None, max_length=100, description="Final state"),
+    status_: str | None = Query(default=None, alias="status", max_length=50),
+    completion_reason: str | None = Query(default=None, max_length=100),
+    escalated: bool | None = Query(default=None, description="Has (no) escalation"),
+    tool_error: ToolErrorFilter | None = Query(
+        default=None, description="true/false: has (no) failed tool call; or one error class"),
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
-) -> dict:
-    calls = await repo.list_calls(runtime.db.pool, workspace_id, limit=limit, before=before)
-    return {"calls": calls}
+) -> CallPage:
+    """The workspace's calls, newest first, one page at a time."""
+    position = None
+    if cursor is not None:
+        try:
+            position = repo.decode_cursor(workspace_id, cursor)
+        except repo.InvalidCursor as error:
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
+    filters = history_filters(started_after, started_before, state, status_,
+                              completion_reason, escalated, tool_error)
+    calls = await repo.list_calls(runtime.db.pool, workspace_id, limit=limit + 1,
+                                  filters=filters, cursor=position)
+    page, more = calls[:limit], len(calls) > limit
+    next_cursor = None
+    if more:
+        last = page[-1]
+        next_cursor = repo.encode_cursor(workspace_id, repo.CallCursor(
+            datetime.fromisoformat(last["started_at"]), repo.as_uuid(last["id"])))
+    return CallPage(calls=[CallSummary(**call) for call in page], next_cursor=next_cursor)
 
 
-@router.get("/{call_id}")
+@router.get("/{call_id}", response_model=CallDetail, responses={404: {"description": "No such call"}})
 async def call_detail(
     call_id: str,
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
-) -> dict:
+) -> CallDetail:
+    """One call with its turns, transitions, tool calls, events, escalations and safety."""
     detail = await repo.get_call_detail(runtime.db.pool, call_id, workspace_id)
     if detail is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
-    return detail
+    detail["safety"] = safety_state(detail["escalations"], detail["events"])
+    return CallDetail(**detail)

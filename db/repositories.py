@@ -8,11 +8,15 @@ The pool must come from `Database.connect`: its connections carry the json codec
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import hmac
 import re
 import secrets
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +26,7 @@ JsonDict = dict[str, Any]
 
 KEY_PREFIX = "vk"
 _KEY_SHAPE = re.compile(r"^vk_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}$")
-MAX_LIST_LIMIT = 500
+MAX_LIST_LIMIT = 200
 
 # Columns a caller may change on a call record; anything else is a programming error.
 CALL_UPDATE_COLUMNS = frozenset({
@@ -33,6 +37,7 @@ CALL_UPDATE_COLUMNS = frozenset({
 # Child rows in a call detail: table, key, order. Their own id/call_id are noise there.
 _CALL_CHILDREN = (
     ("turns", "turns", "seq"),
+    ("escalations", "escalations", "seq"),
     ("transitions", "state_transitions", "seq"),
     ("tool_calls", "tool_calls", "started_ms NULLS LAST, id"),
     ("events", "call_events", "seq"),
@@ -136,6 +141,66 @@ async def revoke_api_key(pool: asyncpg.Pool, plaintext: str) -> bool:
         hash_api_key(plaintext),
     )
     return revoked is not None
+
+
+# Key rows as listed: never the hash.
+_KEY_COLUMNS = "id, workspace_id, name, prefix, created_at, last_used_at, revoked_at"
+
+
+async def authenticate_api_key(pool: asyncpg.Pool, plaintext: str) -> JsonDict | None:
+    """{id, workspace_id, key_hash} of a valid, unrevoked key, without marking it used
+    (the caller decides how often that write is worth it: see `touch_api_key`)."""
+    if not _KEY_SHAPE.match(plaintext):
+        return None
+    return _row_or_none(await pool.fetchrow(
+        "SELECT id, workspace_id, key_hash FROM api_keys "
+        "WHERE key_hash = $1 AND revoked_at IS NULL",
+        hash_api_key(plaintext),
+    ))
+
+
+async def touch_api_key(pool: asyncpg.Pool, key_id: str) -> None:
+    """Record that a key was used now."""
+    await pool.execute("UPDATE api_keys SET last_used_at = now() WHERE id = $1", as_uuid(key_id))
+
+
+async def list_api_keys(pool: asyncpg.Pool, workspace_id: str) -> list[JsonDict]:
+    """The workspace's keys (revoked ones too), newest first."""
+    workspace = as_uuid(workspace_id)
+    if workspace is None:
+        return []
+    return _rows(await pool.fetch(
+        f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 "
+        "ORDER BY created_at DESC, id DESC", workspace,
+    ))
+
+
+async def get_api_key(pool: asyncpg.Pool, plaintext: str) -> JsonDict | None:
+    """The stored row of a key (as listed), e.g. right after creating it."""
+    return _row_or_none(await pool.fetchrow(
+        f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1", hash_api_key(plaintext)
+    ))
+
+
+async def revoke_api_key_by_id(
+    pool: asyncpg.Pool, workspace_id: str, key: str
+) -> JsonDict | None:
+    """Revoke one of the workspace's keys, named by id or by its 8-character prefix.
+
+    Returns {id, key_hash} of the key revoked now (so caches can drop it), None when
+    the workspace has no such unrevoked key.
+    """
+    workspace = as_uuid(workspace_id)
+    if workspace is None:
+        return None
+    key_uuid = as_uuid(key)
+    return _row_or_none(await pool.fetchrow(
+        """UPDATE api_keys SET revoked_at = now()
+           WHERE workspace_id = $1 AND revoked_at IS NULL
+             AND (id = $2 OR ($2::uuid IS NULL AND prefix = $3))
+           RETURNING id, key_hash""",
+        workspace, key_uuid, key,
+    ))
 
 
 # --- Voice settings ------------------------------------------------------------
@@ -315,21 +380,126 @@ async def update_call(pool: asyncpg.Pool, call_id: str, **fields: Any) -> bool:
     return status == "UPDATE 1"
 
 
+@dataclass(frozen=True)
+class CallFilters:
+    """What the calls history narrows to; None leaves a dimension open."""
+
+    started_after: datetime | None = None
+    started_before: datetime | None = None
+    final_state: str | None = None
+    status: str | None = None
+    completion_reason: str | None = None
+    escalated: bool | None = None
+    # True/False: has (no) failed tool call; "guard" | "pms" | "other": one of that class.
+    tool_error: bool | str | None = None
+
+
+@dataclass(frozen=True)
+class CallCursor:
+    """Where a history page ended: the last call's (started_at, id), newest first."""
+
+    started_at: datetime
+    call_id: uuid.UUID
+
+
+class InvalidCursor(ValueError):
+    """A cursor this server did not issue for this workspace (or one altered since)."""
+
+
+def _cursor_tag(workspace_id: str, payload: str) -> str:
+    return hashlib.sha256(f"{workspace_id}|{payload}".encode()).hexdigest()[:16]
+
+
+def encode_cursor(workspace_id: str, cursor: CallCursor) -> str:
+    """Opaque to clients; the tag ties it to the workspace and shows any edit."""
+    payload = f"{cursor.started_at.isoformat()}|{cursor.call_id}"
+    raw = f"{payload}|{_cursor_tag(workspace_id, payload)}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(workspace_id: str, token: str) -> CallCursor:
+    """The position a cursor names; `InvalidCursor` when it is malformed or was altered."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        started, call, tag = raw.rsplit("|", 2)
+        if not hmac.compare_digest(tag, _cursor_tag(workspace_id, f"{started}|{call}")):
+            raise InvalidCursor("cursor was altered")
+        started_at = datetime.fromisoformat(started)
+        if started_at.tzinfo is None:
+            raise InvalidCursor("cursor has no time zone")
+        return CallCursor(started_at, uuid.UUID(call))
+    except (ValueError, UnicodeDecodeError, binascii.Error) as error:
+        if isinstance(error, InvalidCursor):
+            raise
+        raise InvalidCursor("malformed cursor") from None
+
+
+def calls_history_sql(filters: CallFilters) -> tuple[str, list[Any]]:
+    """The history query's WHERE clause and values from $2 on ($1 is the workspace).
+
+    Each filter adds a clause only when set, so the planner sees the plain index scan on
+    (workspace_id, started_at DESC, id DESC) whenever it can; the cursor is a row
+    comparison that the same index answers without an offset.
+    """
+    clauses, values = ["c.workspace_id = $1"], []
+
+    def bind(value: Any) -> str:
+        values.append(value)
+        return f"${len(values) + 1}"
+
+    if filters.started_after is not None:
+        clauses.append(f"c.started_at >= {bind(filters.started_after)}")
+    if filters.started_before is not None:
+        clauses.append(f"c.started_at < {bind(filters.started_before)}")
+    for column in ("final_state", "status", "completion_reason"):
+        value = getattr(filters, column)
+        if value is not None:
+            clauses.append(f"c.{column} = {bind(value)}")
+    if filters.escalated is not None:
+        exists = "EXISTS (SELECT 1 FROM escalations e WHERE e.call_id = c.id)"
+        clauses.append(exists if filters.escalated else f"NOT {exists}")
+    if filters.tool_error is not None:
+        failed = "SELECT 1 FROM tool_calls t WHERE t.call_id = c.id AND t.error_class IS NOT NULL"
+        if isinstance(filters.tool_error, str):
+            clauses.append(f"EXISTS ({failed} AND t.error_class = {bind(filters.tool_error)})")
+        else:
+            clauses.append(f"{'' if filters.tool_error else 'NOT '}EXISTS ({failed})")
+    return " AND ".join(clauses), values
+
+
 async def list_calls(
-    pool: asyncpg.Pool, workspace_id: str, *, limit: int = 50, before: datetime | None = None
+    pool: asyncpg.Pool,
+    workspace_id: str,
+    *,
+    limit: int = 50,
+    filters: CallFilters | None = None,
+    cursor: CallCursor | None = None,
 ) -> list[JsonDict]:
-    """The workspace's calls, newest first; `before` (a `started_at`) pages back."""
+    """The workspace's calls matching `filters`, newest first, after `cursor` when given.
+
+    Ordered by (started_at, id) so calls that started in the same microsecond still page
+    in a fixed order, and a call inserted meanwhile never shifts a later page.
+    """
     workspace = as_uuid(workspace_id)
     if workspace is None:
         return []
+    where, values = calls_history_sql(filters or CallFilters())
+    if cursor is not None:
+        values += [cursor.started_at, cursor.call_id]
+        where += f" AND (c.started_at, c.id) < (${len(values)}, ${len(values) + 1})"
+    values.append(max(1, min(limit, MAX_LIST_LIMIT + 1)))  # a page and one to see if more follow
     return _rows(await pool.fetch(
-        """SELECT id, service_id, call_sid, direction, status, started_at, connected_at,
-                  ended_at, duration_s, completion_reason, final_state, recording_path,
-                  (SELECT count(*) FROM turns t WHERE t.call_id = calls.id) AS turn_count
-           FROM calls
-           WHERE workspace_id = $1 AND ($2::timestamptz IS NULL OR started_at < $2)
-           ORDER BY started_at DESC, id DESC LIMIT $3""",
-        workspace, before, max(1, min(limit, MAX_LIST_LIMIT)),
+        f"""SELECT c.id, c.service_id, c.call_sid, c.direction, c.status, c.started_at,
+                   c.connected_at, c.ended_at, c.duration_s, c.completion_reason,
+                   c.final_state, c.recording_path, c.transcript_accuracy,
+                   (SELECT count(*) FROM turns t WHERE t.call_id = c.id) AS turn_count,
+                   EXISTS (SELECT 1 FROM escalations e WHERE e.call_id = c.id) AS escalated,
+                   (SELECT count(*) FROM tool_calls t
+                     WHERE t.call_id = c.id AND t.error_class IS NOT NULL) AS tool_errors
+            FROM calls c
+            WHERE {where}
+            ORDER BY c.started_at DESC, c.id DESC LIMIT ${len(values) + 1}""",
+        workspace, *values,
     ))
 
 

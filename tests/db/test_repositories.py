@@ -150,14 +150,14 @@ async def test_updating_an_unknown_call_reports_false(db):
     assert not await repo.update_call(db.pool, str(uuid.uuid4()), status="completed")
 
 
-async def test_calls_are_listed_newest_first_and_page_back_with_before(db, workspace_id):
+async def test_calls_are_listed_newest_first_and_page_back_with_a_cursor(db, workspace_id):
     ids = [await new_call(db, workspace_id) for _ in range(3)]
 
     everything = await repo.list_calls(db.pool, workspace_id, limit=10)
     first_page = await repo.list_calls(db.pool, workspace_id, limit=2)
-    older = await repo.list_calls(
-        db.pool, workspace_id, limit=2, before=datetime.fromisoformat(first_page[-1]["started_at"])
-    )
+    last = first_page[-1]
+    older = await repo.list_calls(db.pool, workspace_id, limit=2, cursor=repo.CallCursor(
+        datetime.fromisoformat(last["started_at"]), uuid.UUID(last["id"])))
 
     assert [c["id"] for c in everything] == list(reversed(ids))
     assert [c["id"] for c in first_page + older] == list(reversed(ids))
