@@ -1,7 +1,322 @@
-"""The control plane: workspace voice settings, safety concepts and service keyterms."""
+"""The control plane: workspace voice settings, safety concepts, service keyterms and the
+operator's actions on escalations (seed 000, "Control Plane ↔ Adaptation").
+
+API key required; every read and write is scoped to the key's workspace, and another
+workspace's service, concept or escalation is "not found". Nothing here is cached: each
+new call resolves its profile from the database (`AppRuntime._load_profile`), so a
+change takes effect from the workspace's next call, never in the middle of one.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
+from loguru import logger
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from api.deps import get_runtime, require_workspace
+from db import control
+from db import repositories as repo
+from db import safety as safety_db
+from services.keyterms import MAX_KEYTERMS
+from services.runtime import AppRuntime
+from services.safety.concepts import ConceptSpec, Severity, default_concepts
+from services.voice_settings import (
+    FieldPolicy,
+    VoiceSettings,
+    VoiceSettingsInput,
+    call_keyterms,
+    clean_terms,
+    parse_voice_settings,
+    stored_fields,
+    voice_settings_policy,
+)
 
 router = APIRouter(prefix="/api", tags=["control plane"])
+
+# Embedding a new concept's examples: WordLlama takes milliseconds, a cloud embedder
+# has its own 3 s timeout; past this the request fails (503) and nothing is stored.
+CONCEPT_EMBED_TIMEOUT_S = 10.0
+MAX_ESCALATION_ID = 2**63 - 1
+
+
+# --- Voice settings ------------------------------------------------------------
+
+
+class VoiceSettingsOut(BaseModel):
+    effective: VoiceSettings = Field(description="What the workspace's next call runs with.")
+    stored: dict[str, Any] | None = Field(description="The settings as stored (null: none).")
+    problems: list[str] = Field(description="Stored values a call ignores, and why.")
+    policy: list[FieldPolicy] = Field(description="How emotion adaptation may affect each field.")
+
+
+async def _voice_settings_out(runtime: AppRuntime, workspace_id: str) -> VoiceSettingsOut:
+    raw = await repo.get_voice_settings_raw(runtime.db.pool, workspace_id)
+    effective, problems = parse_voice_settings(raw)
+    return VoiceSettingsOut(effective=effective, stored=raw if isinstance(raw, dict) else None,
+                            problems=problems, policy=list(voice_settings_policy()))
+
+
+@router.get("/voice-settings", response_model=VoiceSettingsOut)
+async def get_voice_settings(workspace_id: str = Depends(require_workspace),
+                             runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
+    """The workspace's effective voice settings (defaults for anything not stored)."""
+    return await _voice_settings_out(runtime, workspace_id)
+
+
+@router.put("/voice-settings", response_model=VoiceSettingsOut)
+async def put_voice_settings(body: VoiceSettingsInput,
+                             workspace_id: str = Depends(require_workspace),
+                             runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
+    """Replace the settings: the fields given are stored, the rest follow the defaults."""
+    stored = body.model_dump(mode="json", exclude_unset=True)
+    await repo.set_voice_settings(runtime.db.pool, workspace_id, stored)
+    logger.info(f"workspace {workspace_id}: voice settings replaced ({sorted(stored)})")
+    return await _voice_settings_out(runtime, workspace_id)
+
+
+@router.patch("/voice-settings", response_model=VoiceSettingsOut)
+async def patch_voice_settings(body: VoiceSettingsInput,
+                               workspace_id: str = Depends(require_workspace),
+                               runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
+    """Change the fields given; the other stored fields stay as they are."""
+    raw = await repo.get_voice_settings_raw(runtime.db.pool, workspace_id)
+    changes = body.model_dump(mode="json", exclude_unset=True)
+    try:
+        merged = VoiceSettingsInput.model_validate({**stored_fields(raw), **changes})
+    except ValidationError as error:  # a stored value the strict rules refuse
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, [
+            {"loc": ["stored", *err["loc"]], "msg": err["msg"], "type": err["type"]}
+            for err in error.errors()]) from error
+    await repo.set_voice_settings(runtime.db.pool, workspace_id,
+                                  merged.model_dump(mode="json", exclude_unset=True))
+    logger.info(f"workspace {workspace_id}: voice settings changed ({sorted(changes)})")
+    return await _voice_settings_out(runtime, workspace_id)
+
+
+# --- Safety concepts -----------------------------------------------------------
+
+
+class ConceptIn(BaseModel):
+    """A workspace concept: described by example utterances a caller might say."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=60)
+    name: str = Field(min_length=1, max_length=80)
+    severity: Severity = Field(description="hard: the agent is suspended for a human; "
+                               "soft: queued for an operator, the call goes on.")
+    description: str = Field(min_length=1, max_length=300)
+    examples: list[str] = Field(min_length=1, max_length=50)
+
+    @field_validator("examples")
+    @classmethod
+    def _examples(cls, examples: list[str]) -> list[str]:
+        cleaned = [" ".join(example.split()) for example in examples]
+        if not all(1 <= len(example) <= 300 for example in cleaned):
+            raise ValueError("each example must be 1-300 characters")
+        return cleaned
+
+
+class ConceptOut(BaseModel):
+    key: str
+    name: str
+    severity: Severity
+    description: str
+    examples: list[str]
+    builtin: bool = Field(description="A default concept: always active, read-only.")
+    crisis: bool = False
+    created_at: datetime | None = None
+    embedding_models: list[str] = Field(
+        default_factory=list, description="Models with stored example embeddings (the "
+        "defaults are embedded in memory at start-up, none stored).")
+
+
+def _builtin_concepts() -> list[ConceptOut]:
+    return [ConceptOut(key=c.key, name=c.name, severity=c.severity, description=c.description,
+                       examples=list(c.examples), builtin=True, crisis=c.crisis)
+            for c in default_concepts()]
+
+
+@router.get("/safety-concepts", response_model=list[ConceptOut])
+async def list_safety_concepts(workspace_id: str = Depends(require_workspace),
+                               runtime: AppRuntime = Depends(get_runtime)) -> list[ConceptOut]:
+    """The default concepts (builtin) and then the workspace's own."""
+    own = await safety_db.list_safety_concepts(runtime.db.pool, workspace_id)
+    return _builtin_concepts() + [ConceptOut(**row, builtin=False) for row in own]
+
+
+@router.post("/safety-concepts", response_model=ConceptOut, status_code=status.HTTP_201_CREATED)
+async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(require_workspace),
+                                runtime: AppRuntime = Depends(get_runtime)) -> ConceptOut:
+    """Store a concept with its examples' embeddings; active from the workspace's next call.
+    409 for a default's key or one the workspace has; 503 when the embedder fails."""
+    spec = ConceptSpec(**body.model_dump())
+    embedder = runtime.safety.embedder
+    try:
+        await asyncio.wait_for(safety_db.create_safety_concept(
+            runtime.db.pool, workspace_id, spec, embedder), CONCEPT_EMBED_TIMEOUT_S)
+    except safety_db.ConceptError as error:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(error)) from error
+    except Exception as error:  # noqa: BLE001 - embedded before the insert: nothing stored
+        logger.warning(f"workspace {workspace_id}: safety concept not created "
+                       f"({type(error).__name__})")
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "the embedder is unavailable; nothing was stored") from error
+    logger.info(f"workspace {workspace_id}: safety concept {spec.key} created")
+    (created,) = [row for row in await safety_db.list_safety_concepts(
+        runtime.db.pool, workspace_id) if row["key"] == spec.key]
+    return ConceptOut(**created, builtin=False)
+
+
+@router.delete("/safety-concepts/{key}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_safety_concept(key: str, workspace_id: str = Depends(require_workspace),
+                                runtime: AppRuntime = Depends(get_runtime)) -> Response:
+    """Remove one of the workspace's concepts (409 for a default: always active)."""
+    if key in {c.key for c in default_concepts()}:
+        raise HTTPException(status.HTTP_409_CONFLICT,
+                            f"{key!r} is a default concept, always active")
+    if not await safety_db.delete_safety_concept(runtime.db.pool, workspace_id, key):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "safety concept not found")
+    logger.info(f"workspace {workspace_id}: safety concept {key} deleted")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# --- Services and their keyterms -----------------------------------------------
+
+
+class ServiceOut(BaseModel):
+    id: str
+    name: str
+    phone_number: str | None
+    keyterms: list[str]
+    graph_id: str
+
+
+class KeytermsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keyterms: list[str] = Field(description=f"At most {MAX_KEYTERMS}, each 1-60 characters; "
+                                "whitespace collapsed, case-insensitive duplicates dropped.")
+
+    @field_validator("keyterms")
+    @classmethod
+    def _clean(cls, keyterms: list[str]) -> list[str]:
+        return clean_terms(keyterms)
+
+
+class KeytermsOut(BaseModel):
+    service_id: str
+    keyterms: list[str] = Field(description="The service's own layer (first priority).")
+    workspace_keyterms: list[str] = Field(description="From the workspace voice settings.")
+    system_keyterms: list[str] = Field(description="The deployment's defaults (SYSTEM_KEYTERMS).")
+    effective: list[str] = Field(description="What a call's speech recognizer is given.")
+
+
+async def _keyterms_out(runtime: AppRuntime, workspace_id: str,
+                        service: dict[str, Any]) -> KeytermsOut:
+    voice, _problems = parse_voice_settings(
+        await repo.get_voice_settings_raw(runtime.db.pool, workspace_id))
+    system = list(runtime.settings.system_keyterms)
+    return KeytermsOut(
+        service_id=service["id"], keyterms=service["keyterms"],
+        workspace_keyterms=list(voice.keyterms), system_keyterms=system,
+        effective=call_keyterms(service["keyterms"], voice, system))
+
+
+def _found(service: dict[str, Any] | None) -> dict[str, Any]:
+    if service is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "service not found")
+    return service
+
+
+@router.get("/services", response_model=list[ServiceOut])
+async def list_services(workspace_id: str = Depends(require_workspace),
+                        runtime: AppRuntime = Depends(get_runtime)) -> list[ServiceOut]:
+    return [ServiceOut(**{k: row[k] for k in ServiceOut.model_fields})
+            for row in await control.list_services(runtime.db.pool, workspace_id)]
+
+
+@router.get("/services/{service_id}/keyterms", response_model=KeytermsOut)
+async def get_service_keyterms(service_id: str, workspace_id: str = Depends(require_workspace),
+                               runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
+    service = _found(await control.get_service(runtime.db.pool, workspace_id, service_id))
+    return await _keyterms_out(runtime, workspace_id, service)
+
+
+@router.put("/services/{service_id}/keyterms", response_model=KeytermsOut)
+async def put_service_keyterms(service_id: str, body: KeytermsIn,
+                               workspace_id: str = Depends(require_workspace),
+                               runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
+    """Replace the service's keyterms (the first layer of each call's merge)."""
+    service = _found(await control.set_service_keyterms(
+        runtime.db.pool, workspace_id, service_id, body.keyterms))
+    logger.info(f"service {service['id']}: {len(body.keyterms)} keyterms stored")
+    return await _keyterms_out(runtime, workspace_id, service)
+
+
+# --- Escalations ---------------------------------------------------------------
+
+
+class EscalationOut(BaseModel):
+    id: int
+    call_id: str
+    seq: int
+    concept: str
+    severity: Severity
+    similarity: float | None
+    judge: str | None
+    reason: str | None
+    at_ms: int | None
+    status: control.EscalationStatus
+    created_at: datetime
+    acknowledged_at: datetime | None
+    acknowledged_by: str | None
+    resolved_at: datetime | None
+
+
+class OperatorIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operator: str = Field(min_length=1, max_length=80, description="Who is acting.")
+
+
+def _escalation(row: dict[str, Any] | None) -> EscalationOut:
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "escalation not found")
+    return EscalationOut(**row)
+
+
+@router.get("/escalations", response_model=list[EscalationOut])
+async def list_escalations(
+    status_filter: control.EscalationStatus | None = Query(None, alias="status"),
+    limit: int = Query(50, ge=1, le=repo.MAX_LIST_LIMIT),
+    workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
+) -> list[EscalationOut]:
+    """The workspace's escalations, newest first (all, or of one status)."""
+    rows = await control.list_escalations(runtime.db.pool, workspace_id,
+                                          status=status_filter, limit=limit)
+    return [EscalationOut(**row) for row in rows]
+
+
+@router.post("/escalations/{escalation_id}/acknowledge", response_model=EscalationOut)
+async def acknowledge_escalation(
+    body: OperatorIn, escalation_id: int = Path(ge=1, le=MAX_ESCALATION_ID),
+    workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
+) -> EscalationOut:
+    """An operator has seen it (idempotent: the first acknowledgement stands)."""
+    return _escalation(await control.acknowledge_escalation(
+        runtime.db.pool, workspace_id, escalation_id, body.operator))
+
+
+@router.post("/escalations/{escalation_id}/resolve", response_model=EscalationOut)
+async def resolve_escalation(
+    body: OperatorIn, escalation_id: int = Path(ge=1, le=MAX_ESCALATION_ID),
+    workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
+) -> EscalationOut:
+    """Closed (idempotent: the first resolution stands)."""
+    return _escalation(await control.resolve_escalation(
+        runtime.db.pool, workspace_id, escalation_id, body.operator))

@@ -86,8 +86,7 @@ async def workspace_concepts(
     concepts = []
     for concept_id, concept_rows in grouped.items():
         first = concept_rows[0]
-        examples = json.loads(first["examples"]) if isinstance(first["examples"], str) \
-            else list(first["examples"])
+        examples = _examples(first["examples"])
         spec = ConceptSpec(key=first["key"], name=first["name"], severity=first["severity"],
                            description=first["description"], examples=examples)
         stored = [r["embedding"].to_numpy() for r in concept_rows
@@ -114,3 +113,25 @@ async def open_escalations(pool: asyncpg.Pool, workspace_id: str, limit: int = 5
         as_uuid(workspace_id), limit,
     )
     return [{**dict(r), "call_id": str(r["call_id"])} for r in rows]
+
+
+async def list_safety_concepts(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, Any]]:
+    """The workspace's own concepts as stored, oldest first, with the embedding models
+    their examples have vectors for (no embedding is computed here)."""
+    rows = await pool.fetch(
+        """SELECT c.key, c.name, c.severity, c.description, c.examples, c.created_at,
+                  COALESCE(array_agg(DISTINCT e.model) FILTER (WHERE e.model IS NOT NULL),
+                           '{}') AS embedding_models
+             FROM safety_concepts c
+             LEFT JOIN safety_concept_embeddings e ON e.concept_id = c.id
+            WHERE c.workspace_id = $1
+            GROUP BY c.id ORDER BY c.created_at, c.key""",
+        as_uuid(workspace_id),
+    )
+    return [{**dict(r), "examples": _examples(r["examples"]),
+             "embedding_models": list(r["embedding_models"])} for r in rows]
+
+
+def _examples(stored: Any) -> list[str]:
+    """A concept's examples column (jsonb: text without the pool's codec)."""
+    return json.loads(stored) if isinstance(stored, str) else list(stored)

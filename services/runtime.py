@@ -28,7 +28,6 @@ from services import dev_credentials
 from services.emotion.providers import load_emotion_data
 from services.event_loop import BackgroundTasks
 from services.greeting_cache import GreetingCache
-from services.keyterms import merge_keyterms
 from services.observers.quick import quick_rules
 from services.prompts import render_prompt
 from services.providers import (
@@ -43,7 +42,7 @@ from services.providers import (
 )
 from services.safety.concepts import ConceptIndex
 from services.turn_models import load_turn_models
-from services.voice_settings import VoiceSettings, parse_voice_settings
+from services.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from services.world.after_call import verify_and_sync
 from services.world.index import WorldIndex
 from services.world.pms import build_practice
@@ -288,7 +287,7 @@ class AppRuntime:
             service_id=service_id,
             clinic_name=clinic,
             greeting=greeting or render_prompt("greeting.txt", clinic_name=clinic),
-            keyterms=merge_keyterms(service_keyterms, voice.keyterms, self.settings.system_keyterms),
+            keyterms=call_keyterms(service_keyterms, voice, self.settings.system_keyterms),
             voice=voice,
             settings_problems=problems,
         )

@@ -1,0 +1,105 @@
+"""Queries of the control plane: a workspace's services and their keyterms, and the
+operator's actions on escalations.
+
+Every query is scoped by the workspace id from the caller's API key: a row of another
+workspace is "not found" (None), never an error, so ids cannot be probed.
+Escalation actions are idempotent: acknowledging twice keeps the first operator and
+time; resolving keeps the first resolution time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import asyncpg
+
+from db.repositories import _row_or_none, _rows, as_uuid
+
+EscalationStatus = Literal["open", "acknowledged", "resolved"]
+_SERVICE_COLUMNS = "id, name, phone_number, keyterms, graph_id, created_at"
+_ESCALATION_COLUMNS = """e.id, e.call_id, e.seq, e.concept, e.severity, e.similarity, e.judge,
+       e.reason, e.at_ms, e.status, e.created_at, e.acknowledged_at, e.acknowledged_by,
+       e.resolved_at"""
+# An escalation of the workspace's calls: $1 the escalation id, $2 the workspace.
+_OWN_ESCALATION = "e.id = $1 AND e.call_id IN (SELECT id FROM calls WHERE workspace_id = $2)"
+
+
+# --- Services ------------------------------------------------------------------
+
+
+async def list_services(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, Any]]:
+    """The workspace's services, oldest first (the first is where unknown numbers land)."""
+    return _rows(await pool.fetch(
+        f"SELECT {_SERVICE_COLUMNS} FROM services WHERE workspace_id = $1 "
+        "ORDER BY created_at, id", as_uuid(workspace_id)))
+
+
+async def get_service(pool: asyncpg.Pool, workspace_id: str, service_id: str
+                      ) -> dict[str, Any] | None:
+    service = as_uuid(service_id)
+    if service is None:
+        return None
+    return _row_or_none(await pool.fetchrow(
+        f"SELECT {_SERVICE_COLUMNS} FROM services WHERE id = $1 AND workspace_id = $2",
+        service, as_uuid(workspace_id)))
+
+
+async def set_service_keyterms(pool: asyncpg.Pool, workspace_id: str, service_id: str,
+                               keyterms: list[str]) -> dict[str, Any] | None:
+    """Replace the service's keyterms (already cleaned); None when it is not the
+    workspace's service."""
+    service = as_uuid(service_id)
+    if service is None:
+        return None
+    return _row_or_none(await pool.fetchrow(
+        f"UPDATE services SET keyterms = $3 WHERE id = $1 AND workspace_id = $2 "
+        f"RETURNING {_SERVICE_COLUMNS}", service, as_uuid(workspace_id), keyterms))
+
+
+# --- Escalations ---------------------------------------------------------------
+
+
+async def list_escalations(
+    pool: asyncpg.Pool, workspace_id: str, *, status: EscalationStatus | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """The workspace's escalations (all, or of one status), newest first."""
+    return _rows(await pool.fetch(
+        f"""SELECT {_ESCALATION_COLUMNS}
+              FROM escalations e JOIN calls c ON c.id = e.call_id
+             WHERE c.workspace_id = $1 AND ($2::text IS NULL OR e.status = $2)
+             ORDER BY e.created_at DESC, e.id DESC LIMIT $3""",
+        as_uuid(workspace_id), status, limit))
+
+
+async def acknowledge_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int,
+                                 operator: str) -> dict[str, Any] | None:
+    """Mark an open escalation acknowledged by `operator`; an acknowledged or resolved
+    one is returned unchanged. None when it is not the workspace's."""
+    await pool.execute(
+        f"""UPDATE escalations e SET status = 'acknowledged', acknowledged_at = now(),
+                   acknowledged_by = $3
+             WHERE {_OWN_ESCALATION} AND e.status = 'open'""",
+        escalation_id, as_uuid(workspace_id), operator)
+    return await get_escalation(pool, workspace_id, escalation_id)
+
+
+async def resolve_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int,
+                             operator: str) -> dict[str, Any] | None:
+    """Close an escalation; whoever resolves an unacknowledged one has acknowledged it.
+    A resolved one is returned unchanged. None when it is not the workspace's."""
+    await pool.execute(
+        f"""UPDATE escalations e SET status = 'resolved', resolved_at = now(),
+                   acknowledged_at = COALESCE(e.acknowledged_at, now()),
+                   acknowledged_by = COALESCE(e.acknowledged_by, $3)
+             WHERE {_OWN_ESCALATION} AND e.status <> 'resolved'""",
+        escalation_id, as_uuid(workspace_id), operator)
+    return await get_escalation(pool, workspace_id, escalation_id)
+
+
+async def get_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int
+                         ) -> dict[str, Any] | None:
+    return _row_or_none(await pool.fetchrow(
+        f"SELECT {_ESCALATION_COLUMNS} FROM escalations e WHERE {_OWN_ESCALATION}",
+        escalation_id, as_uuid(workspace_id)))
+
