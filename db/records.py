@@ -43,6 +43,8 @@ class TurnRecord:
     valence: float | None = None
     arousal: float | None = None
     tone: str | None = None  # agent turns: the voice tone used
+    # [{"word", "start_ms", "end_ms"}] on the turn clock; None when the provider gave none
+    words: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ Timing fields (all ms, see docs/ARCHITECTURE.md "Call record"):
   decision, filled by the context-graph engine), render_ms (first response text ->
   first synthesized audio), audio_ttfb_ms (caller turn end -> first agent audio),
   agent_speech_start_ms / agent_speech_end_ms (when the agent audio played).
+
+Word timings (`words`, [{"word", "start_ms", "end_ms"}] on the same clock): caller
+turns from the STT's final transcripts, agent turns from the TTS word frames' `pts`
+(services/word_timings.py). NULL when any part of the turn came without times.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
     ErrorFrame,
+    InputAudioRawFrame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -35,10 +40,12 @@ from pipecat.frames.frames import (
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
+from pipecat.utils.text.base_text_aggregator import TextType
 
 from processors.frames import NavigationFrame, SpokenTextFrame, ToneFrame
 from services.call_session import CallSession
 from services.observers.guidance_filter import strip_guidance
+from services.word_timings import WordDict, caller_words, spoken_words
 
 
 @dataclass
@@ -46,6 +53,7 @@ class _CallerTurn:
     text: list[str] = field(default_factory=list)
     speech_start_ms: int | None = None
     speech_end_ms: int | None = None
+    words: list[WordDict] | None = field(default_factory=list)  # None: some untimed
 
 
 @dataclass
@@ -53,6 +61,7 @@ class _AgentTurn:
     reference_ms: int | None  # end of the caller turn this answers, if any
     llm_text: list[str] = field(default_factory=list)
     spoken_words: list[str] = field(default_factory=list)
+    word_starts: list[tuple[str, int]] | None = field(default_factory=list)  # None: untimed
     first_text_ms: int | None = None
     first_audio_ms: int | None = None
     speech_start_ms: int | None = None
@@ -88,6 +97,7 @@ class CallRecorder(BaseObserver):
         self._caller = _CallerTurn()
         self._agent: _AgentTurn | None = None
         self._last_caller_end_ms: int | None = None
+        self._first_audio_ms: int | None = None  # origin of a streaming STT's word times
 
     def _ms(self, timestamp_ns: int) -> int:
         if self._t0_ns is None:
@@ -102,6 +112,8 @@ class CallRecorder(BaseObserver):
             self._t0_ns = data.timestamp
             return
         now = self._ms(data.timestamp)
+        if self._first_audio_ms is None and isinstance(frame, InputAudioRawFrame):
+            self._first_audio_ms = now
 
         if isinstance(frame, (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame)):
             if self._caller.speech_start_ms is None:
@@ -111,6 +123,7 @@ class CallRecorder(BaseObserver):
         elif isinstance(frame, TranscriptionFrame):
             if frame.text.strip():
                 self._caller.text.append(frame.text.strip())
+                self._add_caller_words(frame)
             if self._caller.speech_start_ms is None:
                 self._caller.speech_start_ms = now
         elif isinstance(frame, UserStoppedSpeakingFrame):
@@ -140,6 +153,7 @@ class CallRecorder(BaseObserver):
         elif isinstance(frame, TTSTextFrame):
             turn = self._agent_turn()
             turn.spoken_words.append(frame.text)
+            self._add_spoken_word(turn, frame)
             if turn.first_text_ms is None:
                 turn.first_text_ms = now
         elif isinstance(frame, TTSAudioRawFrame):
@@ -174,6 +188,21 @@ class CallRecorder(BaseObserver):
         if self._agent is not None:
             self._agent.interrupted = self._agent.speech_end_ms is None and self._session.is_audio
             self._close_agent_turn()
+
+    def _add_caller_words(self, frame: TranscriptionFrame) -> None:
+        caller = self._caller
+        if caller.words is None:
+            return
+        words = caller_words(frame.result, caller.speech_end_ms, self._first_audio_ms)
+        caller.words = None if words is None else caller.words + words
+
+    def _add_spoken_word(self, turn: _AgentTurn, frame: TTSTextFrame) -> None:
+        if turn.word_starts is None:
+            return
+        if frame.pts is None or frame.text_type != TextType.WORD or self._t0_ns is None:
+            turn.word_starts = None  # a sentence frame (the greeting) has no word times
+            return
+        turn.word_starts.append((frame.text.strip(), (frame.pts - self._t0_ns) // 1_000_000))
 
     def _agent_turn(self) -> _AgentTurn:
         if self._agent is None:
@@ -213,6 +242,7 @@ class CallRecorder(BaseObserver):
             text=text,
             user_speech_start_ms=caller.speech_start_ms,
             user_speech_end_ms=end_ms,
+            words=caller.words or None,
             **heard,
         )
         self._session.conversation.tracker.caller_said(text)
@@ -236,5 +266,7 @@ class CallRecorder(BaseObserver):
             audio_ttfb_ms=_delta(agent.first_audio_ms, agent.reference_ms),
             agent_speech_start_ms=agent.speech_start_ms,
             agent_speech_end_ms=agent.speech_end_ms,
+            words=(spoken_words(agent.word_starts, agent.speech_end_ms)
+                   if agent.word_starts else None),
             tone=agent.tone,
         )

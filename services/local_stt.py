@@ -63,6 +63,7 @@ from services.pronunciation import (
     derive_pronunciation,
     dictionary_words,
 )
+from services.word_timings import SegmentWords
 from services.worker_processes import LazyProcessPool
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ DECODER_SAMPLE_RATE = 16000
 # segment: inaudible on real calls, enough to keep silence from being exact zeros.
 # 100 beat 30, 60, 160, 300 and 1000 on a development set kept apart from the bench.
 NOISE_FLOOR = 100.0
+# Silence Pipecat appends to each VAD segment so the last word is finished (its default).
+SEGMENT_TAIL_S = 0.5
 # Sound above this (PCM16, about -40 dBFS) starts and ends a segment's speech; this much
 # silence is kept either side of it (`trimmed`).
 TRIM_THRESHOLD = 300
@@ -359,12 +362,22 @@ def language_model_files(name: LanguageModelName = "scheduling") -> LanguageMode
 
 
 @dataclass(frozen=True)
+class TimedWord:
+    """A recognised word and where it is, in seconds from the start of the audio decoded."""
+
+    word: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
 class DecodeResult:
-    """A segment's transcript (lower case) and what it cost."""
+    """A segment's transcript (lower case), its word times, and what it cost."""
 
     text: str
     audio_seconds: float
     decode_seconds: float
+    words: tuple[TimedWord, ...] = ()
 
 
 @dataclass
@@ -419,11 +432,17 @@ def trimmed(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     differently when they start 40 ms later. Cut at the sound itself, the same words give
     the same segment, and the same transcript.
     """
+    start, end = trim_bounds(samples, sample_rate)
+    return samples[start:end]
+
+
+def trim_bounds(samples: np.ndarray, sample_rate: int) -> tuple[int, int]:
+    """Where `trimmed` cuts: [start, end) sample indices (the whole segment if silent)."""
     loud = np.flatnonzero(np.abs(samples) > TRIM_THRESHOLD)
     if not len(loud):
-        return samples
+        return 0, len(samples)
     pad = int(TRIM_PAD_S * sample_rate)
-    return samples[max(0, loud[0] - pad): loud[-1] + pad + 1]
+    return max(0, int(loud[0]) - pad), min(len(samples), int(loud[-1]) + pad + 1)
 
 
 def condition_audio(pcm: bytes, sample_rate: int) -> bytes:
@@ -447,8 +466,8 @@ def _decode_segment(
     _add_pronunciations(_worker, pronunciations)
     audio_seconds = len(pcm) / 2 / sample_rate if sample_rate else 0.0
     started = time.perf_counter()
-    text = decode_utterance(_worker.decoder, pcm, sample_rate)
-    return DecodeResult(text, audio_seconds, time.perf_counter() - started)
+    text, words = decode_utterance_words(_worker.decoder, pcm, sample_rate)
+    return DecodeResult(text, audio_seconds, time.perf_counter() - started, words)
 
 
 def decode_utterance(decoder: Decoder, pcm: bytes, sample_rate: int) -> str:
@@ -468,6 +487,35 @@ def decode_utterance(decoder: Decoder, pcm: bytes, sample_rate: int) -> str:
         decoder.end_utt()
     hypothesis = decoder.hyp()
     return hypothesis.hypstr.strip() if hypothesis is not None else ""
+
+
+def decode_utterance_words(
+    decoder: Decoder, pcm: bytes, sample_rate: int
+) -> tuple[str, tuple[TimedWord, ...]]:
+    """`decode_utterance` plus each word's time from the start of `pcm` (not of the
+    trimmed audio the decoder heard): the segmentation of the best path, fillers,
+    silences and sentence marks left out, alternate pronunciations ("to(2)") named
+    by their word."""
+    text = decode_utterance(decoder, pcm, sample_rate)
+    if not text:
+        return text, ()
+    samples = np.frombuffer(pcm[: len(pcm) & ~1], dtype="<i2")
+    offset_s = trim_bounds(samples, sample_rate)[0] / sample_rate if sample_rate else 0.0
+    frame_rate = float(decoder.config["frate"])
+    words = tuple(
+        TimedWord(
+            segment.word.split("(", 1)[0],
+            round(offset_s + segment.start_frame / frame_rate, 3),
+            round(offset_s + (segment.end_frame + 1) / frame_rate, 3),
+        )
+        for segment in decoder.seg()
+        if not _is_filler(segment.word)
+    )
+    return text, words
+
+
+def _is_filler(word: str) -> bool:
+    return word.startswith(("<", "[", "+")) or word in ("", "<sil>")
 
 
 # --- The process-wide pool -------------------------------------------------------------
@@ -650,6 +698,8 @@ class PocketSphinxSTTService(SegmentedSTTService):
             **kwargs: Passed to ``SegmentedSTTService``.
         """
         kwargs.setdefault("ttfs_p99_latency", POCKETSPHINX_TTFS_P99)
+        kwargs.setdefault("trailing_silence_secs", SEGMENT_TAIL_S)
+        self._segment_tail_s = float(kwargs["trailing_silence_secs"])
         super().__init__(
             settings=self.Settings(model=language_model, language=Language.EN_US), **kwargs
         )
@@ -732,6 +782,10 @@ class PocketSphinxSTTService(SegmentedSTTService):
         text = restore_spelling(result.text, self._spellings)
         await self._handle_transcription(text, True, Language.EN_US)
         logger.debug(f"{self}: transcript [{text}]")
+        # Word times for the call record: the segment's caller audio ends where the
+        # silence Pipecat pads it with begins, which is when voice activity stopped.
+        audio_end_s = max(0.0, len(audio) / 2 / self.sample_rate - self._segment_tail_s)
         yield TranscriptionFrame(
-            text, self._user_id, time_now_iso8601(), Language.EN_US, finalized=True
+            text, self._user_id, time_now_iso8601(), Language.EN_US, finalized=True,
+            result=SegmentWords(result.words, audio_end_s) if result.words else None,
         )
