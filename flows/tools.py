@@ -129,6 +129,7 @@ class BookingTools:
         """Run one tool for `state`; the result is recorded and returned, never raised."""
         args = self._resolve_refs(dict(args or {}))
         started_ms, started = self.log.elapsed_ms(), time.perf_counter()
+        tool_call_id = self.log.tool_started(name, args)
         writes = self._writes(name)
         result = self._refusal(state, name, args, writes=writes)
         if result is None:
@@ -138,6 +139,7 @@ class BookingTools:
             duration_ms=int((time.perf_counter() - started) * 1000),
             error_class=result.error_class,
             error_message=result.text if result.error_class else None,
+            tool_call_id=tool_call_id,
         )
         return result
 

@@ -12,6 +12,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -57,14 +58,19 @@ class CompletionReason(StrEnum):
     START_TIMEOUT = "start_timeout"
     PIPELINE_ERROR = "pipeline_error"
     SERVER_SHUTDOWN = "server_shutdown"
+    OPERATOR_ENDED = "operator_ended"  # an operator ended it (POST .../actions/end)
 
 
 class CallLog:
     """Append-only call record for one call: events and turns, with seq and timing."""
 
-    def __init__(self, call_id: str, writer: CallRecordWriter | None) -> None:
+    def __init__(self, call_id: str, writer: CallRecordWriter | None,
+                 observe: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        """`observe`: sees every record (kind, fields) for live observers
+        (services/ops/feed.CallFeed); it must never block or raise."""
         self.call_id = call_id
         self._writer = writer
+        self.observe = observe
         self._event_seq = itertools.count(1)
         self._turn_seq = itertools.count(1)
         self._transition_seq = itertools.count(1)
@@ -86,6 +92,8 @@ class CallLog:
             at_ms=self.elapsed_ms(),
         )
         self._submit(record)
+        if self.observe is not None:
+            self.observe("event", {"type": type_, "data": data, "at_ms": record.at_ms})
 
     def escalation(self, concept: str, severity: str, *, similarity: float | None,
                    judge: str | None, reason: str | None) -> None:
@@ -95,11 +103,17 @@ class CallLog:
             call_id=self.call_id, seq=next(self._escalation_seq), concept=concept,
             severity=severity, similarity=similarity, judge=judge, reason=reason, at_ms=at_ms,
         ))
+        if self.observe is not None:
+            self.observe("escalation", {"concept": concept, "severity": severity,
+                                        "similarity": similarity, "judge": judge,
+                                        "reason": reason})
         self.event("escalation", concept=concept, severity=severity, similarity=similarity,
                    judge=judge, reason=reason)
 
     def turn(self, **fields: Any) -> None:
         self._submit(TurnRecord(call_id=self.call_id, seq=next(self._turn_seq), **fields))
+        if self.observe is not None:
+            self.observe("turn", fields)
 
     def transition(self, previous: str | None, next_state: str, reason: str) -> None:
         """A context-graph state change, in order (the call's navigation history)."""
@@ -107,18 +121,37 @@ class CallLog:
             call_id=self.call_id, seq=next(self._transition_seq), previous_state=previous,
             next_state=next_state, reason=reason, at_ms=self.elapsed_ms(),
         ))
+        if self.observe is not None:
+            self.observe("transition", {"previous_state": previous, "next_state": next_state,
+                                        "reason": reason})
+
+    def tool_started(self, name: str, input_: Any) -> str:
+        """A tool begins (for live observers; the record keeps it when it ends): its id,
+        to hand back to `tool_call`."""
+        tool_call_id = f"t{next(self._tool_seq)}"
+        if self.observe is not None:
+            self.observe("tool_started", {"name": name, "input": input_,
+                                          "tool_call_id": tool_call_id})
+        return tool_call_id
 
     def tool_call(
         self, name: str, input_: Any, output: Any, *, started_ms: int, duration_ms: int,
         error_class: str | None = None, error_message: str | None = None,
+        tool_call_id: str | None = None,
     ) -> str:
-        """One tool call and its result; `error_class` is guard, pms or other (seed 002)."""
-        tool_call_id = f"t{next(self._tool_seq)}"
+        """One tool call and its result; `error_class` is guard, pms or other (seed 002).
+        `tool_call_id`: the one `tool_started` gave, else a new one."""
+        tool_call_id = tool_call_id or f"t{next(self._tool_seq)}"
         self._submit(ToolCallRecord(
             call_id=self.call_id, tool_call_id=tool_call_id, name=name, input=input_,
             output=output, started_ms=started_ms, duration_ms=duration_ms,
             succeeded=error_class is None, error_class=error_class, error_message=error_message,
         ))
+        if self.observe is not None:
+            self.observe("tool_call", {"name": name, "tool_call_id": tool_call_id,
+                                       "output": output, "duration_ms": duration_ms,
+                                       "error_class": error_class,
+                                       "error_message": error_message})
         return tool_call_id
 
     def update_call(self, **fields: Any) -> None:

@@ -1,0 +1,1 @@
+"""Live operations: observer events, the bus, the registry, operator commands."""
