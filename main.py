@@ -4,6 +4,7 @@
     python main.py migrate                        apply database migrations
     python main.py seed-demo                      create the demo workspace and clinic
     python main.py api-key create --workspace W   print a new API key once
+    python main.py api-key list|revoke KEY --workspace W
     python main.py simulate SCRIPT.yaml [...]     play a caller against a running service
 """
 
@@ -28,7 +29,10 @@ from services import event_loop
 
 
 def configure_logging(settings: Settings) -> None:
+    from services.log_privacy import mask_record
+
     logger.remove()
+    logger.configure(patcher=mask_record)  # PHI masked in every line, whatever logs it
     logger.add(sys.stderr, level=settings.log_level.upper())
 
 
@@ -37,9 +41,11 @@ def create_app(settings: Settings) -> FastAPI:
     from api import (
         calls,
         control,
+        dashboard,
         health,
         insights,
         media_stream,
+        observe,
         recordings,
         transcripts,
         voice,
@@ -56,9 +62,15 @@ def create_app(settings: Settings) -> FastAPI:
             await app.state.runtime.close()
 
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
-    for module in (health, voice, media_stream, calls, recordings, transcripts, world,
-                   control, insights):
+    # observe before calls: its /api/calls/active must not be read as a call id.
+    for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
+                   control, insights, dashboard):
         app.include_router(module.router)
+    from api import keys
+    from api.middleware import add_hardening
+
+    app.include_router(keys.router)
+    add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     return app
 
 
@@ -133,6 +145,41 @@ def create_key(settings: Settings, workspace: str, name: str) -> int:
             return 2
         key = await repo.create_api_key(db.pool, workspace_id, name)
         print(key)  # shown once; only its hash is stored
+        return 0
+
+    return event_loop.run(_with_database(settings, action))
+
+
+def list_keys(settings: Settings, workspace: str) -> int:
+    """Print the workspace's keys (never their secrets), newest first."""
+    from db import repositories as repo
+
+    async def action(db) -> int:
+        workspace_id = await _workspace_id(db, workspace)
+        if workspace_id is None:
+            return 2
+        for key in await repo.list_api_keys(db.pool, workspace_id):
+            state = f"revoked {key['revoked_at']}" if key["revoked_at"] else "active"
+            print(f"{key['id']}  vk_{key['prefix']}_…  {key['name'] or '-'}  {state}  "
+                  f"last used {key['last_used_at'] or 'never'}")
+        return 0
+
+    return event_loop.run(_with_database(settings, action))
+
+
+def revoke_key(settings: Settings, workspace: str, key: str) -> int:
+    """Revoke a key by id or prefix (running pods stop accepting it within 30 s)."""
+    from db import repositories as repo
+
+    async def action(db) -> int:
+        workspace_id = await _workspace_id(db, workspace)
+        if workspace_id is None:
+            return 2
+        revoked = await repo.revoke_api_key_by_id(db.pool, workspace_id, key)
+        if revoked is None:
+            print(f"no active key {key!r} in {workspace}", file=sys.stderr)
+            return 2
+        print(f"revoked {revoked['id']}")
         return 0
 
     return event_loop.run(_with_database(settings, action))
@@ -237,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     create = api_key_sub.add_parser("create", help="create a key and print it once")
     create.add_argument("--workspace", required=True)
     create.add_argument("--name", default="cli")
+    listing = api_key_sub.add_parser("list", help="list a workspace's keys")
+    listing.add_argument("--workspace", required=True)
+    revoke = api_key_sub.add_parser("revoke", help="revoke a key by id or prefix")
+    revoke.add_argument("key", help="the key's id, or the 8 characters after vk_")
+    revoke.add_argument("--workspace", required=True)
     store = sub.add_parser("save-graph", help="store a context graph file as a new version")
     store.add_argument("path")
     store.add_argument("--workspace", default="demo")
@@ -273,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             return migrate(settings)
         if command == "seed-demo":
             return seed(settings)
+        if command == "api-key" and args.api_key_command == "list":
+            return list_keys(settings, args.workspace)
+        if command == "api-key" and args.api_key_command == "revoke":
+            return revoke_key(settings, args.workspace, args.key)
         if command == "api-key":
             return create_key(settings, args.workspace, args.name)
         if command == "save-graph":
