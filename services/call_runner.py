@@ -32,6 +32,7 @@ from processors.greeting import PrerenderedSpeech
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
 from services.emotion.call import CallEmotion
 from services.emotion.fillers import filler_guidance
+from services.ops.commands import CallControl
 from services.runtime import AppRuntime, CallProfile
 from services.twilio_media import (
     SafeTwilioFrameSerializer,
@@ -260,7 +261,12 @@ def _new_session(
     runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None,
     caller_number: str | None = None,
 ) -> CallSession:
-    log = CallLog(profile.call_id, runtime.writer)
+    graph = runtime.graph_for(profile)
+    feed = runtime.ops.feed(
+        profile.call_id, profile.workspace_id, service_id=profile.service_id, call_sid=call_sid,
+        initial_state=graph.initial_state if graph is not None else None,
+    )
+    log = CallLog(profile.call_id, runtime.writer, observe=feed)
     session = CallSession(
         call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
         greeting=profile.greeting, workspace_id=profile.workspace_id,
@@ -327,6 +333,7 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
     started = datetime.now(UTC)
     task = asyncio.current_task()
     runtime.active_calls[session.call_id] = task
+    runtime.ops.call_running(session, call_control(runtime, session, call_pipeline))
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     try:
         await runner.add_workers(call_pipeline.worker)
@@ -342,7 +349,19 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
         session.completion_reason = session.completion_reason or CompletionReason.PIPELINE_ERROR
     finally:
         runtime.active_calls.pop(session.call_id, None)
+        runtime.ops.call_finished(session.call_id)
         await finish_call(call_pipeline, session, runtime, started)
+
+
+def call_control(runtime: AppRuntime, session: CallSession, call_pipeline: CallPipeline
+                 ) -> CallControl:
+    """How operator commands act on this call: a take-over is put through to
+    `HUMAN_TRANSFER_NUMBER` only when Twilio can transfer it."""
+    can_transfer = twilio_credentials(runtime.settings, session.call_sid) is not None
+    return CallControl(
+        session, call_pipeline.worker,
+        transfer_number=runtime.settings.human_transfer_number if can_transfer else None,
+    )
 
 
 def completion_reason(session: CallSession) -> CompletionReason:

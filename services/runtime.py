@@ -29,6 +29,7 @@ from services.emotion.providers import load_emotion_data
 from services.event_loop import BackgroundTasks
 from services.greeting_cache import GreetingCache
 from services.observers.quick import quick_rules
+from services.ops.plane import OpsPlane
 from services.prompts import render_prompt
 from services.providers import (
     ProviderPlan,
@@ -136,6 +137,8 @@ class AppRuntime:
         self.greetings = GreetingCache(self._local_renderer())
         self._profiles: dict[str, CallProfile] = {}
         self.active_calls: dict[str, asyncio.Task] = {}
+        # Observer events, the active-call registry, operator commands (Redis: across pods).
+        self.ops = OpsPlane.from_settings(settings)
 
     @classmethod
     async def start(cls, settings: Settings) -> AppRuntime:
@@ -159,6 +162,7 @@ class AppRuntime:
         load_emotion_data()  # tables, rules and the VADER lexicon, read once
         quick_rules()  # the quick observer's patterns, compiled once
         await runtime._prepare_safety()
+        await runtime.ops.start()
         runtime.in_background(runtime._prepare_world(), name="world-index")
         if not settings.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
@@ -228,6 +232,7 @@ class AppRuntime:
             task.cancel()
         if self.active_calls:
             await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
+        await self.ops.close()
         await self.writer.close(timeout=self.settings.db_write_timeout_s * 2)
         close_practice = getattr(self.practice, "aclose", None)
         if close_practice is not None:

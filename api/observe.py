@@ -1,0 +1,300 @@
+"""Live calls: the active-call list, observer WebSockets and operator actions, on any pod.
+
+- `GET /api/calls/active`: the workspace's running calls, from the registry every pod
+  writes (`services/ops/registry.py`).
+- `WS /api/calls/{call_id}/observe`: `session_info` (a snapshot), the call's recent
+  events (replay), then its live events; `ping` every `OBSERVER_PING_S`. A call that has
+  ended: snapshot, replay, `session_end`, then a normal close.
+- `WS /api/observe`: the workspace's live events, every call.
+- `POST /api/calls/{call_id}/actions/{end|take-over|release}`: sent over the bus to the
+  pod running the call (`services/ops/commands.py`).
+
+Sockets authenticate with `Authorization: Bearer <key>` or, as browsers cannot set that
+header, a first message `{"type": "auth", "api_key": "..."}` within
+`OBSERVER_AUTH_TIMEOUT_S` (never the query string: it ends up in logs). A wrong key or
+another workspace's call closes the socket with 1008 before any data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, WebSocket, status
+from loguru import logger
+from pydantic import BaseModel
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from api.deps import bearer_key, get_runtime, key_cache, require_workspace
+from db import repositories as repo
+from services.ops.bus import Subscription
+from services.ops.commands import OperatorAction, OperatorCommand
+from services.ops.registry import ActiveCall, RegistryUnavailable
+from services.runtime import AppRuntime
+
+router = APIRouter(prefix="/api", tags=["live calls"])
+
+POLICY_VIOLATION = 1008
+SNAPSHOT_TIMEOUT_S = 2.0
+SNAPSHOT_ROWS = 50  # most recent turns / transitions / tool calls in session_info
+AUTH_MESSAGE_BYTES = 4096
+
+
+class ActiveCalls(BaseModel):
+    calls: list[dict[str, Any]]
+
+
+class ActionAccepted(BaseModel):
+    call_id: str
+    action: OperatorAction
+    pod_id: str
+
+
+@router.get("/calls/active", response_model=ActiveCalls)
+async def active_calls(
+    workspace_id: str = Depends(require_workspace),
+    runtime: AppRuntime = Depends(get_runtime),
+) -> ActiveCalls:
+    try:
+        calls = await runtime.ops.registry.active(workspace_id)
+    except RegistryUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "call registry unavailable") from error
+    return ActiveCalls(calls=[entry.to_dict() for entry in calls])
+
+
+@router.post("/calls/{call_id}/actions/{action}", status_code=status.HTTP_202_ACCEPTED,
+             response_model=ActionAccepted)
+async def operator_action(
+    call_id: str, action: OperatorAction,
+    workspace_id: str = Depends(require_workspace),
+    runtime: AppRuntime = Depends(get_runtime),
+) -> ActionAccepted:
+    """404: no such call in this workspace; 409: it is not running; 503: the pod running
+    it could not be reached."""
+    try:
+        entry = await runtime.ops.registry.get(call_id)
+    except RegistryUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "call registry unavailable") from error
+    if entry is None or entry.workspace_id != workspace_id:
+        call = await repo.get_call(runtime.db.pool, call_id)
+        if call is None or call.get("workspace_id") != workspace_id:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
+        raise HTTPException(status.HTTP_409_CONFLICT, "call is not active")
+    command = OperatorCommand(call_id=call_id, workspace_id=workspace_id, action=action)
+    try:
+        delivered = await runtime.ops.bus.send_command(entry.pod_id, command)
+    except Exception as error:  # noqa: BLE001 - the bus is down: say so, not 500
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "event bus unavailable") \
+            from error
+    if not delivered:
+        raise HTTPException(status.HTTP_409_CONFLICT, "call is not active")
+    logger.info(f"call {call_id}: operator {action.value} sent to pod {entry.pod_id}")
+    return ActionAccepted(call_id=call_id, action=action, pod_id=entry.pod_id)
+
+
+# --- Observer sockets --------------------------------------------------------------
+
+
+def auth_message_key(raw: str) -> str | None:
+    """The API key of a first message `{"type": "auth", "api_key": "..."}`; None for
+    anything else."""
+    if len(raw) > AUTH_MESSAGE_BYTES:
+        return None
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "auth":
+        return None
+    key = message.get("api_key")
+    return key.strip() or None if isinstance(key, str) else None
+
+
+async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
+    """The workspace of the socket's API key (header, else first message); None: none."""
+    key = bearer_key(websocket.headers.get("authorization"))
+    if key is None:
+        try:
+            raw = await asyncio.wait_for(websocket.receive_text(),
+                                         runtime.settings.observer_auth_timeout_s)
+        except (TimeoutError, WebSocketDisconnect, RuntimeError, KeyError):
+            return None
+        key = auth_message_key(raw)
+        if key is None:
+            return None
+    try:
+        return await asyncio.wait_for(key_cache(websocket.app).workspace_for(runtime, key),
+                                      SNAPSHOT_TIMEOUT_S)
+    except Exception as error:  # noqa: BLE001 - cannot check the key: no access
+        logger.warning(f"observer: API key not checked ({type(error).__name__})")
+        return None
+
+
+async def _refuse(websocket: WebSocket, reason: str) -> None:
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+        await websocket.close(code=POLICY_VIOLATION, reason=reason)
+
+
+async def _send(websocket: WebSocket, message: dict[str, Any]) -> bool:
+    """False once the observer is gone."""
+    try:
+        await websocket.send_text(json.dumps(message, default=str))
+        return True
+    except Exception:  # noqa: BLE001 - a closed socket in any of its forms
+        return False
+
+
+def call_snapshot(detail: dict[str, Any] | None, entry: ActiveCall | None) -> dict[str, Any]:
+    """`session_info`: the call row, its registry entry and its latest records."""
+    snapshot: dict[str, Any] = {"active": entry.to_dict() if entry else None}
+    if detail is None:
+        snapshot["record_unavailable"] = True
+        return snapshot
+    children = ("turns", "transitions", "tool_calls")
+    snapshot["call"] = {key: value for key, value in detail.items()
+                        if key not in (*children, "events")}
+    for key in children:
+        rows = detail.get(key) or []
+        snapshot[key] = rows[-SNAPSHOT_ROWS:]
+        snapshot[f"{key}_total"] = len(rows)
+    return snapshot
+
+
+def ended_notice(call: dict[str, Any]) -> dict[str, Any]:
+    """`session_end` for an observer of a call that ended before its replay said so."""
+    return {"type": "session_end", "call_id": call.get("id"), "seq": None, "ts": time.time(),
+            "data": {"call_sid": call.get("call_sid"), "duration_s": call.get("duration_s"),
+                     "turns": len(call.get("turns") or []),
+                     "completion_reason": call.get("completion_reason"),
+                     "final_state": call.get("final_state")}}
+
+
+async def _call_detail(runtime: AppRuntime, call_id: str,
+                       workspace_id: str) -> tuple[bool, dict[str, Any] | None]:
+    """(answered, detail): detail None and answered True = not this workspace's call."""
+    try:
+        detail = await asyncio.wait_for(
+            repo.get_call_detail(runtime.db.pool, call_id, workspace_id), SNAPSHOT_TIMEOUT_S)
+        return True, detail
+    except Exception as error:  # noqa: BLE001 - the registry may still vouch for the call
+        logger.warning(f"observer: call record not read ({type(error).__name__})")
+        return False, None
+
+
+async def _registry_entry(runtime: AppRuntime, call_id: str) -> ActiveCall | None:
+    try:
+        return await runtime.ops.registry.get(call_id)
+    except RegistryUnavailable:
+        return None
+
+
+@router.websocket("/calls/{call_id}/observe")
+async def observe_call(websocket: WebSocket, call_id: str) -> None:
+    runtime: AppRuntime = websocket.app.state.runtime
+    await websocket.accept()
+    workspace_id = await authenticate(websocket, runtime)
+    if workspace_id is None:
+        await _refuse(websocket, "invalid or missing API key")
+        return
+    answered, detail = await _call_detail(runtime, call_id, workspace_id)
+    entry = await _registry_entry(runtime, call_id)
+    if entry is not None and entry.workspace_id != workspace_id:
+        entry = None
+    if detail is None and (answered or entry is None):
+        await _refuse(websocket, "unknown call")
+        return
+    sub, replay = await runtime.ops.bus.subscribe(workspace_id, call_id)
+    try:
+        if not await _send(websocket, {"type": "session_info", "call_id": call_id,
+                                       "ts": time.time(),
+                                       "data": call_snapshot(detail, entry)}):
+            return
+        for event in replay:
+            if not await _send(websocket, event.message()):
+                return
+        if any(event.type == "session_end" for event in replay):
+            await _close_normally(websocket)
+            return
+        if detail is not None and detail.get("ended_at") is not None:
+            if await _send(websocket, ended_notice(detail)):
+                await _close_normally(websocket)
+            return
+        await stream(websocket, sub, runtime.settings.observer_ping_s, until_end=True)
+    finally:
+        runtime.ops.bus.unsubscribe(sub)
+
+
+@router.websocket("/observe")
+async def observe_workspace(websocket: WebSocket) -> None:
+    runtime: AppRuntime = websocket.app.state.runtime
+    await websocket.accept()
+    workspace_id = await authenticate(websocket, runtime)
+    if workspace_id is None:
+        await _refuse(websocket, "invalid or missing API key")
+        return
+    sub, _ = await runtime.ops.bus.subscribe(workspace_id)
+    try:
+        try:
+            calls = [e.to_dict() for e in await runtime.ops.registry.active(workspace_id)]
+        except RegistryUnavailable:
+            calls = None
+        if await _send(websocket, {"type": "session_info", "ts": time.time(),
+                                   "data": {"workspace_id": workspace_id,
+                                            "active_calls": calls}}):
+            await stream(websocket, sub, runtime.settings.observer_ping_s, until_end=False)
+    finally:
+        runtime.ops.bus.unsubscribe(sub)
+
+
+async def stream(websocket: WebSocket, sub: Subscription, ping_s: float, *,
+                 until_end: bool) -> None:
+    """Live events and pings until the observer leaves (or, `until_end`, the call ends).
+    What the observer sends is read and ignored, so garbage never breaks the stream."""
+    listener = asyncio.create_task(_ignore_client(websocket), name="observer-client")
+    last_ping = time.monotonic()
+    try:
+        while not listener.done():
+            wait_s = max(0.0, ping_s - (time.monotonic() - last_ping))
+            getter = asyncio.create_task(sub.next(wait_s))
+            await asyncio.wait({getter, listener}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                break
+            message = getter.result()
+            if message is not None and not await _send(websocket, message):
+                break
+            if message is not None and until_end and message["type"] == "session_end":
+                await _close_normally(websocket)
+                break
+            if sub.closed and message is None:
+                break
+            if time.monotonic() - last_ping >= ping_s:
+                last_ping = time.monotonic()
+                if not await _send(websocket, {"type": "ping", "ts": time.time()}):
+                    break
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+
+
+async def _ignore_client(websocket: WebSocket) -> None:
+    """Read until the observer disconnects; its messages mean nothing once connected."""
+    while True:
+        try:
+            message = await websocket.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        if message.get("type") == "websocket.disconnect":
+            return
+
+
+async def _close_normally(websocket: WebSocket) -> None:
+    if websocket.client_state is WebSocketState.CONNECTED:
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+            await websocket.close(code=1000)
