@@ -1,0 +1,107 @@
+// The single page: log in with an API key, then hash routes to each page.
+// Each page's mount(root, params) returns a cleanup that stops its timers and sockets.
+
+import { ApiError, auth, checkKey } from "./api.js";
+import { el, say } from "./dom.js";
+import * as detail from "./detail.js";
+import * as guide from "./guide.js";
+import * as history from "./history.js";
+import * as live from "./live.js";
+import * as review from "./review.js";
+
+const ROUTES = [
+  [/^#\/live$/, "live", (root) => live.mountList(root)],
+  [/^#\/live\/([\w-]+)$/, "live", (root, id) => live.mountCall(root, id)],
+  [/^#\/calls$/, "calls", (root) => history.mount(root)],
+  [/^#\/calls\/([\w-]+)$/, "calls", (root, id) => detail.mount(root, id)],
+  [/^#\/guide$/, "guide", (root) => guide.mount(root)],
+  [/^#\/review$/, "review", (root) => review.mount(root)],
+];
+
+const view = document.getElementById("view");
+const nav = document.getElementById("nav");
+let cleanup = null;
+
+function unmount() {
+  if (cleanup) {
+    try {
+      cleanup();
+    } catch (error) {
+      console.error(error);
+    }
+  }
+  cleanup = null;
+  view.replaceChildren();
+}
+
+function showLogin(message) {
+  unmount();
+  nav.hidden = true;
+  const input = el("input", {
+    id: "api-key", type: "password", name: "api-key", autocomplete: "off",
+    placeholder: "vk_…", required: true, size: 60,
+  });
+  const status = el("div", { id: "login-status" });
+  const form = el("form", { id: "login", class: "card" },
+    el("h1", {}, "Log in"),
+    el("label", { for: "api-key" }, "Workspace API key"),
+    input,
+    el("button", { type: "submit" }, "Log in"),
+    status);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const key = input.value.trim();
+    if (!key) return;
+    say(status, "Checking…");
+    try {
+      if (!(await checkKey(key))) {
+        say(status, "invalid API key", "error");
+        return;
+      }
+    } catch (error) {
+      say(status, `cannot reach the service: ${error.message}`, "error");
+      return;
+    }
+    auth.set(key);
+    if (!location.hash || location.hash === "#/login") location.hash = "#/live";
+    else route();
+  });
+  view.append(form);
+  if (message) say(status, message, "error");
+  input.focus();
+}
+
+function route() {
+  if (!auth.key) {
+    showLogin();
+    return;
+  }
+  nav.hidden = false;
+  const hash = location.hash || "#/live";
+  for (const [pattern, page, mount] of ROUTES) {
+    const match = hash.match(pattern);
+    if (!match) continue;
+    unmount();
+    for (const link of nav.querySelectorAll("a")) {
+      link.classList.toggle("active", link.dataset.page === page);
+    }
+    cleanup = mount(view, ...match.slice(1)) ?? null;
+    return;
+  }
+  location.hash = "#/live";
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("dashboard:unauthorized", () => {
+  auth.clear();
+  showLogin("invalid API key");
+});
+window.addEventListener("unhandledrejection", (event) => {
+  if (event.reason instanceof ApiError && event.reason.status === 401) event.preventDefault();
+});
+document.getElementById("logout").addEventListener("click", () => {
+  auth.clear();
+  location.hash = "#/login";
+  showLogin();
+});
+route();

@@ -1,0 +1,206 @@
+// Live calls: the active-call registry polled every 2 s, and the workspace observer
+// stream for what is said and where each call is right now; one call's own stream when
+// it is opened.
+
+import { api, observe } from "./api.js";
+import { el, fmtDate, fmtEmotion, fmtLatency, fmtMs, say, shortId, table } from "./dom.js";
+
+const POLL_MS = 2000;
+const LINES_PER_CALL = 3;
+const STALE_MS = 10000; // a call neither listed nor heard from for this long is gone
+
+/** The list endpoint's calls, whichever envelope it uses. */
+export function activeCalls(payload) {
+  if (Array.isArray(payload)) return payload;
+  return payload?.calls ?? payload?.active ?? [];
+}
+
+/** What an observer event says about a call, folded into its live view `call`. */
+export function applyEvent(call, event) {
+  const data = event.data ?? {};
+  switch (event.type) {
+    case "session_start":
+      call.started_at ??= event.ts ? new Date(event.ts * 1000).toISOString() : null;
+      call.state ??= data.initial_state ?? null;
+      call.service_id ??= data.service_id ?? null;
+      break;
+    case "session_info":
+      call.state = data.state ?? data.current_state ?? call.state;
+      call.service_id ??= data.service_id ?? null;
+      if (data.emotion) call.emotion = data.emotion;
+      break;
+    case "user_transcript":
+      call.lines.push({ role: "caller", text: data.transcript ?? "" });
+      if (data.emotion_label) call.emotion = data.emotion_label;
+      break;
+    case "agent_transcript":
+      call.lines.push({ role: "agent", text: data.transcript ?? "" });
+      break;
+    case "state_transition":
+      call.state = data.next_state ?? call.state;
+      call.transitions.push(data);
+      break;
+    case "tool_call_started":
+      call.tools.push({ ...data, pending: true });
+      break;
+    case "tool_call_completed": {
+      const open = call.tools.find((t) => t.pending && t.call_id === data.call_id
+        && t.tool_name === data.tool_name);
+      if (open) Object.assign(open, data, { pending: false });
+      else call.tools.push({ ...data, pending: false });
+      break;
+    }
+    case "latency":
+      call.latency = data;
+      break;
+    case "emotion":
+      call.emotion = data;
+      break;
+    case "escalation":
+      call.escalations.push(data);
+      break;
+    case "session_end":
+      call.ended = true;
+      call.completion_reason = data.completion_reason ?? null;
+      call.state = data.final_state ?? call.state;
+      break;
+    default:
+      break;
+  }
+  return call;
+}
+
+export function newLiveCall(callId, from = {}) {
+  return {
+    call_id: callId, service_id: null, started_at: null, state: null, emotion: null,
+    latency: null, ended: false, lines: [], transitions: [], tools: [], escalations: [],
+    ...from,
+  };
+}
+
+function statusBadge(node, state) {
+  node.textContent = state;
+  node.className = `badge stream-${state}`;
+}
+
+export function mountList(root) {
+  const calls = new Map();
+  const streamStatus = el("span", { id: "stream-status", class: "badge" }, "connecting");
+  const notice = el("div");
+  const body = el("div", { id: "live-calls" });
+  root.append(el("section", {},
+    el("h1", {}, "Live calls ", streamStatus), notice, body));
+
+  function render() {
+    const rows = [...calls.values()]
+      .sort((a, b) => String(b.started_at ?? "").localeCompare(String(a.started_at ?? "")))
+      .map((call) => [
+        el("a", { href: `#/live/${encodeURIComponent(call.call_id)}`, class: "call-link",
+                  dataset: { callId: call.call_id } }, shortId(call.call_id)),
+        call.ended ? el("span", { class: "badge ended" }, "ended") : el("span", { class: "badge live" }, "live"),
+        fmtDate(call.started_at),
+        call.state ?? "—",
+        fmtEmotion(call.emotion),
+        fmtLatency(call.latency),
+        el("div", { class: "live-lines" }, call.lines.slice(-LINES_PER_CALL).map((line) =>
+          el("div", { class: `line ${line.role}` }, el("b", {}, `${line.role}: `), line.text))),
+      ]);
+    body.replaceChildren(rows.length
+      ? table(["Call", "", "Started", "State", "Emotion", "Latency", "Said last"], rows,
+        { class: "grid" })
+      : el("p", { class: "empty" }, "No calls in progress."));
+  }
+
+  async function poll() {
+    try {
+      const active = activeCalls(await api("/api/calls/active"));
+      const seen = new Set();
+      for (const entry of active) {
+        seen.add(entry.call_id);
+        const call = calls.get(entry.call_id) ?? newLiveCall(entry.call_id);
+        Object.assign(call, {
+          service_id: entry.service_id ?? call.service_id,
+          started_at: entry.started_at ?? call.started_at,
+          state: entry.state ?? call.state,
+          emotion: entry.emotion ?? call.emotion,
+          latency: entry.latency ?? call.latency,
+        });
+        calls.set(entry.call_id, call);
+      }
+      const stale = Date.now() - STALE_MS;
+      for (const [id, call] of calls) {
+        if (!seen.has(id) && (call.ended || (call.touched ?? 0) < stale)) calls.delete(id);
+      }
+      notice.replaceChildren();
+      render();
+    } catch (error) {
+      say(notice, `active calls: ${error.message}`, "error");
+    }
+  }
+
+  const stream = observe("/api/observe", (event) => {
+    if (!event.call_id || event.type === "dropped") return;
+    const call = calls.get(event.call_id) ?? newLiveCall(event.call_id);
+    call.touched = Date.now();
+    calls.set(event.call_id, applyEvent(call, event));
+    render();
+  }, (state) => statusBadge(streamStatus, state));
+
+  render();
+  poll();
+  const timer = setInterval(poll, POLL_MS);
+  return () => {
+    clearInterval(timer);
+    stream.close();
+  };
+}
+
+export function mountCall(root, callId) {
+  const call = newLiveCall(callId);
+  const streamStatus = el("span", { id: "stream-status", class: "badge" }, "connecting");
+  const summary = el("div", { class: "summary" });
+  const transcript = el("ol", { id: "live-transcript", class: "transcript" });
+  const transitions = el("ol", { id: "live-transitions", class: "events" });
+  const tools = el("ol", { id: "live-tools", class: "events" });
+  const dropped = el("div");
+  root.append(el("section", {},
+    el("h1", {}, `Call ${shortId(callId)} `, streamStatus),
+    summary, dropped,
+    el("div", { class: "columns" },
+      el("div", {}, el("h2", {}, "Transcript"), transcript),
+      el("div", {}, el("h2", {}, "State transitions"), transitions,
+        el("h2", {}, "Tool calls"), tools))));
+
+  function render() {
+    summary.replaceChildren(
+      el("span", {}, "State: ", el("b", { id: "live-state" }, call.state ?? "—")),
+      el("span", {}, "Emotion: ", fmtEmotion(call.emotion)),
+      el("span", {}, "Latency: ", fmtLatency(call.latency)),
+      call.ended
+        ? el("a", { href: `#/calls/${encodeURIComponent(callId)}`, id: "open-record" },
+          `Ended (${call.completion_reason ?? "—"}): open the record`)
+        : null);
+    transcript.replaceChildren(...call.lines.map((line) =>
+      el("li", { class: `line ${line.role}` }, el("b", {}, `${line.role}: `), line.text)));
+    transitions.replaceChildren(...call.transitions.map((t) =>
+      el("li", {}, `${t.previous_state ?? "—"} → ${t.next_state ?? "—"}`,
+        el("span", { class: "muted" }, ` (${t.reason ?? "—"})`))));
+    tools.replaceChildren(...call.tools.map((t) =>
+      el("li", { class: t.pending ? "pending" : t.succeeded ? "ok" : "error" },
+        t.tool_name ?? "—", " ",
+        el("span", { class: "muted" }, t.pending ? "running…"
+          : t.succeeded ? `ok, ${fmtMs(t.duration_ms)}`
+          : `${t.error_class ?? "error"}, ${fmtMs(t.duration_ms)}`))));
+  }
+
+  const stream = observe(`/api/calls/${encodeURIComponent(callId)}/observe`, (event) => {
+    if (event.type === "dropped") {
+      say(dropped, `${event.count} events were dropped (this view fell behind).`, "error");
+      return;
+    }
+    applyEvent(call, event);
+    render();
+  }, (state) => statusBadge(streamStatus, state));
+  render();
+  return () => stream.close();
+}

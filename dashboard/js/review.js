@@ -1,0 +1,72 @@
+// Review queue: events the after-call verification flagged, and open escalations an
+// operator can acknowledge.
+
+import { api } from "./api.js";
+import { el, fmtClock, fmtDate, say, shortId, table } from "./dom.js";
+
+const OPERATOR_KEY = "clinic-dashboard.operator";
+
+export function mount(root) {
+  let alive = true;
+  const operator = el("input", {
+    id: "operator", type: "text", maxlength: "80",
+    value: sessionStorage.getItem(OPERATOR_KEY) ?? "operator",
+  });
+  operator.addEventListener("change", () => sessionStorage.setItem(OPERATOR_KEY, operator.value.trim()));
+  const escalations = el("div", { id: "escalations" });
+  const flagged = el("div", { id: "review-queue" });
+  root.append(el("section", {}, el("h1", {}, "Review queue"),
+    el("label", {}, "Acting as ", operator),
+    el("h2", {}, "Open escalations"), escalations,
+    el("h2", {}, "Flagged events"), flagged));
+
+  const callLink = (id) => id
+    ? el("a", { href: `#/calls/${encodeURIComponent(id)}` }, shortId(id)) : "—";
+
+  async function loadEscalations() {
+    try {
+      const rows = await api("/api/escalations?status=open");
+      if (!alive) return;
+      escalations.replaceChildren(rows.length ? table(
+        ["Call", "Concept", "Severity", "At", "Reason", ""],
+        rows.map((e) => {
+          const button = el("button", { type: "button", class: "ack", dataset: { id: String(e.id) } }, "Acknowledge");
+          button.addEventListener("click", async () => {
+            button.disabled = true;
+            try {
+              await api(`/api/escalations/${encodeURIComponent(e.id)}/acknowledge`, {
+                method: "POST", body: { operator: operator.value.trim() || "operator" },
+              });
+              loadEscalations();
+            } catch (error) {
+              button.disabled = false;
+              say(escalations, error.message, "error");
+            }
+          });
+          return [callLink(e.call_id), e.concept, e.severity, fmtClock(e.at_ms), e.reason ?? "", button];
+        }), { class: "grid" }) : el("p", { class: "empty" }, "No open escalations."));
+    } catch (error) {
+      if (alive) say(escalations, error.message, "error");
+    }
+  }
+
+  async function loadFlagged() {
+    try {
+      const rows = await api("/api/review-queue");
+      if (!alive) return;
+      flagged.replaceChildren(rows.length ? table(
+        ["Call", "Type", "Summary", "Written by", "When", "Why flagged"],
+        rows.map((e) => [callLink(e.call_id), e.type, e.summary, e.written_by, fmtDate(e.occurred_at),
+          (e.notes ?? []).map((n) => el("div", {}, String(n.reason ?? n.note ?? n.text ?? JSON.stringify(n))))]),
+        { class: "grid" }) : el("p", { class: "empty" }, "Nothing waits for review."));
+    } catch (error) {
+      if (alive) say(flagged, error.message, "error");
+    }
+  }
+
+  loadEscalations();
+  loadFlagged();
+  return () => {
+    alive = false;
+  };
+}
