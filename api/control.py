@@ -10,8 +10,9 @@ change takes effect from the workspace's next call, never in the middle of one.
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
 from loguru import logger
@@ -26,6 +27,8 @@ from services.runtime import AppRuntime
 from services.safety.concepts import ConceptSpec, Severity, default_concepts
 from services.voice_settings import (
     FieldPolicy,
+    PlainText,
+    Term,
     VoiceSettings,
     VoiceSettingsInput,
     call_keyterms,
@@ -35,12 +38,27 @@ from services.voice_settings import (
     voice_settings_policy,
 )
 
-router = APIRouter(prefix="/api", tags=["control plane"])
+
+class ErrorOut(BaseModel):
+    detail: Any
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route documents (besides 422), so the OpenAPI spec is exact."""
+    meaning = {400: "The body is not JSON", 404: "Not found in this workspace",
+               409: "Conflicts with a default or an existing concept",
+               503: "The embedder is unavailable; nothing was stored"}
+    return {code: {"model": ErrorOut, "description": meaning[code]} for code in codes}
+
+
+router = APIRouter(prefix="/api", tags=["control plane"], responses={
+    401: {"model": ErrorOut, "description": "Missing or invalid API key"}})
 
 # Embedding a new concept's examples: WordLlama takes milliseconds, a cloud embedder
 # has its own 3 s timeout; past this the request fails (503) and nothing is stored.
 CONCEPT_EMBED_TIMEOUT_S = 10.0
 MAX_ESCALATION_ID = 2**63 - 1
+CONCEPT_KEY = r"^[a-z][a-z0-9_]*$"
 
 
 # --- Voice settings ------------------------------------------------------------
@@ -67,7 +85,8 @@ async def get_voice_settings(workspace_id: str = Depends(require_workspace),
     return await _voice_settings_out(runtime, workspace_id)
 
 
-@router.put("/voice-settings", response_model=VoiceSettingsOut)
+@router.put("/voice-settings", response_model=VoiceSettingsOut,
+             responses=_errors(400))
 async def put_voice_settings(body: VoiceSettingsInput,
                              workspace_id: str = Depends(require_workspace),
                              runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
@@ -78,7 +97,8 @@ async def put_voice_settings(body: VoiceSettingsInput,
     return await _voice_settings_out(runtime, workspace_id)
 
 
-@router.patch("/voice-settings", response_model=VoiceSettingsOut)
+@router.patch("/voice-settings", response_model=VoiceSettingsOut,
+             responses=_errors(400))
 async def patch_voice_settings(body: VoiceSettingsInput,
                                workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
@@ -105,20 +125,18 @@ class ConceptIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=60)
-    name: str = Field(min_length=1, max_length=80)
+    key: str = Field(pattern=CONCEPT_KEY, max_length=60)
+    name: PlainText = Field(min_length=1, max_length=80)
     severity: Severity = Field(description="hard: the agent is suspended for a human; "
                                "soft: queued for an operator, the call goes on.")
-    description: str = Field(min_length=1, max_length=300)
-    examples: list[str] = Field(min_length=1, max_length=50)
+    description: PlainText = Field(min_length=1, max_length=300)
+    examples: list[Annotated[PlainText, Field(max_length=300)]] = Field(min_length=1,
+                                                                       max_length=50)
 
     @field_validator("examples")
     @classmethod
-    def _examples(cls, examples: list[str]) -> list[str]:
-        cleaned = [" ".join(example.split()) for example in examples]
-        if not all(1 <= len(example) <= 300 for example in cleaned):
-            raise ValueError("each example must be 1-300 characters")
-        return cleaned
+    def _one_line_each(cls, examples: list[str]) -> list[str]:
+        return [" ".join(example.split()) for example in examples]
 
 
 class ConceptOut(BaseModel):
@@ -149,7 +167,8 @@ async def list_safety_concepts(workspace_id: str = Depends(require_workspace),
     return _builtin_concepts() + [ConceptOut(**row, builtin=False) for row in own]
 
 
-@router.post("/safety-concepts", response_model=ConceptOut, status_code=status.HTTP_201_CREATED)
+@router.post("/safety-concepts", response_model=ConceptOut, status_code=status.HTTP_201_CREATED,
+             responses=_errors(400, 409, 503))
 async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(require_workspace),
                                 runtime: AppRuntime = Depends(get_runtime)) -> ConceptOut:
     """Store a concept with its examples' embeddings; active from the workspace's next call.
@@ -172,14 +191,16 @@ async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(req
     return ConceptOut(**created, builtin=False)
 
 
-@router.delete("/safety-concepts/{key}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/safety-concepts/{key}", status_code=status.HTTP_204_NO_CONTENT,
+             responses=_errors(404, 409))
 async def delete_safety_concept(key: str, workspace_id: str = Depends(require_workspace),
                                 runtime: AppRuntime = Depends(get_runtime)) -> Response:
     """Remove one of the workspace's concepts (409 for a default: always active)."""
     if key in {c.key for c in default_concepts()}:
         raise HTTPException(status.HTTP_409_CONFLICT,
                             f"{key!r} is a default concept, always active")
-    if not await safety_db.delete_safety_concept(runtime.db.pool, workspace_id, key):
+    if not re.fullmatch(CONCEPT_KEY, key) or not await safety_db.delete_safety_concept(
+            runtime.db.pool, workspace_id, key):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "safety concept not found")
     logger.info(f"workspace {workspace_id}: safety concept {key} deleted")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -199,8 +220,9 @@ class ServiceOut(BaseModel):
 class KeytermsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    keyterms: list[str] = Field(description=f"At most {MAX_KEYTERMS}, each 1-60 characters; "
-                                "whitespace collapsed, case-insensitive duplicates dropped.")
+    keyterms: list[Term] = Field(
+        max_length=MAX_KEYTERMS, description=f"At most {MAX_KEYTERMS}, each 1-60 characters; "
+        "whitespace collapsed, case-insensitive duplicates dropped.")
 
     @field_validator("keyterms")
     @classmethod
@@ -240,14 +262,16 @@ async def list_services(workspace_id: str = Depends(require_workspace),
             for row in await control.list_services(runtime.db.pool, workspace_id)]
 
 
-@router.get("/services/{service_id}/keyterms", response_model=KeytermsOut)
+@router.get("/services/{service_id}/keyterms", response_model=KeytermsOut,
+             responses=_errors(404))
 async def get_service_keyterms(service_id: str, workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
     service = _found(await control.get_service(runtime.db.pool, workspace_id, service_id))
     return await _keyterms_out(runtime, workspace_id, service)
 
 
-@router.put("/services/{service_id}/keyterms", response_model=KeytermsOut)
+@router.put("/services/{service_id}/keyterms", response_model=KeytermsOut,
+             responses=_errors(400, 404))
 async def put_service_keyterms(service_id: str, body: KeytermsIn,
                                workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
@@ -281,7 +305,7 @@ class EscalationOut(BaseModel):
 class OperatorIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    operator: str = Field(min_length=1, max_length=80, description="Who is acting.")
+    operator: PlainText = Field(min_length=1, max_length=80, description="Who is acting.")
 
 
 def _escalation(row: dict[str, Any] | None) -> EscalationOut:
@@ -302,7 +326,8 @@ async def list_escalations(
     return [EscalationOut(**row) for row in rows]
 
 
-@router.post("/escalations/{escalation_id}/acknowledge", response_model=EscalationOut)
+@router.post("/escalations/{escalation_id}/acknowledge", response_model=EscalationOut,
+             responses=_errors(400, 404))
 async def acknowledge_escalation(
     body: OperatorIn, escalation_id: int = Path(ge=1, le=MAX_ESCALATION_ID),
     workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
@@ -312,7 +337,8 @@ async def acknowledge_escalation(
         runtime.db.pool, workspace_id, escalation_id, body.operator))
 
 
-@router.post("/escalations/{escalation_id}/resolve", response_model=EscalationOut)
+@router.post("/escalations/{escalation_id}/resolve", response_model=EscalationOut,
+             responses=_errors(400, 404))
 async def resolve_escalation(
     body: OperatorIn, escalation_id: int = Path(ge=1, le=MAX_ESCALATION_ID),
     workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),

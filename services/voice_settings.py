@@ -13,13 +13,22 @@ table (data/voice_settings_policy.yaml): how emotion adaptation may touch each f
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Annotated, Any, Literal, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from services.emotion.steering import TONES
 from services.keyterms import MAX_KEYTERMS, merge_keyterms
@@ -27,6 +36,25 @@ from services.keyterms import MAX_KEYTERMS, merge_keyterms
 POLICY_FILE = Path(__file__).resolve().parent / "data" / "voice_settings_policy.yaml"
 MAX_TERM_CHARS = 60
 MAX_TOPICS = 50
+
+
+def printable(text: str) -> str:
+    """Text an operator typed: no control characters or lone surrogates (PostgreSQL
+    refuses NUL, and a surrogate cannot be encoded: either would be a server error)."""
+    if any(unicodedata.category(ch) in ("Cc", "Cs") and ch not in "\t\n\r" for ch in text):
+        raise ValueError("must not contain control characters")
+    return text
+
+
+_PRINTABLE = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+# Words from an operator, checked before they reach the database: not blank, no control
+# characters (the pattern puts the rule in the OpenAPI spec; `printable` adds surrogates).
+PlainText = Annotated[
+    str, Field(pattern=rf"^{_PRINTABLE}*[^\s\x00-\x1f\x7f-\x9f]{_PRINTABLE}*$"),
+    AfterValidator(printable),
+]
+Term = Annotated[PlainText, Field(max_length=MAX_TERM_CHARS)]
+ToneName = Literal[tuple(sorted(TONES))]  # type: ignore[valid-type]
 
 # Seed 000, "Proactive Intelligence": healthcare defaults when none are configured.
 DEFAULT_SENSITIVE_TOPICS = (
@@ -67,6 +95,13 @@ class VoiceSettingsInput(VoiceSettings):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    tone: ToneName = "neutral"
+    voice_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    keyterms: tuple[Term, ...] = Field(default=(), max_length=MAX_KEYTERMS)
+    correction_categories: tuple[Term, ...] = Field(default=(), max_length=MAX_TOPICS)
+    sensitive_topics: tuple[Term, ...] = Field(default=DEFAULT_SENSITIVE_TOPICS,
+                                               max_length=MAX_TOPICS)
+
     @field_validator("*", mode="before")
     @classmethod
     def _exact_type(cls, value: Any, info: ValidationInfo) -> Any:
@@ -99,6 +134,10 @@ def clean_terms(terms: Iterable[str], *, limit: int = MAX_KEYTERMS) -> list[str]
         length = len(" ".join(term.split()))
         if not 1 <= length <= MAX_TERM_CHARS:
             raise ValueError(f"term {position} must be 1-{MAX_TERM_CHARS} characters")
+        try:
+            printable(term)
+        except ValueError as error:
+            raise ValueError(f"term {position} {error}") from None
     return merge_keyterms(terms, limit=limit)
 
 

@@ -7,14 +7,21 @@ import uuid
 
 import numpy as np
 from fastapi.testclient import TestClient
+from pipecat.frames.frames import LLMMessagesAppendFrame, TranscriptionFrame
+from pipecat.tests.utils import SleepFrame, run_test
 
 from config import Settings
 from db import repositories as repo
 from db.records import EscalationRecord, write_records
 from main import create_app
+from processors.safety_monitor import SafetyMonitor
+from services.call_session import SessionMode
 from services.embeddings import LOCAL_MODEL, LocalEmbedder
 from services.safety.concepts import default_concepts
+from services.safety.judge import RulesJudge
+from services.safety.monitor import SafetyServices
 from services.voice_settings import DEFAULT_SENSITIVE_TOPICS
+from tests.fakes import make_session
 
 GAMBLING = {
     "key": "gambling_crisis", "name": "Gambling crisis", "severity": "soft",
@@ -109,6 +116,7 @@ async def test_service_keyterms_are_validated_merged_and_scoped(tmp_path, pg_dsn
         too_many = client.put(url, headers=mine, json={"keyterms": [f"t{i}" for i in range(101)]})
         blank = client.put(url, headers=mine, json={"keyterms": ["   "]})
         not_text = client.put(url, headers=mine, json={"keyterms": [7]})
+        nul = client.put(url, headers=mine, json={"keyterms": ["MRI\u0000"]})
         stored = client.put(url, headers=mine,
                             json={"keyterms": ["Dr.  Osei", "dr. osei", "Mri scan"]})
         read = client.get(url, headers=mine)
@@ -120,7 +128,7 @@ async def test_service_keyterms_are_validated_merged_and_scoped(tmp_path, pg_dsn
     assert listed == [{"id": service["id"], "name": "Riverside", "phone_number": number,
                        "keyterms": [], "graph_id": "clinic_booking"}]
     assert service["id"] not in {s["id"] for s in their_list}
-    for refused in (too_long, too_many, blank, not_text):
+    for refused in (too_long, too_many, blank, not_text, nul):
         assert errors_at(refused) == {"keyterms"}
     assert stored.status_code == 200 and stored.json() == read.json()
     terms = read.json()
@@ -140,7 +148,7 @@ class BrokenEmbedder(LocalEmbedder):
 
 
 async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
-        tmp_path, pg_dsn, db):
+        tmp_path, pg_dsn, db, writer):
     workspace_id, mine = await workspace_with_key(db)
     _, theirs = await workspace_with_key(db)
     number = phone()
@@ -158,6 +166,8 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
         invalid = client.post("/api/safety-concepts", headers=mine,
                               json={**GAMBLING, "key": "Bad Key", "examples": [],
                                     "severity": "medium", "crisis": True})
+        nul = client.post("/api/safety-concepts", headers=mine,
+                          json={**GAMBLING, "key": "nul", "examples": ["a\u0000b"]})
         working, runtime.safety.embedder = runtime.safety.embedder, BrokenEmbedder()
         try:
             unavailable = client.post("/api/safety-concepts", headers=mine,
@@ -174,6 +184,7 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
         builtin_delete = client.delete("/api/safety-concepts/self_harm", headers=mine)
         deleted = client.delete("/api/safety-concepts/gambling_crisis", headers=mine)
         gone = client.delete("/api/safety-concepts/gambling_crisis", headers=mine)
+        odd_key = client.delete("/api/safety-concepts/a%00b", headers=mine)
         after = next_call(client, number)
 
     defaults = {c.key for c in default_concepts()}
@@ -186,6 +197,7 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
         "gambling_crisis", False, [LOCAL_MODEL])
     assert again.status_code == shadow.status_code == 409
     assert errors_at(invalid) == {"key", "examples", "severity", "crisis"}
+    assert errors_at(nul) == {"examples"}
     assert unavailable.status_code == 503
     assert [c["key"] for c in listed if not c["builtin"]] == ["gambling_crisis"]
     assert [c["key"] for c in their_list] == [c["key"] for c in before]
@@ -204,8 +216,20 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
         candidate_at=settings.safety_candidate_similarity)
     assert not benign.escalate
 
+    # The monitor itself, given that call's index, escalates the caller's words.
+    session = make_session(writer, SessionMode.TEXT)
+    monitor = SafetyMonitor(session, SafetyServices(LocalEmbedder(), RulesJudge()),
+                            index=guarded.safety_index)
+    down, _up = await run_test(monitor, frames_to_send=[
+        TranscriptionFrame(text="I gambled away all my money", user_id="caller", timestamp=""),
+        SleepFrame(sleep=0.3)])
+    (record,) = writer.of_type("EscalationRecord")
+    assert (record.concept, record.severity) == ("gambling_crisis", "soft")
+    assert any(isinstance(f, LLMMessagesAppendFrame) for f in down)  # guidance, call goes on
+    assert not session.conversation.suspended
+
     assert their_delete.status_code == 404 and builtin_delete.status_code == 409
-    assert deleted.status_code == 204 and gone.status_code == 404
+    assert deleted.status_code == 204 and gone.status_code == odd_key.status_code == 404
     assert after.safety_index is None
 
 
@@ -240,6 +264,8 @@ async def test_escalations_are_listed_acknowledged_once_and_resolved(tmp_path, p
                                   json={"operator": "Someone Else"})
         no_operator = client.post(f"/api/escalations/{older}/acknowledge", headers=mine,
                                   json={"operator": ""})
+        nul_operator = client.post(f"/api/escalations/{older}/acknowledge", headers=mine,
+                                   json={"operator": "Ada\u0000"})
         open_now = client.get("/api/escalations?status=open", headers=mine).json()
         acknowledged = client.get("/api/escalations?status=acknowledged", headers=mine).json()
         resolved = client.post(f"/api/escalations/{newer}/resolve", headers=mine,
@@ -263,7 +289,7 @@ async def test_escalations_are_listed_acknowledged_once_and_resolved(tmp_path, p
     assert (first["status"], first["acknowledged_by"]) == ("acknowledged", "Nurse Ada")
     assert first["acknowledged_at"] is not None and first["resolved_at"] is None
     assert acked_again.json() == first  # idempotent: the first acknowledgement stands
-    assert errors_at(no_operator) == {"operator"}
+    assert errors_at(no_operator) == errors_at(nul_operator) == {"operator"}
     assert [e["id"] for e in open_now] == [newer] and [e["id"] for e in acknowledged] == [older]
     closed = resolved.json()
     assert closed["status"] == "resolved" and closed["resolved_at"] is not None

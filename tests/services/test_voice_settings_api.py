@@ -32,6 +32,8 @@ def test_strict_input_names_every_bad_field_and_refuses_loose_types():
         "sensitive_topics": ["billing", 3], "voice_id": 42,
     }) == {"speed", "volume", "tone", "voice", "fillers_enabled", "emotion_enabled",
            "keyterms", "sensitive_topics", "voice_id"}
+    assert refused_fields({"voice_id": "../../etc", "correction_categories": ["a\x00"]}) == {
+        "voice_id", "correction_categories"}
     # The lenient parse of the same blob keeps a call running on defaults instead.
     settings, problems = parse_voice_settings({"tone": "furious", "speed": 0.9})
     assert (settings.tone, settings.speed) == ("neutral", 0.9)
@@ -50,6 +52,8 @@ def test_terms_are_normalised_like_the_keyterm_merge_and_bounded():
         clean_terms(["ok", "x" * (MAX_TERM_CHARS + 1)])
     with pytest.raises(ValueError, match="term 0"):
         clean_terms(["   "])
+    with pytest.raises(ValueError, match="term 1 must not contain control"):
+        clean_terms(["MRI", "x\x00y"])
     with pytest.raises(ValueError, match="at most 100"):
         clean_terms([f"t{i}" for i in range(101)])
     assert len(clean_terms([f"t{i}" for i in range(100)])) == 100
