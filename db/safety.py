@@ -1,5 +1,5 @@
-"""A workspace's own safety concepts, with their example embeddings, and the operator
-queue of escalations.
+"""A workspace's own safety concepts, with their example embeddings (the operator queue
+of escalations is `db/control.list_escalations`).
 
 A concept's examples are embedded when it is created (one row per example and model in
 `safety_concept_embeddings`, pgvector, the model name and dimension beside each vector).
@@ -99,20 +99,6 @@ async def workspace_concepts(
                 await _store_embeddings(conn, concept_id, embedder, vectors)
         concepts.append((SafetyConcept.from_spec(spec, workspace_id=workspace_id), vectors))
     return concepts
-
-
-async def open_escalations(pool: asyncpg.Pool, workspace_id: str, limit: int = 50
-                           ) -> list[dict[str, Any]]:
-    """The operator queue: open escalations of the workspace's calls, newest first."""
-    rows = await pool.fetch(
-        """SELECT e.call_id, e.seq, e.concept, e.severity, e.similarity, e.judge, e.reason,
-                  e.at_ms, e.status, e.created_at
-             FROM escalations e JOIN calls c ON c.id = e.call_id
-            WHERE c.workspace_id = $1 AND e.status = 'open'
-            ORDER BY e.created_at DESC LIMIT $2""",
-        as_uuid(workspace_id), limit,
-    )
-    return [{**dict(r), "call_id": str(r["call_id"])} for r in rows]
 
 
 async def list_safety_concepts(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from db import safety
+from db import control, safety
 from db.records import EscalationRecord, write_records
 from services.embeddings import LocalEmbedder
 from services.safety.concepts import ConceptSpec
@@ -76,7 +76,8 @@ async def test_escalations_written_by_a_call_form_the_operator_queue(db, workspa
             EscalationRecord(call_id, 1, "suicidal_ideation", "hard", 0.97, None, "x", 1200),
             EscalationRecord(call_id, 1, "suicidal_ideation", "hard", 0.97, None, "x", 1200),
         ])
-    (queued,) = await safety.open_escalations(db.pool, workspace_id)
+    (queued,) = await control.list_escalations(db.pool, workspace_id, status="open")
     assert (queued["call_id"], queued["concept"], queued["status"]) == (
         call_id, "suicidal_ideation", "open")
-    assert await safety.open_escalations(db.pool, "00000000-0000-0000-0000-000000000000") == []
+    assert await control.list_escalations(
+        db.pool, "00000000-0000-0000-0000-000000000000", status="open") == []
