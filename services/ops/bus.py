@@ -44,11 +44,12 @@ class Subscription:
         self.workspace_id = workspace_id
         self.call_id = call_id
         self._limit = limit
-        self._items: deque[dict[str, Any]] = deque()
+        self._items: deque[ObserverEvent | dict[str, Any]] = deque()  # events, notices
         self._floor: dict[str, int] = {}
         self._dropped = 0
         self.dropped_total = 0
         self._ready = asyncio.Event()
+        self.waiting = False  # its reader sleeps until woken
         self.closed = False
 
     def wants(self, event: ObserverEvent) -> bool:
@@ -56,16 +57,24 @@ class Subscription:
             return event.call_id == self.call_id
         return event.workspace_id == self.workspace_id
 
-    def offer(self, event: ObserverEvent) -> None:
-        """Never blocks: a full queue counts the event as dropped."""
+    @property
+    def pending(self) -> int:
+        return len(self._items)
+
+    def offer(self, event: ObserverEvent) -> bool:
+        """Never blocks: a full queue counts the event as dropped. True: queued and the
+        reader sleeps (wake it, see `wake`)."""
         if len(self._items) >= self._limit:
             self._dropped += 1
             self.dropped_total += 1
-            return
+            return False
         if self._dropped:
             self._items.append({"type": "dropped", "count": self._dropped})
             self._dropped = 0
-        self._items.append({"event": event})
+        self._items.append(event)
+        return self.waiting
+
+    def wake(self) -> None:
         self._ready.set()
 
     def replayed(self, events: list[ObserverEvent]) -> list[ObserverEvent]:
@@ -81,12 +90,11 @@ class Subscription:
         while True:
             while self._items:
                 item = self._items.popleft()
-                event: ObserverEvent | None = item.get("event")
-                if event is None:
-                    return item
-                if event.seq <= self._floor.get(event.call_id, 0):
+                if not isinstance(item, ObserverEvent):
+                    return item  # a notice
+                if item.seq <= self._floor.get(item.call_id, 0):
                     continue  # already replayed
-                return event.message()
+                return item.message()
             if self._dropped:
                 notice = {"type": "dropped", "count": self._dropped}
                 self._dropped = 0
@@ -94,14 +102,22 @@ class Subscription:
             if self.closed:
                 return None
             self._ready.clear()
+            self.waiting = True
             try:
                 await asyncio.wait_for(self._ready.wait(), timeout_s)
             except TimeoutError:
                 return None
+            finally:
+                self.waiting = False
 
     def close(self) -> None:
         self.closed = True
         self._ready.set()
+
+
+def _wake(subs: list[Subscription]) -> None:
+    for sub in subs:
+        sub.wake()
 
 
 class EventBus:
@@ -126,13 +142,17 @@ class EventBus:
         raise NotImplementedError
 
     def fan_out(self, event: ObserverEvent) -> None:
-        """Give an event to this pod's observers of its call and workspace."""
+        """Give an event to this pod's observers of its call and workspace. Sleeping
+        readers are woken in one later loop callback, not on the publisher's path."""
+        sleeping: list[Subscription] = []
         for ids in (self._by_call.get(event.call_id, ()),
                     self._by_workspace.get(event.workspace_id or "", ())):
             for sub_id in ids:
                 sub = self._subscriptions.get(sub_id)
-                if sub is not None and sub.wants(event):
-                    sub.offer(event)
+                if sub is not None and sub.wants(event) and sub.offer(event):
+                    sleeping.append(sub)
+        if sleeping:
+            asyncio.get_running_loop().call_soon(_wake, sleeping)
 
     # --- observers --------------------------------------------------------------------
 
