@@ -1,1 +1,2 @@
-"""Live operations across pods: observer events, the event bus, the active-call registry and operator commands."""
+"""Live operations across pods: observer events, the event bus, the active-call
+registry and operator commands."""
