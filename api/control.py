@@ -108,7 +108,7 @@ async def patch_voice_settings(body: VoiceSettingsInput,
     try:
         merged = VoiceSettingsInput.model_validate({**stored_fields(raw), **changes})
     except ValidationError as error:  # a stored value the strict rules refuse
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, [
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
             {"loc": ["stored", *err["loc"]], "msg": err["msg"], "type": err["type"]}
             for err in error.errors()]) from error
     await repo.set_voice_settings(runtime.db.pool, workspace_id,

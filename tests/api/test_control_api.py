@@ -74,6 +74,13 @@ async def test_voice_settings_defaults_strict_validation_and_the_next_call(
         profile = next_call(client, number)
         their_view = client.get("/api/voice-settings", headers=theirs).json()
         anonymous = client.get("/api/voice-settings")
+        # Stored by an older writer: a term the strict rules refuse blocks a partial
+        # update until that very field is replaced.
+        client.portal.call(repo.set_voice_settings, client.app.state.runtime.db.pool,
+                           workspace_id, {"speed": 0.9, "keyterms": ["x" * 61]})
+        legacy = client.get("/api/voice-settings", headers=mine).json()
+        blocked = client.patch("/api/voice-settings", headers=mine, json={"tone": "calm"})
+        fixed = client.patch("/api/voice-settings", headers=mine, json={"keyterms": ["MRI"]})
 
     body = empty.json()
     assert empty.status_code == 200 and body["stored"] is None and body["problems"] == []
@@ -97,6 +104,12 @@ async def test_voice_settings_defaults_strict_validation_and_the_next_call(
     assert profile.settings_problems == []
     assert their_view["stored"] is None and their_view["effective"]["speed"] == 1.0
     assert anonymous.status_code == 401
+
+    assert legacy["effective"]["keyterms"] == ["x" * 61] and legacy["problems"] == []
+    assert blocked.status_code == 422
+    assert [e["loc"][:2] for e in blocked.json()["detail"]] == [["stored", "keyterms"]]
+    assert fixed.status_code == 200
+    assert fixed.json()["stored"] == {"speed": 0.9, "keyterms": ["MRI"]}
 
 
 async def test_service_keyterms_are_validated_merged_and_scoped(tmp_path, pg_dsn, db):
