@@ -47,7 +47,7 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The error answers a route documents (besides 422), so the OpenAPI spec is exact."""
     meaning = {400: "The body is not JSON", 404: "Not found in this workspace",
                409: "Conflicts with a default or an existing concept",
-               503: "The embedder is unavailable; nothing was stored"}
+               503: "The embedder (or database) is unavailable; nothing was stored"}
     return {code: {"model": ErrorOut, "description": meaning[code]} for code in codes}
 
 
@@ -86,7 +86,7 @@ async def get_voice_settings(workspace_id: str = Depends(require_workspace),
 
 
 @router.put("/voice-settings", response_model=VoiceSettingsOut,
-             responses=_errors(400))
+            responses=_errors(400))
 async def put_voice_settings(body: VoiceSettingsInput,
                              workspace_id: str = Depends(require_workspace),
                              runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
@@ -98,7 +98,7 @@ async def put_voice_settings(body: VoiceSettingsInput,
 
 
 @router.patch("/voice-settings", response_model=VoiceSettingsOut,
-             responses=_errors(400))
+              responses=_errors(400))
 async def patch_voice_settings(body: VoiceSettingsInput,
                                workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
@@ -180,11 +180,13 @@ async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(req
             runtime.db.pool, workspace_id, spec, embedder), CONCEPT_EMBED_TIMEOUT_S)
     except safety_db.ConceptError as error:
         raise HTTPException(status.HTTP_409_CONFLICT, str(error)) from error
-    except Exception as error:  # noqa: BLE001 - embedded before the insert: nothing stored
+    except Exception as error:  # noqa: BLE001 - embedder or database down; the insert is
+        # one transaction after the embedding, so nothing is half-stored
         logger.warning(f"workspace {workspace_id}: safety concept not created "
                        f"({type(error).__name__})")
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                            "the embedder is unavailable; nothing was stored") from error
+                            "the examples could not be embedded and stored; nothing was "
+                            "stored, try again") from error
     logger.info(f"workspace {workspace_id}: safety concept {spec.key} created")
     (created,) = [row for row in await safety_db.list_safety_concepts(
         runtime.db.pool, workspace_id) if row["key"] == spec.key]
@@ -192,7 +194,7 @@ async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(req
 
 
 @router.delete("/safety-concepts/{key}", status_code=status.HTTP_204_NO_CONTENT,
-             responses=_errors(404, 409))
+               responses=_errors(404, 409))
 async def delete_safety_concept(key: str, workspace_id: str = Depends(require_workspace),
                                 runtime: AppRuntime = Depends(get_runtime)) -> Response:
     """Remove one of the workspace's concepts (409 for a default: always active)."""
@@ -263,7 +265,7 @@ async def list_services(workspace_id: str = Depends(require_workspace),
 
 
 @router.get("/services/{service_id}/keyterms", response_model=KeytermsOut,
-             responses=_errors(404))
+            responses=_errors(404))
 async def get_service_keyterms(service_id: str, workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
     service = _found(await control.get_service(runtime.db.pool, workspace_id, service_id))
@@ -271,7 +273,7 @@ async def get_service_keyterms(service_id: str, workspace_id: str = Depends(requ
 
 
 @router.put("/services/{service_id}/keyterms", response_model=KeytermsOut,
-             responses=_errors(400, 404))
+            responses=_errors(400, 404))
 async def put_service_keyterms(service_id: str, body: KeytermsIn,
                                workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
