@@ -29,6 +29,7 @@ from config import Settings
 from processors.frames import EndCallFrame
 from services.call_runner import caller_disconnected, run_call
 from services.call_session import CompletionReason
+from services.ops.plane import OpsPlane
 from services.providers import ProviderPlan
 from tests.fakes import make_session
 
@@ -50,10 +51,12 @@ class FailingSTT(FrameProcessor):
 
 
 class Runtime(SimpleNamespace):
-    """What run_call needs of the AppRuntime: the live calls and the writer's flush."""
+    """What run_call needs of the AppRuntime: the live calls, the writer's flush, the
+    settings and the operations plane (in process)."""
 
-    def __init__(self) -> None:
-        super().__init__(active_calls={}, flushed=0)
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(active_calls={}, flushed=0, settings=settings,
+                         ops=OpsPlane.from_settings(settings))
 
     @property
     def writer(self):
@@ -72,7 +75,7 @@ async def end_by(trigger, writer, **settings_values):
         transport, session, settings=settings, plan=ProviderPlan.from_settings(settings),
         overrides=ServiceOverrides(stt=stt),
     )
-    runtime = Runtime()
+    runtime = Runtime(settings)
     running = asyncio.create_task(run_call(call, session, runtime))
     await asyncio.sleep(0.5)
     await call.worker.queue_frames([TTSSpeakFrame(LONG_LINE)])
