@@ -103,6 +103,12 @@ function timingChips(turn) {
     turn.interrupted ? el("span", { class: "chip warn" }, "interrupted") : null);
 }
 
+/** "96.0% (local:pocketsphinx)", or "not verified". */
+export function accuracyText(accuracy, verifier) {
+  if (accuracy === null || accuracy === undefined) return "not verified";
+  return `${pct(accuracy * 100)}${verifier ? ` (${verifier})` : ""}`;
+}
+
 function keyValues(object) {
   if (!object || typeof object !== "object") return el("p", { class: "muted" }, "—");
   return el("dl", { class: "kv" }, Object.entries(object).map(([k, v]) => [
@@ -243,8 +249,7 @@ export function mount(root, callId) {
 
     // --- Verification ---------------------------------------------------------
     const accuracy = el("span", { id: "accuracy" },
-      call.transcript_accuracy === null || call.transcript_accuracy === undefined
-        ? "not verified" : pct(call.transcript_accuracy * 100));
+      accuracyText(call.transcript_accuracy, call.transcript_verifier));
     const verified = el("p", { id: "verified-transcript", class: "muted" }, call.verified_transcript ?? "");
     const verifyNotice = el("div");
     const verifyButton = el("button", { type: "button", id: "verify" }, "Verify transcript");
@@ -253,8 +258,8 @@ export function mount(root, callId) {
       say(verifyNotice, "Re-transcribing the recording…");
       try {
         const result = await api(`${base}/verify-transcript`, { method: "POST" });
-        const value = result.transcript_accuracy ?? result.accuracy;
-        accuracy.textContent = value === null || value === undefined ? "—" : pct(value * 100);
+        accuracy.textContent = accuracyText(result.accuracy ?? result.transcript_accuracy,
+          result.verifier ?? result.transcript_verifier);
         verified.textContent = result.verified_transcript ?? result.transcript ?? "";
         verifyNotice.replaceChildren();
       } catch (error) {

@@ -3,6 +3,13 @@
 import { api } from "./api.js";
 import { el, fmtDate, pct, say, table } from "./dom.js";
 
+/** A long list folded behind its count ("12 tools"). */
+function list(items, noun, none) {
+  if (!items.length) return el("span", { class: "muted" }, none);
+  return el("details", {}, el("summary", {}, `${items.length} ${noun}`),
+    el("span", { class: "muted" }, items.join(", ")));
+}
+
 function stateRow(s) {
   return [
     el("b", {}, s.name),
@@ -13,7 +20,7 @@ function stateRow(s) {
       ? el("span", { class: "badge never" }, "never observed")
       : el("span", { class: "badge observed" }, `observed ${s.times_observed}×`),
     String(s.calls_reached),
-    s.tools.join(", ") || "no tools",
+    list(s.tools, "tools", "no tools"),
     el("span", { class: "muted" }, s.description),
   ];
 }
@@ -77,7 +84,7 @@ export function mount(root) {
       table(["Tool", "Kind", "Calls", "OK", "Guard", "PMS", "Other", "Err %", "Last seen", "Allowed in"],
         g.tools.map((t) => [el("b", {}, t.name), t.canonical ? t.kind : el("span", { class: "badge warn" }, "not in graph"),
           String(t.calls), String(t.ok), String(t.guard), String(t.pms), String(t.other),
-          pct(t.error_pct), fmtDate(t.last_seen), el("span", { class: "muted" }, t.allowed_in.join(", "))]),
+          pct(t.error_pct), fmtDate(t.last_seen), list(t.allowed_in, "states", "none")]),
         { class: "grid", id: "guide-tools" }),
       el("div", { class: "columns" },
         el("div", {}, el("h2", {}, "Completion reasons"),

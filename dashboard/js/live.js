@@ -3,7 +3,7 @@
 // it is opened.
 
 import { api, observe } from "./api.js";
-import { el, fmtDate, fmtEmotion, fmtLatency, fmtMs, say, shortId, table } from "./dom.js";
+import { append, el, fmtDate, fmtEmotion, fmtLatency, fmtMs, say, shortId, table } from "./dom.js";
 
 const POLL_MS = 2000;
 const LINES_PER_CALL = 3;
@@ -172,14 +172,15 @@ export function mountCall(root, callId) {
         el("h2", {}, "Tool calls"), tools))));
 
   function render() {
-    summary.replaceChildren(
+    summary.replaceChildren();
+    append(summary, [
       el("span", {}, "State: ", el("b", { id: "live-state" }, call.state ?? "—")),
       el("span", {}, "Emotion: ", fmtEmotion(call.emotion)),
       el("span", {}, "Latency: ", fmtLatency(call.latency)),
       call.ended
         ? el("a", { href: `#/calls/${encodeURIComponent(callId)}`, id: "open-record" },
           `Ended (${call.completion_reason ?? "—"}): open the record`)
-        : null);
+        : null]);
     transcript.replaceChildren(...call.lines.map((line) =>
       el("li", { class: `line ${line.role}` }, el("b", {}, `${line.role}: `), line.text)));
     transitions.replaceChildren(...call.transitions.map((t) =>

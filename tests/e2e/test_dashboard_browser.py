@@ -205,6 +205,30 @@ async def test_state_guide_and_review_queue_pages_show_the_records(page, server)
     assert page.errors.errors == []
 
 
+async def test_an_operator_acknowledges_an_open_escalation(page, server, db):
+    workspace_id = await seeded_workspace(db, server)
+    call_id = await repo.create_call(
+        db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
+        direction="eval", from_number=None, to_number=None, status="completed")
+    escalation_id = await db.pool.fetchval(
+        "INSERT INTO escalations (call_id, seq, concept, severity, reason, at_ms) "
+        "VALUES ($1, 1, 'self_harm', 'hard', 'test escalation', 4200) RETURNING id",
+        uuid.UUID(call_id))
+
+    await log_in(page, server.api_key)
+    await page.wait_for_selector("#nav a.active")
+    await page.goto("/dashboard#/review")
+    await page.fill("#operator", "nurse-on-duty")
+    await page.dispatch_event("#operator", "change")
+    button = page.locator(f"#escalations button.ack[data-id='{escalation_id}']")
+    await button.click()
+    await button.wait_for(state="detached")
+    row = await db.pool.fetchrow(
+        "SELECT status, acknowledged_by FROM escalations WHERE id = $1", escalation_id)
+    assert dict(row) == {"status": "acknowledged", "acknowledged_by": "nurse-on-duty"}
+    assert page.errors.errors == []
+
+
 @pytest.mark.timeout(300)
 async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, server, db):
     await log_in(page, server.api_key)
@@ -260,4 +284,14 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
         "(() => { const a = document.getElementById('player');"
         " return a.currentTime / a.duration; })()")
     assert abs(half - 0.5) < 0.02
+
+    # Verification: the recording re-transcribed, the accuracy shown.
+    assert await page.inner_text("#accuracy") == "not verified"
+    await page.click("#verify")
+    await page.wait_for_selector("#accuracy >> text=%", timeout=120_000)
+    stored = await db.pool.fetchrow(
+        "SELECT transcript_accuracy, transcript_verifier FROM calls WHERE id = $1",
+        uuid.UUID(call_id))
+    assert await page.inner_text("#accuracy") == (
+        f"{stored['transcript_accuracy'] * 100:.1f}% ({stored['transcript_verifier']})")
     assert page.errors.errors == []
