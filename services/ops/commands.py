@@ -9,7 +9,8 @@ running the call (the registry says which); there `CallControl.apply` acts on th
   (`conversation.suspended`, which `AgentGate` enforces), a short line says a person is
   joining, and with Twilio credentials and `HUMAN_TRANSFER_NUMBER` the call is put
   through (`session.transfer_to`, dialled by the serializer after the line plays);
-- release: the agent answers again (a transfer still waiting is called off).
+- release: the agent answers again (not once a transfer is under way: the call is
+  already ending to be put through).
 
 Each is an `operator_action` event in the call record, which observers see too.
 """
@@ -112,9 +113,13 @@ class CallControl:
             self._session.log.event("operator_action", action=OperatorAction.RELEASE.value,
                                     outcome="not_suspended")
             return
+        if self._session.transfer_to is not None:
+            # The call ends to be put through (its end is queued): too late to give it back.
+            self._session.log.event("operator_action", action=OperatorAction.RELEASE.value,
+                                    outcome="transfer_in_progress")
+            return
         conversation.suspended = False
         conversation.escalated_on = None
-        self._session.cancel_transfer("operator_release")
         self._session.log.event("operator_action", action=OperatorAction.RELEASE.value,
                                 outcome="resumed")
 
