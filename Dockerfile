@@ -18,6 +18,7 @@ COPY services services
 COPY api api
 COPY db db
 COPY prompts prompts
+COPY dashboard dashboard
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && pip install --no-cache-dir . \

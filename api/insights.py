@@ -106,7 +106,10 @@ class StateGuideResponse(_Out):
     final_states: list[GuideCount]
 
 
-@router.get("/insights/state-guide", response_model=StateGuideResponse)
+@router.get("/insights/state-guide", response_model=StateGuideResponse, responses={
+    401: {"description": "Missing or invalid API key"},
+    404: {"description": "No such service in this workspace (or it has no runnable graph)"},
+})
 async def get_state_guide(
     service_id: str | None = Query(default=None, description="Default: the workspace's first"),
     last: int = Query(default=200, ge=1, le=MAX_LAST, description="How many recent calls"),
