@@ -210,8 +210,9 @@ class EventBus:
     async def _apply(handler: CommandHandler, command: OperatorCommand) -> None:
         try:
             await handler(command)
-        except Exception:  # noqa: BLE001 - a failed action never takes the pod down
-            logger.exception(f"call {command.call_id}: operator {command.action.value} failed")
+        except Exception as error:  # noqa: BLE001 - a failed action never takes the pod down
+            logger.warning(f"call {command.call_id}: operator {command.action.value} failed "
+                           f"({type(error).__name__})")
 
     async def start(self) -> None:
         """Connect (a no-op in process)."""
@@ -239,9 +240,10 @@ class InProcessBus(EventBus):
             buffer.append(event)
             self.published += 1
             self.fan_out(event)
-        except Exception:  # noqa: BLE001 - an observer problem never reaches the call
-            self.dropped += 1
-            logger.exception("observer event not published")
+        except Exception as error:  # noqa: BLE001 - an observer problem never reaches the call
+            self.dropped += 1  # no traceback: the event in its locals holds what was said
+            logger.warning(f"call {event.call_id}: observer event not published "
+                           f"({type(error).__name__})")
 
     async def replay(self, call_id: str) -> list[ObserverEvent]:
         return list(self._replay.get(call_id, ()))

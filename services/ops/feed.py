@@ -32,10 +32,11 @@ class CallFeed:
                 self._bus.publish(ObserverEvent(self.ctx.call_id, self.ctx.workspace_id,
                                                 self.seq, type_, data))
                 self._track(type_, data)
-        except Exception:  # noqa: BLE001 - observers never cost the call anything
-            if not self._failed:
+        except Exception as error:  # noqa: BLE001 - observers never cost the call anything
+            if not self._failed:  # once per call; no traceback: its locals hold transcripts
                 self._failed = True
-                logger.exception(f"call {self.ctx.call_id}: observer event not published")
+                logger.warning(f"call {self.ctx.call_id}: observer events not published "
+                               f"({type(error).__name__})")
 
     def _track(self, type_: str, data: dict[str, Any]) -> None:
         call_id = self.ctx.call_id

@@ -27,6 +27,7 @@ REPLAY_TTL_S = 3600  # a finished call's recent events stay replayable this long
 OUTBOX_EVENTS = 10_000
 SEND_BATCH = 200
 RETRY_S = 1.0
+CLOSE_DRAIN_S = 1.0
 
 
 def replay_key(call_id: str) -> str:
@@ -44,6 +45,7 @@ class RedisBus(EventBus):
         self._outbox: asyncio.Queue[ObserverEvent] = asyncio.Queue(OUTBOX_EVENTS)
         self._outage = Outage("event bus")
         self._subscribed = asyncio.Event()
+        self._in_flight = 0  # events taken from the outbox, not yet sent
         self._tasks: list[asyncio.Task] = []
 
     def publish(self, event: ObserverEvent) -> None:
@@ -64,7 +66,12 @@ class RedisBus(EventBus):
             logger.warning("event bus: not subscribed to Redis yet; retrying in the background")
 
     async def close(self) -> None:
+        """Send what is still in the outbox (the last calls' ends; bounded), then stop."""
         await super().close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_DRAIN_S):
+                while (not self._outbox.empty() or self._in_flight) and not self._outage.down:
+                    await asyncio.sleep(0.01)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -100,6 +107,7 @@ class RedisBus(EventBus):
             batch = [await self._outbox.get()]
             while len(batch) < SEND_BATCH and not self._outbox.empty():
                 batch.append(self._outbox.get_nowait())
+            self._in_flight = len(batch)
             try:
                 await self._send(batch)
                 self._outage.ok()
@@ -109,6 +117,8 @@ class RedisBus(EventBus):
                 self.dropped += len(batch)
                 self._outage.failed(error)
                 await asyncio.sleep(RETRY_S)
+            finally:
+                self._in_flight = 0
 
     async def _send(self, batch: list[ObserverEvent]) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
