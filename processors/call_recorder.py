@@ -11,9 +11,15 @@ Timing fields (all ms, see docs/ARCHITECTURE.md "Call record"):
   first synthesized audio), audio_ttfb_ms (caller turn end -> first agent audio),
   agent_speech_start_ms / agent_speech_end_ms (when the agent audio played).
 
-Word timings (`words`, [{"word", "start_ms", "end_ms"}] on the same clock): caller
-turns from the STT's final transcripts, agent turns from the TTS word frames' `pts`
-(services/word_timings.py). NULL when any part of the turn came without times.
+Word timings (`words`, [{"word", "start_ms", "end_ms"}]) are on the **recording's**
+clock instead, so a word leads straight to its audio: caller turns from the STT's
+final transcripts, agent turns from the TTS word frames' `pts`
+(services/word_timings.py); NULL when any part of the turn came without times.
+The recording's clock is the caller audio received so far (services/recording.py);
+it runs ahead of the pipeline clock by the caller audio that was already waiting when
+the pipeline started (~0.2 s on a simulated call). The recorder counts caller audio
+as it arrives and keeps the largest `audio received - now` as that offset (a late
+frame only makes the difference smaller).
 """
 
 from __future__ import annotations
@@ -97,7 +103,8 @@ class CallRecorder(BaseObserver):
         self._caller = _CallerTurn()
         self._agent: _AgentTurn | None = None
         self._last_caller_end_ms: int | None = None
-        self._first_audio_ms: int | None = None  # origin of a streaming STT's word times
+        self._caller_audio_s = 0.0  # the recording's clock (services/recording.py)
+        self._recording_offset_ms: int | None = None  # recording clock - pipeline clock
 
     def _ms(self, timestamp_ns: int) -> int:
         if self._t0_ns is None:
@@ -112,8 +119,9 @@ class CallRecorder(BaseObserver):
             self._t0_ns = data.timestamp
             return
         now = self._ms(data.timestamp)
-        if self._first_audio_ms is None and isinstance(frame, InputAudioRawFrame):
-            self._first_audio_ms = now
+        if isinstance(frame, InputAudioRawFrame):
+            self._count_caller_audio(frame, now)
+            return
 
         if isinstance(frame, (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame)):
             if self._caller.speech_start_ms is None:
@@ -182,18 +190,37 @@ class CallRecorder(BaseObserver):
             )
 
     async def flush(self) -> None:
-        """Write whatever turn is still open (call ended mid-turn)."""
+        """Write whatever turn is still open (call ended mid-turn), and how the recording's
+        clock relates to the turn times (`recording_clock`: recording ms = turn ms + offset)."""
+        if self._recording_offset_ms is not None:
+            self._session.log.event("recording_clock", offset_ms=self._recording_offset_ms)
         if self._caller.text:
             self._close_caller_turn(self._caller.speech_end_ms)
         if self._agent is not None:
             self._agent.interrupted = self._agent.speech_end_ms is None and self._session.is_audio
             self._close_agent_turn()
 
+    def _count_caller_audio(self, frame: InputAudioRawFrame, now: int) -> None:
+        rate, channels = frame.sample_rate, max(1, frame.num_channels)
+        if rate:
+            self._caller_audio_s += len(frame.audio) / (2 * channels * rate)
+        offset = int(self._caller_audio_s * 1000) - now
+        if self._recording_offset_ms is None or offset > self._recording_offset_ms:
+            self._recording_offset_ms = offset
+
+    def _on_recording(self, ms: int | None) -> int | None:
+        """A pipeline-clock time on the recording's clock."""
+        if ms is None:
+            return None
+        return ms + (self._recording_offset_ms or 0)
+
     def _add_caller_words(self, frame: TranscriptionFrame) -> None:
         caller = self._caller
         if caller.words is None:
             return
-        words = caller_words(frame.result, caller.speech_end_ms, self._first_audio_ms)
+        # A streaming STT's stream starts with the call's first caller audio: the
+        # recording's zero.
+        words = caller_words(frame.result, self._on_recording(caller.speech_end_ms), 0)
         caller.words = None if words is None else caller.words + words
 
     def _add_spoken_word(self, turn: _AgentTurn, frame: TTSTextFrame) -> None:
@@ -266,7 +293,8 @@ class CallRecorder(BaseObserver):
             audio_ttfb_ms=_delta(agent.first_audio_ms, agent.reference_ms),
             agent_speech_start_ms=agent.speech_start_ms,
             agent_speech_end_ms=agent.speech_end_ms,
-            words=(spoken_words(agent.word_starts, agent.speech_end_ms)
+            words=(spoken_words([(w, self._on_recording(ms)) for w, ms in agent.word_starts],
+                                self._on_recording(agent.speech_end_ms))
                    if agent.word_starts else None),
             tone=agent.tone,
         )

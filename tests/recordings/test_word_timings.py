@@ -157,3 +157,31 @@ async def test_words_are_stored_and_shown_in_the_call_detail(db, workspace_id, c
 
     detail = await repo.get_call_detail(db.pool, call_id, workspace_id)
     assert [turn["words"] for turn in detail["turns"]] == [words, None]
+
+
+async def test_words_move_onto_the_recording_clock_when_caller_audio_was_waiting(writer):
+    """200 ms of caller audio arrive at once when the pipeline starts (it waited for it):
+    the recording is 200 ms ahead of the turn clock, and so are the words."""
+    recorder = CallRecorder(make_session(writer))
+    await feed(recorder, 0, StartFrame())
+    for _ in range(10):  # the backlog: 10 x 20 ms at t = 5 ms
+        await feed(recorder, 5, InputAudioRawFrame(b"\0\0" * 160, RATE, 1))
+    for tick in range(1, 50):  # then in real time, one a little late
+        await feed(recorder, 5 + 20 * tick + (30 if tick == 7 else 0),
+                   InputAudioRawFrame(b"\0\0" * 160, RATE, 1))
+    await feed(recorder, 1000, VADUserStartedSpeakingFrame())
+    await feed(recorder, 1500, VADUserStoppedSpeakingFrame())
+    segment = SegmentWords((TimedWord("yes", 0.2, 0.4),), 0.6)
+    await feed(recorder, 1600, TranscriptionFrame("yes", "caller", "", result=segment))
+    await feed(recorder, 1700, UserStoppedSpeakingFrame())
+    await feed(recorder, 2000, BotStartedSpeakingFrame())
+    await feed(recorder, 2000, word_frame("Great.", 2000))
+    await feed(recorder, 2600, BotStoppedSpeakingFrame())
+    await recorder.flush()
+
+    caller, agent = writer.of_type("TurnRecord")
+    assert (caller.user_speech_end_ms, agent.agent_speech_start_ms) == (1500, 2000)
+    assert caller.words == [{"word": "yes", "start_ms": 1295, "end_ms": 1495}]
+    assert agent.words == [{"word": "Great.", "start_ms": 2195, "end_ms": 2795}]
+    [clock] = [e for e in writer.of_type("EventRecord") if e.type == "recording_clock"]
+    assert clock.data == {"offset_ms": 195}
