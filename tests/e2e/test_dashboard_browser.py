@@ -70,7 +70,8 @@ class PageErrors:
 
 @pytest.fixture
 async def page(browser, server):
-    context = await browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
+    context = await browser.new_context(
+        base_url=server.url, viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.errors = PageErrors(page)
@@ -96,7 +97,8 @@ async def log_in(page, key: str) -> None:
 
 async def test_a_wrong_key_is_refused_and_the_right_one_opens_the_dashboard(page, server):
     assets = httpx.get(f"{server.url}/dashboard/js/app.js")
-    assert assets.status_code == 200 and assets.headers["content-type"].startswith("text/javascript")
+    assert assets.status_code == 200
+    assert assets.headers["content-type"].startswith("text/javascript")
     assert httpx.get(f"{server.url}/dashboard/../main.py").status_code == 404
 
     await log_in(page, "vk_00000000_" + "x" * 43)
@@ -205,6 +207,38 @@ async def test_state_guide_and_review_queue_pages_show_the_records(page, server)
     assert page.errors.errors == []
 
 
+async def test_history_filters_and_loads_more_a_page_at_a_time(page, server, db):
+    workspace_id = await seeded_workspace(db, server)
+    marker = f"page_test_{uuid.uuid4().hex[:6]}"  # a final state only these calls have
+    for _ in range(55):
+        call_id = await repo.create_call(
+            db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
+            direction="eval", from_number=None, to_number=None, status="completed")
+        await db.pool.execute("UPDATE calls SET final_state = $2 WHERE id = $1",
+                              uuid.UUID(call_id), marker)
+
+    await log_in(page, server.api_key)
+    await page.wait_for_selector("#nav a.active")
+    await page.goto("/dashboard#/calls")
+    await page.wait_for_selector("#history-rows tr")
+    await page.fill("#f-state", marker)
+    await page.click("form.filters button[type=submit]")
+    rows = page.locator("#history-rows tr")
+    # The filtered page replaced the unfiltered one (rows and button are set together).
+    await page.locator(f"#history-rows tr td:nth-child(6) >> text={marker}").first.wait_for()
+    assert await page.is_visible("#load-more")
+    assert await rows.count() == 50
+    await page.click("#load-more")
+    await page.wait_for_selector("#load-more[hidden]", state="attached")
+    assert await rows.count() == 55
+    states = await page.locator("#history-rows tr td:nth-child(6)").all_inner_texts()
+    assert set(states) == {marker}
+    ids = await page.locator("#history-rows tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.callId)")
+    assert len(set(ids)) == 55  # no call twice across the pages
+    assert page.errors.errors == []
+
+
 async def test_an_operator_acknowledges_an_open_escalation(page, server, db):
     workspace_id = await seeded_workspace(db, server)
     call_id = await repo.create_call(
@@ -246,7 +280,7 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
         # What is said streams into the list while the call runs.
         await page.locator("#live-calls .live-lines .line").first.wait_for(timeout=60_000)
         await link.click()
-        await page.wait_for_selector(f"#live-transcript .line.caller", timeout=90_000)
+        await page.wait_for_selector("#live-transcript .line.caller", timeout=90_000)
         await page.wait_for_selector("#live-transitions li")
         result = await call
     finally:
