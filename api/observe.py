@@ -112,7 +112,9 @@ def auth_message_key(raw: str) -> str | None:
     if not isinstance(message, dict) or message.get("type") != "auth":
         return None
     key = message.get("api_key")
-    return key.strip() or None if isinstance(key, str) else None
+    if not isinstance(key, str) or not key.strip():
+        return None
+    return key.strip()
 
 
 async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
