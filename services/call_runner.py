@@ -33,6 +33,7 @@ from services.call_session import CallLog, CallSession, CompletionReason, Sessio
 from services.emotion.call import CallEmotion
 from services.emotion.fillers import filler_guidance
 from services.ops.commands import CallControl
+from services.ops.plane import navigator_model
 from services.runtime import AppRuntime, CallProfile
 from services.twilio_media import (
     SafeTwilioFrameSerializer,
@@ -265,6 +266,7 @@ def _new_session(
     feed = runtime.ops.feed(
         profile.call_id, profile.workspace_id, service_id=profile.service_id, call_sid=call_sid,
         initial_state=graph.initial_state if graph is not None else None,
+        navigator_model=navigator_model(runtime.plan.navigator.provider, runtime.settings),
     )
     log = CallLog(profile.call_id, runtime.writer, observe=feed)
     session = CallSession(

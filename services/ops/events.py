@@ -64,6 +64,7 @@ class CallContext:
     service_id: str | None = None
     call_sid: str | None = None
     initial_state: str | None = None
+    navigator_model: str | None = None  # who decides transitions: a model name or "rules"
     state: str | None = None
     turns: int = 0
 
@@ -125,7 +126,8 @@ def _turn(payload: dict[str, Any], ctx: CallContext) -> list[tuple[str, dict[str
     if nav_ms is not None:
         total = nav_ms + (render_ms or 0)
         out.append(("nav_timing", {"nav_ms": nav_ms, "render_ms": render_ms, "total_ms": total,
-                                   "input_tokens": None, "output_tokens": None, "model": None,
+                                   "input_tokens": None, "output_tokens": None,
+                                   "model": ctx.navigator_model,
                                    "state": ctx.state}))
     if engine_ms is not None or audio_ttfb_ms is not None:
         out.append(("latency", {"e2e_ttfb_ms": audio_ttfb_ms, "engine_ms": engine_ms,

@@ -64,10 +64,12 @@ class OpsPlane:
         await self.bus.close()
 
     def feed(self, call_id: str, workspace_id: str | None, *, service_id: str | None,
-             call_sid: str | None, initial_state: str | None) -> CallFeed:
+             call_sid: str | None, initial_state: str | None,
+             navigator_model: str | None = None) -> CallFeed:
         """The observer stream of a new call (handed to its CallLog)."""
         ctx = CallContext(call_id=call_id, workspace_id=workspace_id, service_id=service_id,
-                          call_sid=call_sid, initial_state=initial_state)
+                          call_sid=call_sid, initial_state=initial_state,
+                          navigator_model=navigator_model)
         return CallFeed(ctx, self.bus, self.registry)
 
     def call_running(self, session: CallSession, control: CallControl) -> None:
@@ -84,6 +86,13 @@ class OpsPlane:
     def call_finished(self, call_id: str) -> None:
         self.bus.drop_commands(call_id)
         self.registry.remove(call_id)
+
+
+def navigator_model(provider: str, settings: Settings) -> str:
+    """The model behind the navigator's provider ("rules" for the deterministic one)."""
+    models = {"google": settings.google_navigator_model,
+              "anthropic": settings.anthropic_navigator_model}
+    return models.get(provider, "rules" if provider == "deterministic" else provider)
 
 
 def _state(session: CallSession) -> str | None:

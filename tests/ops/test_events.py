@@ -12,7 +12,7 @@ from tests.fakes import CollectingWriter
 
 def ctx() -> CallContext:
     return CallContext(call_id="c1", workspace_id="w1", service_id="s1", call_sid="CA1",
-                       initial_state="greeting")
+                       initial_state="greeting", navigator_model="rules")
 
 
 def test_call_started_is_session_start_with_who_the_call_is():
@@ -38,6 +38,7 @@ def test_turns_become_transcripts_and_agent_turns_carry_timing():
     assert [k for k, _ in out] == ["agent_transcript", "nav_timing", "latency"]
     assert out[0][1] == {"transcript": "Hello", "action": "collect_reason", "interrupted": False}
     assert out[1][1]["total_ms"] == 42 and out[1][1]["state"] == "collect_reason"
+    assert out[1][1]["model"] == "rules"
     assert out[2][1] == {"e2e_ttfb_ms": 70, "engine_ms": 40, "nav_ms": 12, "render_ms": 30,
                          "audio_ttfb_ms": 70, "continuation": False}
     greeting = observer_events("turn", {"speaker_role": "agent", "text": "Hi", "render_ms": 0},
