@@ -12,7 +12,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel, Field
 
-from api.deps import get_runtime, require_workspace
+from api.deps import AUTH_RESPONSES, get_runtime, require_workspace
 from db import repositories as repo
 from services.runtime import AppRuntime
 
@@ -226,7 +226,8 @@ def history_filters(
 # --- Routes ------------------------------------------------------------------------
 
 
-@router.get("", response_model=CallPage)
+@router.get("", response_model=CallPage, responses={
+    **AUTH_RESPONSES, 400: {"description": "A cursor this server did not issue"}})
 async def list_calls(
     limit: int = Query(default=50, ge=1, le=repo.MAX_LIST_LIMIT),
     cursor: str | None = Query(default=None, max_length=512,
@@ -241,7 +242,7 @@ async def list_calls(
         default=None, description="true/false: has (no) failed tool call; or one error class"),
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
-) -> CallPage:
+) -> dict[str, Any]:
     """The workspace's calls, newest first, one page at a time."""
     position = None
     if cursor is not None:
@@ -259,18 +260,20 @@ async def list_calls(
         last = page[-1]
         next_cursor = repo.encode_cursor(workspace_id, repo.CallCursor(
             datetime.fromisoformat(last["started_at"]), repo.as_uuid(last["id"])))
-    return CallPage(calls=[CallSummary(**call) for call in page], next_cursor=next_cursor)
+    # Rows as they are: `response_model` validates and serialises them once.
+    return {"calls": page, "next_cursor": next_cursor}
 
 
-@router.get("/{call_id}", response_model=CallDetail, responses={404: {"description": "No such call"}})
+@router.get("/{call_id}", response_model=CallDetail, responses={
+    **AUTH_RESPONSES, 404: {"description": "No such call in this workspace"}})
 async def call_detail(
     call_id: str,
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
-) -> CallDetail:
+) -> dict[str, Any]:
     """One call with its turns, transitions, tool calls, events, escalations and safety."""
     detail = await repo.get_call_detail(runtime.db.pool, call_id, workspace_id)
     if detail is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
-    detail["safety"] = safety_state(detail["escalations"], detail["events"])
-    return CallDetail(**detail)
+    detail["safety"] = safety_state(detail["escalations"], detail["events"]).model_dump()
+    return detail  # validated and serialised once, by response_model

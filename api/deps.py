@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request, status
 from loguru import logger
@@ -22,6 +23,11 @@ from services.runtime import AppRuntime
 KEY_CACHE_TTL_S = 30.0
 KEY_TOUCH_INTERVAL_S = 60.0
 KEY_CACHE_MAX = 10_000  # distinct keys remembered; beyond it the oldest are dropped
+# Answers any authenticated route may give besides its own: `responses=` for the spec.
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "Missing, invalid or revoked API key"},
+    429: {"description": "Rate limit of the key exceeded (see Retry-After)"},
+}
 
 
 def get_runtime(request: Request) -> AppRuntime:

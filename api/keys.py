@@ -10,11 +10,11 @@ from fastapi import APIRouter, Depends, HTTPException, Request, status
 from loguru import logger
 from pydantic import BaseModel, Field
 
-from api.deps import get_runtime, key_cache, require_workspace
+from api.deps import AUTH_RESPONSES, get_runtime, key_cache, require_workspace
 from db import repositories as repo
 from services.runtime import AppRuntime
 
-router = APIRouter(prefix="/api/keys", tags=["api keys"])
+router = APIRouter(prefix="/api/keys", tags=["api keys"], responses=AUTH_RESPONSES)
 
 
 class ApiKeyOut(BaseModel):

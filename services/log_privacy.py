@@ -2,14 +2,16 @@
 (dates of birth are written like any other date), e-mail addresses and the values of
 known PHI keys (`name=...`, `"phone": "..."`) in the message and in string extras.
 
-One compiled alternation scans a message once; a message with no digit, `@`, `=` or `:`
-is returned untouched without running it. Phone numbers keep their last two digits
+Cheap checks (a digit run, `@`, a key name, a year) pick the kinds a message could hold;
+one compiled alternation of those kinds then scans it once, and a message that could hold
+none is returned untouched. Phone numbers keep their last two digits
 (`services.redaction.mask_phone`) so lines about one caller can still be correlated.
 Not covered: exception tracebacks, which loguru renders after the patcher runs.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -30,43 +32,75 @@ _DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?:1[89]\d\d|20\d\d)"
 _KEYS = "|".join(sorted(PHI_KEYS, key=len, reverse=True))
 
-_PATTERN = re.compile(
-    # "name": "Ada Byrne" / 'phone': '+1555…' (JSON or Python repr): the quoted value.
-    rf"""(?P<qkey>["']?\b(?:{_KEYS})["']?\s*:\s*)(?P<quote>["'])(?P<qval>(?:\\.|(?!(?P=quote)).)*)(?P=quote)"""
-    # name=Ada Byrne / phone=+1555… : up to a space, comma or bracket, and any
-    # capitalised words after it (the rest of a name).
-    rf"""|(?P<kkey>\b(?:{_KEYS})=)(?P<kval>[^\s,;)}}\]]+(?:\s+(?-i:[A-Z])[\w'-]*)*)"""
-    r"|(?P<email>\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b)"
-    # 1970-01-02, 01/02/1970, 1.2.70, 2-1-1970
-    rf"|(?P<date>(?<![\w-])(?:{_YEAR}[-/.][01]?\d[-/.][0-3]?\d"
-    r"|[0-3]?\d[-/.][0-3]?\d[-/.](?:\d\d)?\d\d)(?!-|(?![Tt])\w)"
+# Each kind of PHI is one alternative; a message is scanned once, by an alternation of
+# only the kinds it could hold (cheap hints first: a digit run, '@', a key name).
+_BRANCHES = {
+    "keys": (
+        # "name": "Ada Byrne" / 'phone': '+1555…' (JSON or Python repr): the quoted value.
+        rf"""(?P<keys>(?P<qkey>["']?\b(?:{_KEYS})["']?\s*:\s*)"""
+        r"""(?P<quote>["'])(?:\\.|(?!(?P=quote)).)*(?P=quote)"""
+        # name=Ada Byrne / phone=+1555… : up to a space, comma or bracket, and any
+        # capitalised words after it (the rest of a name).
+        rf"""|(?P<kkey>\b(?:{_KEYS})=)[^\s,;)}}\]]+(?:\s+(?-i:[A-Z])[\w'-]*)*)"""
+    ),
+    "email": r"(?P<email>\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b)",
     # January 2, 1970 / Jan 2nd 1970 / 2 January 1970 / 2nd of January, 1970
-    rf"|\b{_MONTHS}\s+{_DAY},?\s+{_YEAR}\b|\b{_DAY}\s+(?:of\s+)?{_MONTHS},?\s+{_YEAR}\b)"
+    "spoken_date": (
+        rf"(?P<spoken_date>\b{_MONTHS}\s+{_DAY},?\s+{_YEAR}\b"
+        rf"|\b{_DAY}\s+(?:of\s+)?{_MONTHS},?\s+{_YEAR}\b)"
+    ),
+    # 1970-01-02, 01/02/1970, 1.2.70, 2-1-1970 (a time may follow: 1970-01-02T…)
+    "numeric_date": (
+        rf"(?P<numeric_date>(?<![\w-])(?:{_YEAR}[-/.][01]?\d[-/.][0-3]?\d"
+        r"|[0-3]?\d[-/.][0-3]?\d[-/.](?:\d\d)?\d\d)(?!-|(?![Tt])\w))"
+    ),
     # +15551234567, (555) 123-4567, 555 123 4567, 5551234: seven digits or more.
-    r"|(?P<phone>(?<![\w-])\+?\(?(?:\d[\s().-]{0,2}){6,14}\d(?![\w-]))",
-    re.IGNORECASE,
-)
-_MAYBE = re.compile(r"[\d@=:]")
+    "phone": r"(?P<phone>(?<![\w-])\+?\(?(?:\d[\s().-]{0,2}){6,14}\d(?![\w-]))",
+}
+_KEY_HINTS = ("name", "phone", "dob", "birth", "email", "address", "transcript", "mrn",
+              "patient", "member_id", "ssn", "caller_id", "_number")
+_DIGIT_RUN = re.compile(r"\d[\d\s().+/-]{4,}\d")  # six characters: the shortest date or phone
+_YEAR_HINT = re.compile(r"(?<!\d)(?:1[89]|20)\d\d(?!\d)")
+_MONTH_HINT = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=32)
+def _pattern(kinds: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(_BRANCHES[kind] for kind in kinds), re.IGNORECASE)
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    """Which kinds of PHI `text` could hold, by cheap checks."""
+    kinds = []
+    if ("=" in text or ":" in text) and any(hint in text.lower() for hint in _KEY_HINTS):
+        kinds.append("keys")
+    if "@" in text:
+        kinds.append("email")
+    if _YEAR_HINT.search(text) and _MONTH_HINT.search(text):
+        kinds.append("spoken_date")
+    if _DIGIT_RUN.search(text):
+        kinds += ["numeric_date", "phone"]
+    return tuple(kinds)
 
 
 def _replace(match: re.Match[str]) -> str:
-    if match.group("qkey") is not None:
-        quote = match.group("quote")
-        return f"{match.group('qkey')}{quote}<redacted>{quote}"
-    if match.group("kkey") is not None:
+    kind = match.lastgroup
+    if kind == "keys":
+        if match.group("qkey") is not None:
+            quote = match.group("quote")
+            return f"{match.group('qkey')}{quote}<redacted>{quote}"
         return f"{match.group('kkey')}<redacted>"
-    if match.group("email") is not None:
+    if kind == "email":
         return "<email>"
-    if match.group("date") is not None:
+    if kind in ("numeric_date", "spoken_date"):
         return "<date>"
     return mask_phone(match.group("phone"))
 
 
 def mask_phi(text: str) -> str:
     """`text` with phone numbers, dates, e-mails and PHI key values masked."""
-    if not _MAYBE.search(text):
-        return text
-    return _PATTERN.sub(_replace, text)
+    kinds = _kinds(text)
+    return _pattern(kinds).sub(_replace, text) if kinds else text
 
 
 def mask_record(record: dict[str, Any]) -> None:
