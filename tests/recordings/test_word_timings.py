@@ -185,3 +185,20 @@ async def test_words_move_onto_the_recording_clock_when_caller_audio_was_waiting
     assert agent.words == [{"word": "Great.", "start_ms": 2195, "end_ms": 2795}]
     [clock] = [e for e in writer.of_type("EventRecord") if e.type == "recording_clock"]
     assert clock.data == {"offset_ms": 195}
+
+
+async def test_deepgram_words_in_the_recorder_count_from_the_recordings_start(writer):
+    recorder = CallRecorder(make_session(writer))
+    await feed(recorder, 0, StartFrame())
+    for tick in range(5):  # 100 ms of caller audio, 40 ms already waiting at the start
+        await feed(recorder, tick * 20 - 40 if tick > 1 else 0,
+                   InputAudioRawFrame(b"\0\0" * 160, RATE, 1))
+    await feed(recorder, 1000, VADUserStartedSpeakingFrame())
+    await feed(recorder, 1500, VADUserStoppedSpeakingFrame())
+    result = {"channel": {"alternatives": [{"transcript": "yes", "words": [
+        {"word": "yes", "start": 1.06, "end": 1.3, "punctuated_word": "Yes."}]}]}}
+    await feed(recorder, 1600, TranscriptionFrame("Yes.", "caller", "", result=result))
+    await feed(recorder, 1700, UserStoppedSpeakingFrame())
+
+    [caller] = writer.of_type("TurnRecord")
+    assert caller.words == [{"word": "Yes.", "start_ms": 1060, "end_ms": 1300}]
