@@ -34,10 +34,18 @@ export function shortId(id) {
   return id ? String(id).slice(0, 8) : "—";
 }
 
+/** A Date from an ISO string, or a Unix time in seconds (the registry's) or ms; else null. */
+export function toDate(value) {
+  if (value === null || value === undefined || value === "") return null;
+  const date = typeof value === "number" ? new Date(value < 1e11 ? value * 1000 : value)
+    : new Date(value);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
 export function fmtDate(value) {
-  if (!value) return "—";
-  const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+  if (value === null || value === undefined || value === "") return "—";
+  const date = toDate(value);
+  return date ? date.toLocaleString() : String(value);
 }
 
 export function fmtMs(ms) {

@@ -3,11 +3,13 @@
 // it is opened.
 
 import { api, observe } from "./api.js";
-import { append, el, fmtDate, fmtEmotion, fmtLatency, fmtMs, say, shortId, table } from "./dom.js";
+import { append, el, fmtDate, toDate, fmtEmotion, fmtLatency, fmtMs, say, shortId, table } from "./dom.js";
 
 const POLL_MS = 2000;
 const LINES_PER_CALL = 3;
 const STALE_MS = 10000; // a call neither listed nor heard from for this long is gone
+// Operator actions (POST /api/calls/{id}/actions/{action}): the pod running the call acts.
+const ACTIONS = [["take-over", "Take over"], ["release", "Release"], ["end", "End call"]];
 
 /** The list endpoint's calls, whichever envelope it uses. */
 export function activeCalls(payload) {
@@ -93,11 +95,13 @@ export function mountList(root) {
 
   function render() {
     const rows = [...calls.values()]
-      .sort((a, b) => String(b.started_at ?? "").localeCompare(String(a.started_at ?? "")))
+      .sort((a, b) => (toDate(b.started_at)?.getTime() ?? 0) - (toDate(a.started_at)?.getTime() ?? 0))
       .map((call) => [
         el("a", { href: `#/live/${encodeURIComponent(call.call_id)}`, class: "call-link",
                   dataset: { callId: call.call_id } }, shortId(call.call_id)),
-        call.ended ? el("span", { class: "badge ended" }, "ended") : el("span", { class: "badge live" }, "live"),
+        call.ended ? el("span", { class: "badge ended" }, "ended")
+          : call.suspended ? el("span", { class: "badge warn" }, "suspended")
+          : el("span", { class: "badge live" }, "live"),
         fmtDate(call.started_at),
         call.state ?? "—",
         fmtEmotion(call.emotion),
@@ -124,6 +128,7 @@ export function mountList(root) {
           state: entry.state ?? call.state,
           emotion: entry.emotion ?? call.emotion,
           latency: entry.latency ?? call.latency,
+          suspended: Boolean(entry.suspended),
         });
         calls.set(entry.call_id, call);
       }
@@ -163,9 +168,13 @@ export function mountCall(root, callId) {
   const transitions = el("ol", { id: "live-transitions", class: "events" });
   const tools = el("ol", { id: "live-tools", class: "events" });
   const dropped = el("div");
+  const actionNotice = el("div", { id: "action-status" });
+  const actions = el("div", { class: "actions" }, ACTIONS.map(([action, label]) =>
+    el("button", { type: "button", class: "action", dataset: { action },
+                   onclick: () => act(action) }, label)));
   root.append(el("section", {},
     el("h1", {}, `Call ${shortId(callId)} `, streamStatus),
-    summary, dropped,
+    summary, actions, actionNotice, dropped,
     el("div", { class: "columns" },
       el("div", {}, el("h2", {}, "Transcript"), transcript),
       el("div", {}, el("h2", {}, "State transitions"), transitions,
@@ -192,6 +201,17 @@ export function mountCall(root, callId) {
         el("span", { class: "muted" }, t.pending ? "running…"
           : t.succeeded ? `ok, ${fmtMs(t.duration_ms)}`
           : `${t.error_class ?? "error"}, ${fmtMs(t.duration_ms)}`))));
+  }
+
+  async function act(action) {
+    say(actionNotice, `Sending ${action}…`);
+    try {
+      const sent = await api(`/api/calls/${encodeURIComponent(callId)}/actions/${action}`,
+        { method: "POST" });
+      say(actionNotice, `${sent.action} sent to the pod running the call.`);
+    } catch (error) {
+      say(actionNotice, `${action}: ${error.message}`, "error");
+    }
   }
 
   const stream = observe(`/api/calls/${encodeURIComponent(callId)}/observe`, (event) => {

@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -279,6 +280,8 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
         call_id = await link.get_attribute("data-call-id")
         # What is said streams into the list while the call runs.
         await page.locator("#live-calls .live-lines .line").first.wait_for(timeout=60_000)
+        started = await page.locator("#live-calls tbody tr td:nth-child(3)").first.inner_text()
+        assert str(datetime.now().year) in started  # the registry's Unix time, read as such
         await link.click()
         await page.wait_for_selector("#live-transcript .line.caller", timeout=90_000)
         await page.wait_for_selector("#live-transitions li")
@@ -288,6 +291,8 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
             call.cancel()
     assert result.call_id == call_id
     await page.wait_for_selector("#open-record", timeout=30_000)
+    await page.click("button.action[data-action=end]")  # too late: the call has ended
+    await page.wait_for_selector("#action-status >> text=end: call is not active")
 
     # Afterwards: history, then the record.
     await page.goto("/dashboard#/calls")
