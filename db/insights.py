@@ -59,7 +59,8 @@ async def call_aggregates(
 ) -> CallAggregates:
     """Grouped counts over the workspace's newest `last` calls (of one service when given)."""
     args = (as_uuid(workspace_id), as_uuid(service_id), last)
-    async with pool.acquire() as conn:
+    # One snapshot: a call written between the three reads must not shift the window.
+    async with pool.acquire() as conn, conn.transaction(readonly=True, isolation="repeatable_read"):
         call_rows = await conn.fetch(_CALLS, *args)
         transition_rows = await conn.fetch(_TRANSITIONS, *args)
         tool_rows = await conn.fetch(_TOOLS, *args)
