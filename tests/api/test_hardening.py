@@ -7,11 +7,17 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+import asyncpg
+import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
 from loguru import logger
 
+import main
 from api.deps import ApiKeyCache
-from api.middleware import SecurityHeaders, TokenBuckets, rate_limit_caller
+from api.middleware import SecurityHeaders, TokenBuckets, add_hardening, rate_limit_caller
+from config import Settings
 from db import repositories as repo
 from main import configure_logging
 from services.log_privacy import mask_phi
@@ -210,3 +216,52 @@ def test_configured_logging_masks_every_line(settings):
     [line] = lines
     assert "ada@x.org" not in line and "1970-01-02" not in line and "5551234567" not in line
     assert "<email>" in line and "<date>" in line and "'phone': '<redacted>'" in line
+
+
+async def test_range_responses_pass_through_every_layer(tmp_path):
+    audio = tmp_path / "call.wav"
+    audio.write_bytes(bytes(range(256)) * 64)
+    app = FastAPI()
+
+    @app.get("/api/file")
+    async def file() -> FileResponse:
+        return FileResponse(audio, media_type="audio/wav")
+
+    add_hardening(app, Settings(_env_file=None, data_dir=tmp_path))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as client:
+        part = await client.get("/api/file", headers={"Range": "bytes=256-511"})
+
+    assert part.status_code == 206 and part.content == bytes(range(256))
+    assert part.headers["content-range"] == "bytes 256-511/16384"
+    assert part.headers["cache-control"] == "no-store" and part.headers["x-frame-options"] == "DENY"
+
+
+def test_the_cli_lists_and_revokes_a_workspaces_keys(db, pg_dsn, tmp_path, monkeypatch, capsys):
+    name = f"ws-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("DATABASE_URL", pg_dsn)
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # no .env of the checkout
+    monkeypatch.setattr(main, "configure_logging", lambda settings: None)  # keep the test's
+    assert main.main(["api-key", "create", "--workspace", name]) == 2  # no such workspace
+    asyncio.run(_create_workspace(pg_dsn, name))
+    assert main.main(["api-key", "create", "--workspace", name, "--name", "ops"]) == 0
+    key = capsys.readouterr().out.strip().splitlines()[-1]
+    prefix = key.split("_")[1]
+    assert main.main(["api-key", "list", "--workspace", name]) == 0
+    listed = capsys.readouterr().out
+    assert main.main(["api-key", "revoke", prefix, "--workspace", name]) == 0
+    assert main.main(["api-key", "revoke", prefix, "--workspace", name]) == 2
+    assert main.main(["api-key", "list", "--workspace", name]) == 0
+    after = capsys.readouterr().out
+
+    assert f"vk_{prefix}_…  ops  active" in listed and key not in listed
+    assert "revoked" in after
+
+
+async def _create_workspace(dsn: str, name: str) -> None:
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute("INSERT INTO workspaces (name) VALUES ($1)", name)
+    finally:
+        await connection.close()
