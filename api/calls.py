@@ -53,11 +53,13 @@ class CallPage(BaseModel):
 
 
 class WordTiming(BaseModel):
-    """A word as heard (STT) or spoken (TTS), on the recording's clock."""
+    """A word as heard (STT) or spoken (TTS), on the recording's clock. Lenient: the
+    providers' extra fields (speaker, confidence) pass through, and a stored entry
+    missing one never turns a call's detail into an error."""
 
     model_config = {"extra": "allow"}
 
-    word: str
+    word: str | None = None
     start_ms: int | float | None = None
     end_ms: int | float | None = None
 
@@ -109,7 +111,7 @@ class ToolCallOut(BaseModel):
 class EventOut(BaseModel):
     seq: int
     type: str
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: Any = Field(default_factory=dict, description="The event's fields (JSON)")
     at_ms: int | None = None
 
 
@@ -161,8 +163,9 @@ class CallDetail(BaseModel):
     completion_reason: str | None = None
     final_state: str | None = None
     recording_path: str | None = None
-    config_snapshot: dict[str, Any] = Field(default_factory=dict)
-    emotional_summary: dict[str, Any] | None = None
+    config_snapshot: Any = Field(default_factory=dict, description="Providers, graph, "
+                                 "settings the call ran with (JSON object)")
+    emotional_summary: Any = Field(default=None, description="JSON object, or null")
     verified_transcript: str | None = None
     verified_words: list[WordTiming] | None = None
     transcript_accuracy: float | None = Field(
