@@ -45,7 +45,8 @@ async def list_keys(
     return [ApiKeyOut(**row) for row in await repo.list_api_keys(runtime.db.pool, workspace_id)]
 
 
-@router.post("", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
+@router.post("", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED,
+             responses={400: {"description": "The body could not be read as JSON"}})
 async def create_key(
     body: ApiKeyCreate,
     workspace_id: str = Depends(require_workspace),
