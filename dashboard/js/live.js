@@ -17,35 +17,89 @@ export function activeCalls(payload) {
   return payload?.calls ?? payload?.active ?? [];
 }
 
+const lineKey = (role, text) => `line|${role}|${text}`;
+const transitionKey = (t) => `transition|${t.previous_state}|${t.next_state}|${t.reason}`;
+const toolKey = (name, id) => `tool|${name}|${id}`;
+
+/**
+ * `session_info` (a late joiner's snapshot of the record so far) seeds the view; each
+ * seeded item then absorbs the one replayed event that says the same thing, so the
+ * replay that follows adds nothing twice. A replay from `session_start` is complete
+ * and replaces the snapshot.
+ */
+function seed(call, snapshot) {
+  const active = snapshot.active ?? {};
+  const record = snapshot.call ?? {};
+  call.state = active.state ?? record.final_state ?? call.state;
+  call.service_id ??= active.service_id ?? record.service_id ?? null;
+  call.started_at ??= active.started_at ?? record.started_at ?? null;
+  call.emotion = active.emotion ?? call.emotion;
+  call.latency = active.latency ?? call.latency;
+  call.suspended = Boolean(active.suspended);
+  call.seeded = new Map();
+  const keep = (key) => call.seeded.set(key, (call.seeded.get(key) ?? 0) + 1);
+  call.lines = (snapshot.turns ?? []).map((t) => {
+    const role = t.speaker_role === "caller" ? "caller" : "agent";
+    keep(lineKey(role, t.text ?? ""));
+    return { role, text: t.text ?? "" };
+  });
+  call.transitions = (snapshot.transitions ?? []).map((t) => {
+    keep(transitionKey(t));
+    return { previous_state: t.previous_state, next_state: t.next_state, reason: t.reason };
+  });
+  call.tools = (snapshot.tool_calls ?? []).map((t) => {
+    keep(toolKey(t.name, t.tool_call_id));
+    return { tool_name: t.name, call_id: t.tool_call_id, duration_ms: t.duration_ms,
+             succeeded: !t.error_class, error_class: t.error_class, pending: false };
+  });
+}
+
+/** True when a seeded item already shows this event (and it is used up). */
+function absorbed(call, key) {
+  const left = call.seeded?.get(key) ?? 0;
+  if (left <= 0) return false;
+  call.seeded.set(key, left - 1);
+  return true;
+}
+
 /** What an observer event says about a call, folded into its live view `call`. */
 export function applyEvent(call, event) {
   const data = event.data ?? {};
   switch (event.type) {
     case "session_start":
+      if (call.seeded) {
+        call.seeded = null;
+        call.lines = [];
+        call.transitions = [];
+        call.tools = [];
+      }
       call.started_at ??= event.ts ? new Date(event.ts * 1000).toISOString() : null;
       call.state ??= data.initial_state ?? null;
       call.service_id ??= data.service_id ?? null;
       break;
     case "session_info":
-      call.state = data.state ?? data.current_state ?? call.state;
-      call.service_id ??= data.service_id ?? null;
-      if (data.emotion) call.emotion = data.emotion;
+      if (event.call_id === call.call_id) seed(call, data);
       break;
     case "user_transcript":
-      call.lines.push({ role: "caller", text: data.transcript ?? "" });
-      if (data.emotion_label) call.emotion = data.emotion_label;
+    case "agent_transcript": {
+      const role = event.type === "user_transcript" ? "caller" : "agent";
+      if (role === "caller" && data.emotion_label) call.emotion = data.emotion_label;
+      if (!absorbed(call, lineKey(role, data.transcript ?? ""))) {
+        call.lines.push({ role, text: data.transcript ?? "" });
+      }
       break;
-    case "agent_transcript":
-      call.lines.push({ role: "agent", text: data.transcript ?? "" });
-      break;
+    }
     case "state_transition":
       call.state = data.next_state ?? call.state;
-      call.transitions.push(data);
+      if (!absorbed(call, transitionKey(data))) call.transitions.push(data);
       break;
     case "tool_call_started":
-      call.tools.push({ ...data, pending: true });
+      if (!call.tools.some((t) => t.call_id === data.call_id && t.tool_name === data.tool_name)) {
+        call.tools.push({ ...data, pending: true });
+      }
       break;
     case "tool_call_completed": {
+      if (absorbed(call, toolKey(data.tool_name, data.call_id))) break;
       const open = call.tools.find((t) => t.pending && t.call_id === data.call_id
         && t.tool_name === data.tool_name);
       if (open) Object.assign(open, data, { pending: false });
@@ -115,23 +169,28 @@ export function mountList(root) {
       : el("p", { class: "empty" }, "No calls in progress."));
   }
 
+  /** Registry entries into the list; the ids it saw. */
+  function merge(entries) {
+    const seen = new Set();
+    for (const entry of entries) {
+      seen.add(entry.call_id);
+      const call = calls.get(entry.call_id) ?? newLiveCall(entry.call_id);
+      Object.assign(call, {
+        service_id: entry.service_id ?? call.service_id,
+        started_at: entry.started_at ?? call.started_at,
+        state: entry.state ?? call.state,
+        emotion: entry.emotion ?? call.emotion,
+        latency: entry.latency ?? call.latency,
+        suspended: Boolean(entry.suspended),
+      });
+      calls.set(entry.call_id, call);
+    }
+    return seen;
+  }
+
   async function poll() {
     try {
-      const active = activeCalls(await api("/api/calls/active"));
-      const seen = new Set();
-      for (const entry of active) {
-        seen.add(entry.call_id);
-        const call = calls.get(entry.call_id) ?? newLiveCall(entry.call_id);
-        Object.assign(call, {
-          service_id: entry.service_id ?? call.service_id,
-          started_at: entry.started_at ?? call.started_at,
-          state: entry.state ?? call.state,
-          emotion: entry.emotion ?? call.emotion,
-          latency: entry.latency ?? call.latency,
-          suspended: Boolean(entry.suspended),
-        });
-        calls.set(entry.call_id, call);
-      }
+      const seen = merge(activeCalls(await api("/api/calls/active")));
       const stale = Date.now() - STALE_MS;
       for (const [id, call] of calls) {
         if (!seen.has(id) && (call.ended || (call.touched ?? 0) < stale)) calls.delete(id);
@@ -144,6 +203,11 @@ export function mountList(root) {
   }
 
   const stream = observe("/api/observe", (event) => {
+    if (event.type === "session_info" && Array.isArray(event.data?.active_calls)) {
+      merge(event.data.active_calls);
+      render();
+      return;
+    }
     if (!event.call_id || event.type === "dropped") return;
     const call = calls.get(event.call_id) ?? newLiveCall(event.call_id);
     call.touched = Date.now();

@@ -139,7 +139,29 @@ async def test_pure_helpers_of_the_page(page, server):
             {type: 'session_end', data: {completion_reason: 'agent_hangup'}}]) {
             l.applyEvent(call, e);
         }
+        const snapshot = {type: 'session_info', call_id: 'c2', data: {
+            active: {state: 'greeting'},
+            turns: [{speaker_role: 'agent', text: 'Hello'}, {speaker_role: 'caller', text: 'hi'}],
+            transitions: [{previous_state: 'init', next_state: 'greeting', reason: 'prefetched'}],
+            tool_calls: [{name: 'T', tool_call_id: 't1', error_class: null, duration_ms: 3}]}};
+        const replayed = [
+            {type: 'agent_transcript', data: {transcript: 'Hello'}},
+            {type: 'user_transcript', data: {transcript: 'hi'}},
+            {type: 'state_transition', data: {previous_state: 'init', next_state: 'greeting',
+                                              reason: 'prefetched'}},
+            {type: 'tool_call_started', data: {tool_name: 'T', call_id: 't1'}},
+            {type: 'tool_call_completed', data: {tool_name: 'T', call_id: 't1', succeeded: true}},
+            {type: 'agent_transcript', data: {transcript: 'Next'}}];
+        const late = l.newLiveCall('c2');
+        for (const e of [snapshot, ...replayed]) l.applyEvent(late, e);
+        const whole = l.newLiveCall('c2');
+        for (const e of [snapshot, {type: 'session_start', data: {}}, ...replayed]) {
+            l.applyEvent(whole, e);
+        }
+        const view = (c) => ({lines: c.lines.map((x) => x.text), transitions: c.transitions.length,
+                              tools: c.tools.length});
         return {
+            late: view(late), whole: view(whole),
             est, stored,
             at: [d.wordAt(words, 50), d.wordAt(words, 240), d.wordAt(words, 400),
                  d.wordAt(words, 600), d.wordAt(words, -1)],
@@ -158,6 +180,10 @@ async def test_pure_helpers_of_the_page(page, server):
         ("T", False, "guard")]
     assert result["query"] == "/api/calls?limit=50&state=closing&tool_error=pms&cursor=abc"
     assert result["envelope"] == [1, 2]
+    # A late joiner: the snapshot, then a replay that repeats it, shows everything once.
+    assert result["late"] == {"lines": ["Hello", "hi", "Next"], "transitions": 1, "tools": 1}
+    # A replay from session_start is complete and replaces the snapshot.
+    assert result["whole"] == result["late"]
 
 
 async def seeded_workspace(db, server) -> str:
