@@ -335,9 +335,9 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
     started = datetime.now(UTC)
     task = asyncio.current_task()
     runtime.active_calls[session.call_id] = task
-    runtime.ops.call_running(session, call_control(runtime, session, call_pipeline))
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     try:
+        runtime.ops.call_running(session, call_control(runtime, session, call_pipeline))
         await runner.add_workers(call_pipeline.worker)
         if call_pipeline.initial_frames:
             await call_pipeline.worker.queue_frames(call_pipeline.initial_frames)
