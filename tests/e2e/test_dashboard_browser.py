@@ -21,6 +21,8 @@ import pytest
 from db import repositories as repo
 from services.dev_credentials import twilio_auth_token
 from services.simulator import load_script, simulate_call
+from tests.e2e.test_two_pods import CALL as TWO_POD_CALL
+from tests.e2e.test_two_pods import pods, redis_url  # noqa: F401  (fixtures: two pods, Valkey)
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -360,3 +362,43 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
     assert await page.inner_text("#accuracy") == (
         f"{stored['transcript_accuracy'] * 100:.1f}% ({stored['transcript_verifier']})")
     assert page.errors.errors == []
+
+
+@pytest.mark.timeout(240)
+async def test_a_call_on_pod_a_is_watched_live_in_the_browser_from_pod_b(browser, pods):
+    """The issue's "done when": two pods on one Postgres and one Redis; the operator's
+    browser talks only to pod B while pod A carries the call."""
+    pod_a, pod_b = pods
+    context = await browser.new_context(base_url=pod_b.url)
+    try:
+        page = await context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        errors = PageErrors(page)
+        await log_in(page, pod_b.api_key)
+        await page.wait_for_selector("#stream-status.stream-live")
+
+        call = asyncio.create_task(simulate_call(
+            TWO_POD_CALL, base_url=pod_a.url, api_key=pod_a.api_key,
+            twilio_token=twilio_auth_token(pod_a.settings), text_mode=True,
+            log=lambda *_: None))
+        try:
+            link = page.locator("#live-calls a.call-link").first
+            await link.wait_for()
+            call_id = await link.get_attribute("data-call-id")
+            await link.click()
+            await page.wait_for_selector("#live-transcript .line.caller")
+            await page.wait_for_selector("#open-record", timeout=60_000)
+            result = await call
+        finally:
+            if not call.done():
+                call.cancel()
+        assert result.call_id == call_id
+        live_lines = await page.locator("#live-transcript .line").count()
+        assert live_lines == len(result.record["turns"])
+
+        await page.click("#open-record")
+        await page.wait_for_selector("#transcript .turn")
+        assert await page.locator("#transcript .turn").count() == live_lines
+        assert errors.errors == []
+    finally:
+        await context.close()
