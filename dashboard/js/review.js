@@ -6,6 +6,15 @@ import { el, fmtClock, fmtDate, say, shortId, table } from "./dom.js";
 
 const OPERATOR_KEY = "clinic-dashboard.operator";
 
+/** One verification stage's verdict: {stage, verdict, reason, judge}. */
+function noteLine(note) {
+  if (!note || typeof note !== "object") return el("div", {}, String(note));
+  const head = [note.stage, note.verdict].filter(Boolean).join(": ");
+  return el("div", { class: "note" }, el("b", {}, head || "note"),
+    note.reason ? ` — ${note.reason}` : "",
+    note.judge ? el("span", { class: "muted" }, ` (${note.judge})`) : null);
+}
+
 export function mount(root) {
   let alive = true;
   const operator = el("input", {
@@ -57,7 +66,7 @@ export function mount(root) {
       flagged.replaceChildren(rows.length ? table(
         ["Call", "Type", "Summary", "Written by", "When", "Why flagged"],
         rows.map((e) => [callLink(e.call_id), e.type, e.summary, e.written_by, fmtDate(e.occurred_at),
-          (e.notes ?? []).map((n) => el("div", {}, String(n.reason ?? n.note ?? n.text ?? JSON.stringify(n))))]),
+          (e.notes ?? []).map(noteLine)]),
         { class: "grid" }) : el("p", { class: "empty" }, "Nothing waits for review."));
     } catch (error) {
       if (alive) say(flagged, error.message, "error");

@@ -268,11 +268,20 @@ async def test_history_filters_and_loads_more_a_page_at_a_time(page, server, db)
     assert page.errors.errors == []
 
 
-async def test_an_operator_acknowledges_an_open_escalation(page, server, db):
+async def test_the_review_queue_shows_flagged_events_and_acknowledges_escalations(
+        page, server, db):
     workspace_id = await seeded_workspace(db, server)
     call_id = await repo.create_call(
         db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
         direction="eval", from_number=None, to_number=None, status="completed")
+    summary = f"Phone changed to a number never said ({uuid.uuid4().hex[:6]})"
+    await db.pool.execute(
+        "INSERT INTO clinical_events (workspace_id, call_id, type, summary, source, written_by,"
+        " confidence, verification, verification_notes) VALUES ($1, $2, 'contact_updated', $3,"
+        " 'tool', 'tool:UpdatePatient', 'moderate', 'flagged', $4::jsonb)",
+        uuid.UUID(workspace_id), uuid.UUID(call_id), summary,
+        '[{"stage": "event", "verdict": "flagged", "reason": "never said on the call",'
+        ' "judge": "rules"}]')
     escalation_id = await db.pool.fetchval(
         "INSERT INTO escalations (call_id, seq, concept, severity, reason, at_ms) "
         "VALUES ($1, 1, 'self_harm', 'hard', 'test escalation', 4200) RETURNING id",
@@ -283,6 +292,9 @@ async def test_an_operator_acknowledges_an_open_escalation(page, server, db):
     await page.goto("/dashboard#/review")
     await page.fill("#operator", "nurse-on-duty")
     await page.dispatch_event("#operator", "change")
+    flagged = page.locator("#review-queue tr", has_text=summary)
+    await flagged.wait_for()
+    assert "event: flagged — never said on the call (rules)" in await flagged.inner_text()
     button = page.locator(f"#escalations button.ack[data-id='{escalation_id}']")
     await button.click()
     await button.wait_for(state="detached")
