@@ -33,7 +33,8 @@ def configure_logging(settings: Settings) -> None:
 
     logger.remove()
     logger.configure(patcher=mask_record)  # PHI masked in every line, whatever logs it
-    logger.add(sys.stderr, level=settings.log_level.upper())
+    # No variable values in tracebacks (loguru's `diagnose` would print a caller's words).
+    logger.add(sys.stderr, level=settings.log_level.upper(), backtrace=False, diagnose=False)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -44,6 +45,7 @@ def create_app(settings: Settings) -> FastAPI:
         dashboard,
         health,
         insights,
+        keys,
         media_stream,
         observe,
         recordings,
@@ -64,12 +66,10 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
     # observe before calls: its /api/calls/active must not be read as a call id.
     for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
-                   control, insights, dashboard):
+                   control, insights, keys, dashboard):
         app.include_router(module.router)
-    from api import keys
     from api.middleware import add_hardening
 
-    app.include_router(keys.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     return app
 

@@ -43,6 +43,9 @@ async def shared_runtime() -> AppRuntime:
     global _runtime
     async with _runtime_lock:
         if _runtime is None:
+            from services.log_privacy import mask_record
+
+            logger.configure(patcher=mask_record)  # the runner's logs are PHI-safe too
             _runtime = await AppRuntime.start(get_settings())
         return _runtime
 
