@@ -103,12 +103,15 @@ def load_context_graph(settings: Settings) -> ContextGraph | None:
 
 
 def stop_worker_pools() -> None:
-    """Stop the decoder, prosody and grammar worker processes this process started."""
+    """Stop the decoder, prosody, grammar and transcript-verification worker processes
+    this process started."""
     from services.emotion.local_audio import ProsodyPool
     from services.local_stt import DecoderPool
+    from services.transcript_verification import VerificationDecoder
     from services.world.field_grammar import FieldRecognizer
 
-    for pool in DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started():
+    for pool in (DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started()
+                 + VerificationDecoder.started()):
         pool.shutdown()
 
 

@@ -10,6 +10,10 @@ punctuation).
 
 Local decoding uses its own one-process decoder pool and one verification at a
 time per process: a long recording never takes decoders from live calls.
+
+Run on demand (`POST /api/calls/{id}/verify-transcript`) or, when the workspace's voice
+settings turn `transcript_correction_enabled` on, after every recorded call
+(`verify_after_call`, scheduled by `services/call_runner.finish_call`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import httpx
@@ -30,6 +34,11 @@ from loguru import logger
 from db.repositories import as_uuid
 from services.local_stt import TRIM_THRESHOLD, DecoderPool
 from services.recordings_http import channel_samples, read_wav
+from services.worker_processes import ProcessWide
+
+if TYPE_CHECKING:
+    from config import Settings
+    from services.call_session import CallLog
 
 SPEAKERS = ("caller", "agent")  # channel 0, channel 1 (services/recording.py)
 DEEPGRAM_BATCH_MODEL = "nova-3"
@@ -208,7 +217,6 @@ def speech_spans(samples: np.ndarray, sample_rate: int) -> list[tuple[int, int]]
     return cut
 
 
-_local_pool: DecoderPool | None = None
 _local_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
 
 
@@ -220,12 +228,16 @@ def _local_lock() -> asyncio.Lock:
     return _local_locks.setdefault(loop, asyncio.Lock())
 
 
-def _verification_pool() -> DecoderPool:
-    """One decoder process of its own, started on first use (live calls keep theirs)."""
-    global _local_pool
-    if _local_pool is None:
-        _local_pool = DecoderPool("scheduling", size=1)
-    return _local_pool
+class VerificationDecoder(ProcessWide):
+    """The verification's own decoder process (live calls keep theirs), started on first
+    use; listed by `ProcessWide.started` so `runtime.stop_worker_pools` stops it."""
+
+    def __init__(self) -> None:
+        self.pool = DecoderPool("scheduling", size=1)
+
+    def shutdown(self) -> None:
+        """Stop the worker; the next verification starts another."""
+        self.pool.shutdown()
 
 
 async def local_verify(recording: Path) -> Verification:
@@ -233,7 +245,7 @@ async def local_verify(recording: Path) -> Verification:
     audio = await asyncio.to_thread(read_wav, recording)
     words: list[VerifiedWord] = []
     async with _local_lock():
-        pool = _verification_pool()
+        pool = VerificationDecoder.shared().pool
         for speaker in SPEAKERS:
             samples = channel_samples(audio, speaker)
             for start, end in speech_spans(samples, audio.sample_rate):
@@ -255,10 +267,8 @@ async def local_verify(recording: Path) -> Verification:
 
 def shutdown_local_pool() -> None:
     """Stop the verification decoder (tests, shutdown); the next use starts a new one."""
-    global _local_pool
-    if _local_pool is not None:
-        _local_pool.shutdown()
-        _local_pool = None
+    for decoder in VerificationDecoder.started():
+        decoder.shutdown()
 
 
 # --- One call ------------------------------------------------------------------------
@@ -306,3 +316,32 @@ async def verify_recording(
                 f"{len(verification.words)} words, accuracy {accuracy:.3f}")
     return VerificationResult(call_id, verification.verifier, round(accuracy, 4), round(wer, 4),
                               len(verification.words), verification.transcript())
+
+
+def verifier_options(settings: Settings) -> dict[str, Any]:
+    """`verify_recording`'s model and bound under these settings (Deepgram with a key)."""
+    key = settings.deepgram_api_key
+    return {"deepgram_api_key": key.get_secret_value() if key is not None else None,
+            "deepgram_base_url": settings.deepgram_base_url,
+            "timeout_s": settings.transcript_verify_timeout_s}
+
+
+async def verify_after_call(db: asyncpg.Pool, log: CallLog, recording: Path,
+                            settings: Settings) -> VerificationResult | None:
+    """A finished call's automatic re-transcription. Never raises, bounded by
+    `TRANSCRIPT_VERIFY_TIMEOUT_S`; the outcome is an event on the call
+    (`transcript_verified` or `transcript_verification_failed`). A failure's log line
+    names the error type alone: a model's message could quote the caller."""
+    options = verifier_options(settings)
+    try:
+        async with asyncio.timeout(options["timeout_s"]):
+            result = await verify_recording(db, log.call_id, recording, **options)
+    except Exception as error:  # noqa: BLE001 - the call is over; re-runnable from the API
+        logger.warning(f"call {log.call_id}: automatic transcript verification failed "
+                       f"({type(error).__name__})")
+        log.event("transcript_verification_failed", automatic=True,
+                  error=type(error).__name__)
+        return None
+    log.event("transcript_verified", automatic=True, verifier=result.verifier,
+              accuracy=result.accuracy, wer=result.wer, words=result.words)
+    return result
