@@ -54,15 +54,9 @@ async def verify_transcript(
     recording = await call_recording(runtime, call_id, workspace_id)
     if recording is None:
         raise HTTPException(status.HTTP_409_CONFLICT, "call has no recording")
-    settings = runtime.settings
-    key = settings.deepgram_api_key
     try:
-        result = await tv.verify_recording(
-            runtime.db.pool, call_id, recording,
-            deepgram_api_key=key.get_secret_value() if key is not None else None,
-            deepgram_base_url=settings.deepgram_base_url,
-            timeout_s=settings.transcript_verify_timeout_s,
-        )
+        result = await tv.verify_recording(runtime.db.pool, call_id, recording,
+                                           **tv.verifier_options(runtime.settings))
     except FileNotFoundError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
     except (ValueError, EOFError, wave.Error) as error:

@@ -4,7 +4,8 @@ The first message decides which: Pipecat's `eval-connect` means a text session
 (the simulator's `--text` mode or `pipecat eval`), anything else is read as a
 Twilio stream. Both run the same pipeline from `bot.build_call_pipeline`; both
 end in `finish_call`, which closes the call record with a reason whatever
-happened, and flushes the record writer.
+happened, flushes the record writer, and starts the after-call work (write
+verification; transcript re-verification when the workspace enables it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from fastapi import WebSocket
 from loguru import logger
@@ -29,6 +31,7 @@ from flows.engine import BookingEngine
 from flows.llm_navigator import LLMNavigator
 from flows.session import BookingSession
 from processors.greeting import PrerenderedSpeech
+from services import transcript_verification as tv
 from services.call_session import CallLog, CallSession, CompletionReason, SessionMode
 from services.emotion.call import CallEmotion
 from services.emotion.fillers import filler_guidance
@@ -382,8 +385,8 @@ async def finish_call(
     await call_pipeline.recorder.flush()
     if call_pipeline.extractor is not None:
         await call_pipeline.extractor.finish()
-    if call_pipeline.recording is not None:
-        await call_pipeline.recording.save()
+    recording = call_pipeline.recording
+    saved = recording is not None and await recording.save()
     reason = completion_reason(session)
     ended = datetime.now(UTC)
     if session.bad_messages:
@@ -396,6 +399,26 @@ async def finish_call(
         duration_s=round((ended - started).total_seconds(), 3),
     )
     logger.info(f"call {session.call_id}: ended ({reason.value})")
-    await runtime.writer.flush(FLUSH_TIMEOUT_S)
+    flushed = await runtime.writer.flush(FLUSH_TIMEOUT_S)
     if session.workspace_id is not None:
         runtime.verify_soon(session.call_id)
+        if saved and recording is not None:
+            verify_transcript_soon(runtime, session, recording.path, flushed=flushed)
+
+
+def verify_transcript_soon(runtime: AppRuntime, session: CallSession, recording: Path, *,
+                           flushed: bool) -> asyncio.Task | None:
+    """Re-transcribe a finished call's recording in the background when its workspace's
+    voice settings turn `transcript_correction_enabled` on (default off). Scored against
+    the caller turns in the database, so only once the record is written (`flushed`)."""
+    if not session.voice.transcript_correction_enabled:
+        return None
+    if not flushed:
+        logger.warning(f"call {session.call_id}: transcript not re-verified (its record "
+                       "was not written in time)")
+        session.log.event("transcript_verification_failed", automatic=True,
+                          error="record_not_written")
+        return None
+    return runtime.in_background(
+        tv.verify_after_call(runtime.db.pool, session.log, recording, runtime.settings),
+        name=f"transcript-verify-{session.call_id}")
