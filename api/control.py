@@ -1,5 +1,7 @@
 """The control plane: workspace voice settings, safety concepts, service keyterms and the
-operator's actions on escalations (seed 000, "Control Plane ↔ Adaptation").
+operator's actions on escalations (seed 000, "Control Plane ↔ Adaptation"); an
+acknowledgement or resolution of a running call's escalation is also an `escalation`
+observer event on that call (`OpsPlane.escalation_changed`).
 
 API key required; every read and write is scoped to the key's workspace, and another
 workspace's service, concept or escalation is "not found". Nothing here is cached: each
@@ -316,6 +318,17 @@ def _escalation(row: dict[str, Any] | None) -> EscalationOut:
     return EscalationOut(**row)
 
 
+async def _acted(runtime: AppRuntime, workspace_id: str, action: control.EscalationAction,
+                 operator: str) -> EscalationOut:
+    """The escalation after an operator's action; a change reaches the call's observers
+    (through the pod running it; a finished call has only the stored change)."""
+    out = _escalation(action.escalation)
+    if action.changed and action.escalation is not None:
+        await runtime.ops.escalation_changed(workspace_id, action.escalation,
+                                             status=out.status, operator=operator)
+    return out
+
+
 @router.get("/escalations", response_model=list[EscalationOut])
 async def list_escalations(
     status_filter: control.EscalationStatus | None = Query(None, alias="status"),
@@ -334,9 +347,10 @@ async def acknowledge_escalation(
     body: OperatorIn, escalation_id: int = Path(ge=1, le=MAX_ESCALATION_ID),
     workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
 ) -> EscalationOut:
-    """An operator has seen it (idempotent: the first acknowledgement stands)."""
-    return _escalation(await control.acknowledge_escalation(
-        runtime.db.pool, workspace_id, escalation_id, body.operator))
+    """An operator has seen it (idempotent: the first acknowledgement stands). A running
+    call's observers see an `escalation` event with the new status."""
+    return await _acted(runtime, workspace_id, await control.acknowledge_escalation(
+        runtime.db.pool, workspace_id, escalation_id, body.operator), body.operator)
 
 
 @router.post("/escalations/{escalation_id}/resolve", response_model=EscalationOut,
@@ -345,6 +359,7 @@ async def resolve_escalation(
     body: OperatorIn, escalation_id: int = Path(ge=1, le=MAX_ESCALATION_ID),
     workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
 ) -> EscalationOut:
-    """Closed (idempotent: the first resolution stands)."""
-    return _escalation(await control.resolve_escalation(
-        runtime.db.pool, workspace_id, escalation_id, body.operator))
+    """Closed (idempotent: the first resolution stands). A running call's observers see
+    an `escalation` event with the new status."""
+    return await _acted(runtime, workspace_id, await control.resolve_escalation(
+        runtime.db.pool, workspace_id, escalation_id, body.operator), body.operator)

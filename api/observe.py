@@ -31,7 +31,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from api.deps import bearer_key, get_runtime, key_cache, require_workspace
 from db import repositories as repo
 from services.ops.bus import Subscription
-from services.ops.commands import OperatorAction, OperatorCommand
+from services.ops.commands import CallAction, OperatorAction, OperatorCommand
 from services.ops.registry import ActiveCall, RegistryUnavailable
 from services.runtime import AppRuntime
 
@@ -49,7 +49,7 @@ class ActiveCalls(BaseModel):
 
 class ActionAccepted(BaseModel):
     call_id: str
-    action: OperatorAction
+    action: CallAction
     pod_id: str
 
 
@@ -69,7 +69,7 @@ async def active_calls(
 @router.post("/calls/{call_id}/actions/{action}", status_code=status.HTTP_202_ACCEPTED,
              response_model=ActionAccepted)
 async def operator_action(
-    call_id: str, action: OperatorAction,
+    call_id: str, action: CallAction,
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> ActionAccepted:
@@ -85,7 +85,8 @@ async def operator_action(
         if call is None or call.get("workspace_id") != workspace_id:
             raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
         raise HTTPException(status.HTTP_409_CONFLICT, "call is not active")
-    command = OperatorCommand(call_id=call_id, workspace_id=workspace_id, action=action)
+    command = OperatorCommand(call_id=call_id, workspace_id=workspace_id,
+                              action=OperatorAction(action))
     try:
         delivered = await runtime.ops.bus.send_command(entry.pod_id, command)
     except Exception as error:  # noqa: BLE001 - the bus is down: say so, not 500
@@ -93,7 +94,7 @@ async def operator_action(
             from error
     if not delivered:
         raise HTTPException(status.HTTP_409_CONFLICT, "call is not active")
-    logger.info(f"call {call_id}: operator {action.value} sent to pod {entry.pod_id}")
+    logger.info(f"call {call_id}: operator {action} sent to pod {entry.pod_id}")
     return ActionAccepted(call_id=call_id, action=action, pod_id=entry.pod_id)
 
 

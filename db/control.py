@@ -4,11 +4,13 @@ operator's actions on escalations.
 Every query is scoped by the workspace id from the caller's API key: a row of another
 workspace is "not found" (None), never an error, so ids cannot be probed.
 Escalation actions are idempotent: acknowledging twice keeps the first operator and
-time; resolving keeps the first resolution time.
+time; resolving keeps the first resolution time (`EscalationAction.changed` says
+whether this action changed anything).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import asyncpg
@@ -72,29 +74,39 @@ async def list_escalations(
         as_uuid(workspace_id), status, limit))
 
 
+@dataclass(frozen=True)
+class EscalationAction:
+    """What an operator's action on an escalation did."""
+
+    escalation: dict[str, Any] | None  # as it is now; None: not the workspace's
+    changed: bool  # False: it already had that status (nothing to tell observers)
+
+
 async def acknowledge_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int,
-                                 operator: str) -> dict[str, Any] | None:
+                                 operator: str) -> EscalationAction:
     """Mark an open escalation acknowledged by `operator`; an acknowledged or resolved
-    one is returned unchanged. None when it is not the workspace's."""
-    await pool.execute(
+    one is left unchanged."""
+    changed = await pool.fetchval(
         f"""UPDATE escalations e SET status = 'acknowledged', acknowledged_at = now(),
                    acknowledged_by = $3
-             WHERE {_OWN_ESCALATION} AND e.status = 'open'""",
+             WHERE {_OWN_ESCALATION} AND e.status = 'open' RETURNING e.id""",
         escalation_id, as_uuid(workspace_id), operator)
-    return await get_escalation(pool, workspace_id, escalation_id)
+    return EscalationAction(await get_escalation(pool, workspace_id, escalation_id),
+                            changed is not None)
 
 
 async def resolve_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int,
-                             operator: str) -> dict[str, Any] | None:
+                             operator: str) -> EscalationAction:
     """Close an escalation; whoever resolves an unacknowledged one has acknowledged it.
-    A resolved one is returned unchanged. None when it is not the workspace's."""
-    await pool.execute(
+    A resolved one is left unchanged."""
+    changed = await pool.fetchval(
         f"""UPDATE escalations e SET status = 'resolved', resolved_at = now(),
                    acknowledged_at = COALESCE(e.acknowledged_at, now()),
                    acknowledged_by = COALESCE(e.acknowledged_by, $3)
-             WHERE {_OWN_ESCALATION} AND e.status <> 'resolved'""",
+             WHERE {_OWN_ESCALATION} AND e.status <> 'resolved' RETURNING e.id""",
         escalation_id, as_uuid(workspace_id), operator)
-    return await get_escalation(pool, workspace_id, escalation_id)
+    return EscalationAction(await get_escalation(pool, workspace_id, escalation_id),
+                            changed is not None)
 
 
 async def get_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int

@@ -10,17 +10,21 @@ running the call (the registry says which); there `CallControl.apply` acts on th
   joining, and with Twilio credentials and `HUMAN_TRANSFER_NUMBER` the call is put
   through (`session.transfer_to`, dialled by the serializer after the line plays);
 - release: the agent answers again (not once a transfer is under way: the call is
-  already ending to be put through).
+  already ending to be put through);
+- escalation (internal, from the control plane): an operator acknowledged or resolved
+  one of the call's escalations; an `escalation_update` event in the record, which
+  observers see as an `escalation` event with its new status.
 
-Each is an `operator_action` event in the call record, which observers see too.
+The first three are each an `operator_action` event in the call record, which
+observers see too.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 from pipecat.frames.frames import Frame, InterruptionFrame, TTSSpeakFrame
@@ -37,18 +41,30 @@ class OperatorAction(StrEnum):
     END = "end"
     TAKE_OVER = "take-over"
     RELEASE = "release"
+    # Not asked of the call: one of its escalations was acknowledged or resolved in the
+    # control plane (api/control.py). Sent to the pod running the call like an action,
+    # so the call's own feed numbers the observer event and its record keeps it.
+    ESCALATION = "escalation"
+
+
+# What `POST /api/calls/{id}/actions/{action}` accepts (ESCALATION is internal).
+CallAction = Literal["end", "take-over", "release"]
+# The fields of an escalation change, as recorded (`escalation_update`) and observed.
+ESCALATION_FIELDS = ("escalation_id", "concept", "severity", "status", "operator")
 
 
 @dataclass(frozen=True)
 class OperatorCommand:
-    """One operator action for one call, as it travels between pods."""
+    """One operator action for one call, as it travels between pods (`data`: the
+    action's details; an escalation change's `ESCALATION_FIELDS`)."""
 
     call_id: str
     workspace_id: str
     action: OperatorAction
+    data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps(asdict(self), default=str)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> OperatorCommand:
@@ -56,9 +72,20 @@ class OperatorCommand:
         try:
             value = json.loads(raw)
             return cls(call_id=str(value["call_id"]), workspace_id=str(value["workspace_id"]),
-                       action=OperatorAction(value["action"]))
+                       action=OperatorAction(value["action"]),
+                       data=dict(value.get("data") or {}))
         except (KeyError, TypeError, json.JSONDecodeError) as error:
             raise ValueError(f"not an operator command ({type(error).__name__})") from error
+
+
+def escalation_command(workspace_id: str, escalation: dict[str, Any], *, status: str,
+                       operator: str) -> OperatorCommand:
+    """The command telling a running call that an operator changed one of its
+    escalations (`escalation`: its row, as `db/control.get_escalation` reads it)."""
+    data = {"escalation_id": escalation["id"], "concept": escalation["concept"],
+            "severity": escalation["severity"], "status": status, "operator": operator}
+    return OperatorCommand(call_id=str(escalation["call_id"]), workspace_id=workspace_id,
+                           action=OperatorAction.ESCALATION, data=data)
 
 
 class CallControl:
@@ -78,8 +105,15 @@ class CallControl:
             await self._end()
         elif action is OperatorAction.TAKE_OVER:
             await self._take_over()
+        elif action is OperatorAction.ESCALATION:
+            self._escalation_changed(command.data)
         else:
             self._release()
+
+    def _escalation_changed(self, data: dict[str, Any]) -> None:
+        """In the record and, through the call's feed, to its observers (`escalation`)."""
+        self._session.log.event("escalation_update",
+                                **{key: data.get(key) for key in ESCALATION_FIELDS})
 
     async def _end(self) -> None:
         self._session.log.event("operator_action", action=OperatorAction.END.value)

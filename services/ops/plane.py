@@ -11,12 +11,13 @@ import os
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from config import Settings
 from services.ops.bus import EventBus, InProcessBus
+from services.ops.commands import escalation_command
 from services.ops.events import CallContext
 from services.ops.feed import CallFeed
 from services.ops.registry import ActiveCall, CallRegistry, LocalRegistry, RedisRegistry
@@ -86,6 +87,27 @@ class OpsPlane:
     def call_finished(self, call_id: str) -> None:
         self.bus.drop_commands(call_id)
         self.registry.remove(call_id)
+
+    async def escalation_changed(self, workspace_id: str, escalation: dict[str, Any], *,
+                                 status: str, operator: str) -> bool:
+        """An operator acknowledged or resolved one of a call's escalations (stored
+        already): if the call is running, on any pod, that pod's feed numbers an
+        `escalation` event for its observers and its record keeps it. False when the
+        call is not running (the stored change is all there is: no one watches a
+        finished call live) or its pod could not be reached (logged; still stored)."""
+        command = escalation_command(workspace_id, escalation, status=status, operator=operator)
+        try:
+            entry = await self.registry.get(command.call_id)
+            if entry is None or entry.workspace_id != workspace_id:
+                return False
+            delivered = await self.bus.send_command(entry.pod_id, command)
+        except Exception as error:  # noqa: BLE001 - Redis down: the change is stored
+            logger.warning(f"call {command.call_id}: escalation {status} not sent to its "
+                           f"observers ({type(error).__name__})")
+            return False
+        if not delivered:
+            logger.info(f"call {command.call_id}: escalation {status} after the call ended")
+        return delivered
 
 
 def navigator_model(provider: str, settings: Settings) -> str:
