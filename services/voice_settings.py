@@ -76,6 +76,7 @@ class VoiceSettings(BaseModel):
     correction_categories: tuple[str, ...] = ()
     sensitive_topics: tuple[str, ...] = DEFAULT_SENSITIVE_TOPICS
     post_call_analysis_enabled: bool = False
+    # Each recorded call re-transcribed after it ends (services/call_runner.finish_call).
     transcript_correction_enabled: bool = False
     fillers_enabled: bool = True
     emotion_enabled: bool = True
