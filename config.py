@@ -105,6 +105,12 @@ class Settings(BaseSettings):
         description="Requests one API key may make per minute (per pod; a burst of a tenth "
         "of it at once).",
     )
+    api_auth_failures_per_minute: int = Field(
+        default=20, ge=1, le=10_000,
+        description="Failed API-key authentications one client address may make per minute "
+        "(HTTP and observer sockets, per pod); past it, only keys that address has already "
+        "proven are checked, others get 429 / close 1008.",
+    )
     api_max_body_bytes: int = Field(default=1 << 20, ge=1024)
     transcript_verify_timeout_s: float = Field(
         default=300.0, gt=0, le=3600,

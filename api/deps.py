@@ -5,17 +5,27 @@ database round trip for authentication; `last_used_at` is written at most once p
 `KEY_TOUCH_INTERVAL_S` per key, off the request's path. A key revoked through this pod
 (`ApiKeyCache.forget`) fails at once; one revoked elsewhere (another pod, the CLI)
 fails within the cache TTL.
+
+Failed authentications are budgeted per client address (`FailedAuthThrottle`, HTTP and
+observer sockets alike): past `API_AUTH_FAILURES_PER_MINUTE`, the address may present only
+keys it has already proven, so a guesser gets no more database lookups while valid keys
+behind the same NAT keep working.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request, status
 from loguru import logger
+from starlette.requests import HTTPConnection
 
+from api.middleware import client_address
+from config import Settings
 from db import repositories as repo
 from services.event_loop import BackgroundTasks
 from services.runtime import AppRuntime
@@ -23,10 +33,14 @@ from services.runtime import AppRuntime
 KEY_CACHE_TTL_S = 30.0
 KEY_TOUCH_INTERVAL_S = 60.0
 KEY_CACHE_MAX = 10_000  # distinct keys remembered; beyond it the oldest are dropped
+AUTH_FAILURE_WINDOW_S = 60.0
+AUTH_CLIENTS_MAX = 10_000  # client addresses remembered; beyond it the least recent dropped
+PROVEN_KEYS_PER_CLIENT = 16  # keys an address has proven, most recent kept
 # Answers any authenticated route may give besides its own: `responses=` for the spec.
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, invalid or revoked API key"},
-    429: {"description": "Rate limit of the key exceeded (see Retry-After)"},
+    429: {"description": "Rate limit of the key, or the client address's failed-"
+                         "authentication budget, exceeded (see Retry-After)"},
 }
 
 
@@ -99,6 +113,105 @@ def key_cache(app: FastAPI) -> ApiKeyCache:
     return cache
 
 
+class AuthThrottled(Exception):
+    """The client address spent its failed-authentication budget and presented a key it
+    has not proven: refused without a database lookup."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"too many failed authentications; retry in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+    @property
+    def retry_after(self) -> str:
+        """The `Retry-After` header value: whole seconds, at least 1."""
+        return str(max(1, math.ceil(self.retry_after_s)))
+
+
+@dataclass
+class _ClientAuth:
+    window_start: float
+    failures: int = 0
+    proven: OrderedDict[str, None] = field(default_factory=OrderedDict)  # key hash prefixes
+
+
+class FailedAuthThrottle:
+    """Failed authentications per client address, `per_window` in each `window_s` (a
+    window opens at the first failure after the last one closed). Past the budget, only
+    keys the address has proven are let through to be checked. Bounded: at most
+    `max_clients` addresses, the least recently seen dropped first."""
+
+    def __init__(self, per_window: int, *, window_s: float = AUTH_FAILURE_WINDOW_S,
+                 max_clients: int = AUTH_CLIENTS_MAX, clock=time.monotonic) -> None:
+        self.per_window = per_window
+        self.window_s = window_s
+        self.max_clients = max_clients
+        self._clock = clock
+        self._clients: OrderedDict[str, _ClientAuth] = OrderedDict()
+
+    def retry_after(self, address: str, key_hash: str) -> float:
+        """0 when `address` may have `key_hash` checked; else seconds until it may."""
+        entry = self._clients.get(address)
+        if entry is None or entry.failures < self.per_window or key_hash[:32] in entry.proven:
+            return 0.0
+        return max(0.0, entry.window_start + self.window_s - self._clock())
+
+    def failed(self, address: str, key_hash: str) -> None:
+        """`address` presented a key that is not (or no longer) valid."""
+        now = self._clock()
+        entry = self._entry(address, now)
+        if now - entry.window_start >= self.window_s:
+            entry.window_start, entry.failures = now, 0
+        entry.failures += 1
+        entry.proven.pop(key_hash[:32], None)  # revoked since it was proven
+        if entry.failures == self.per_window:
+            logger.warning(f"auth throttle: a client address failed {entry.failures} API-key "
+                           f"checks within {self.window_s:.0f} s; its unproven keys are refused "
+                           "until the window ends")
+
+    def succeeded(self, address: str, key_hash: str) -> None:
+        """`address` proved `key_hash` valid: it stays usable from there when throttled."""
+        proven = self._entry(address, self._clock()).proven
+        proven.pop(key_hash[:32], None)
+        proven[key_hash[:32]] = None
+        if len(proven) > PROVEN_KEYS_PER_CLIENT:
+            proven.popitem(last=False)
+
+    def _entry(self, address: str, now: float) -> _ClientAuth:
+        entry = self._clients.pop(address, None) or _ClientAuth(window_start=now)
+        self._clients[address] = entry
+        if len(self._clients) > self.max_clients:
+            self._clients.popitem(last=False)
+        return entry
+
+
+def auth_throttle(app: FastAPI, settings: Settings) -> FailedAuthThrottle:
+    """The app's failed-authentication throttle (made on first use)."""
+    throttle = getattr(app.state, "auth_throttle", None)
+    if throttle is None:
+        throttle = app.state.auth_throttle = FailedAuthThrottle(
+            settings.api_auth_failures_per_minute)
+    return throttle
+
+
+async def authenticate_key(connection: HTTPConnection, runtime: AppRuntime,
+                           key: str) -> str | None:
+    """The workspace of `key` presented by `connection` (a request or a socket); None:
+    not a valid key. Raises `AuthThrottled`, before any lookup, when the client address
+    is past its failure budget and has not proven this key."""
+    throttle = auth_throttle(connection.app, runtime.settings)
+    address = client_address(connection.scope)
+    key_hash = repo.hash_api_key(key)
+    wait_s = throttle.retry_after(address, key_hash)
+    if wait_s > 0:
+        raise AuthThrottled(wait_s)
+    workspace_id = await key_cache(connection.app).workspace_for(runtime, key)
+    if workspace_id is None:
+        throttle.failed(address, key_hash)
+    else:
+        throttle.succeeded(address, key_hash)
+    return workspace_id
+
+
 def bearer_key(authorization: str | None) -> str | None:
     """The key of an `Authorization: Bearer <key>` header value, None when absent."""
     scheme, _, key = (authorization or "").partition(" ")
@@ -108,14 +221,21 @@ def bearer_key(authorization: str | None) -> str | None:
 
 
 async def require_workspace(request: Request, runtime: AppRuntime = Depends(get_runtime)) -> str:
-    """The workspace of a valid `Authorization: Bearer <api key>`; 401 otherwise."""
+    """The workspace of a valid `Authorization: Bearer <api key>`; 401 otherwise, 429
+    while the client address is throttled for failed authentications."""
     key = bearer_key(request.headers.get("authorization"))
     if key is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "missing API key",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    workspace_id = await key_cache(request.app).workspace_for(runtime, key)
+    try:
+        workspace_id = await authenticate_key(request, runtime, key)
+    except AuthThrottled as throttled:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS, "too many failed authentications",
+            headers={"Retry-After": throttled.retry_after},
+        ) from None
     if workspace_id is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "invalid API key",

@@ -9,6 +9,7 @@ headers, and wraps `receive` to count body bytes.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import math
 import time
@@ -175,14 +176,29 @@ class TokenBuckets:
         return (1.0 - bucket.tokens) / self.rate
 
 
+def client_address(scope: Scope) -> str:
+    """The client a request or socket comes from, as limits count it: its IP address, an
+    IPv6 one by its /64 (one site holds a whole /64, so single addresses are free)."""
+    client = scope.get("client")
+    host = client[0] if client else "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
 def rate_limit_caller(scope: Scope) -> str:
     """Who a request counts against: its bearer key (hashed, never kept in clear), else
     its client address — unauthenticated guessing is limited too."""
     authorization = _header(scope, b"authorization")
     if authorization:
         return "key:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
-    client = scope.get("client")
-    return f"ip:{client[0] if client else 'unknown'}"
+    return f"ip:{client_address(scope)}"
 
 
 class RateLimit:

@@ -12,7 +12,8 @@
 Sockets authenticate with `Authorization: Bearer <key>` or, as browsers cannot set that
 header, a first message `{"type": "auth", "api_key": "..."}` within
 `OBSERVER_AUTH_TIMEOUT_S` (never the query string: it ends up in logs). A wrong key or
-another workspace's call closes the socket with 1008 before any data.
+another workspace's call closes the socket with 1008 before any data; so does a key from
+a client address past its failed-authentication budget ("too many failed attempts").
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from loguru import logger
 from pydantic import BaseModel
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from api.deps import bearer_key, get_runtime, key_cache, require_workspace
+from api.deps import AuthThrottled, authenticate_key, bearer_key, get_runtime, require_workspace
 from db import repositories as repo
 from services.ops.bus import Subscription
 from services.ops.commands import CallAction, OperatorAction, OperatorCommand
@@ -119,7 +120,8 @@ def auth_message_key(raw: str) -> str | None:
 
 
 async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
-    """The workspace of the socket's API key (header, else first message); None: none."""
+    """The workspace of the socket's API key (header, else first message); None: none.
+    A throttled client address (`api.deps.AuthThrottled`) is refused here, with its reason."""
     key = bearer_key(websocket.headers.get("authorization"))
     if key is None:
         try:
@@ -131,14 +133,19 @@ async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
         if key is None:
             return None
     try:
-        return await asyncio.wait_for(key_cache(websocket.app).workspace_for(runtime, key),
+        return await asyncio.wait_for(authenticate_key(websocket, runtime, key),
                                       SNAPSHOT_TIMEOUT_S)
+    except AuthThrottled:
+        await _refuse(websocket, "too many failed attempts")
+        return None
     except Exception as error:  # noqa: BLE001 - cannot check the key: no access
         logger.warning(f"observer: API key not checked ({type(error).__name__})")
         return None
 
 
 async def _refuse(websocket: WebSocket, reason: str) -> None:
+    if websocket.application_state is WebSocketState.DISCONNECTED:
+        return  # already refused (with a more precise reason)
     with contextlib.suppress(RuntimeError, WebSocketDisconnect):
         await websocket.close(code=POLICY_VIOLATION, reason=reason)
 
