@@ -1,6 +1,7 @@
 """Keep PHI out of every log line: a loguru patcher that masks phone numbers, dates
 (dates of birth are written like any other date), e-mail addresses and the values of
-known PHI keys (`name=...`, `"phone": "..."`) in the message and in string extras.
+known PHI keys (`name=...`, `"phone": "..."`) in the message and in the extras, nested
+dicts and lists included (`mask_value`).
 
 Cheap checks (a digit run, `@`, a key name, a year) pick the kinds a message could hold;
 one compiled alternation of those kinds then scans it once, and a message that could hold
@@ -31,6 +32,7 @@ _MONTHS = (
 _DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?:1[89]\d\d|20\d\d)"
 _KEYS = "|".join(sorted(PHI_KEYS, key=len, reverse=True))
+MAX_EXTRA_DEPTH = 6  # levels of nested extras masked; deeper containers are dropped
 
 # Each kind of PHI is one alternative; a message is scanned once, by an alternation of
 # only the kinds it could hold (cheap hints first: a digit run, '@', a key name).
@@ -103,10 +105,33 @@ def mask_phi(text: str) -> str:
     return _pattern(kinds).sub(_replace, text) if kinds else text
 
 
+def mask_value(value: Any, *, key: Any = None, depth: int = 0) -> Any:
+    """`value` (held under `key`) with its PHI masked: strings by `mask_phi` (wholly, under
+    a PHI key), dicts, lists, tuples and sets rebuilt with their items masked (the caller's
+    objects are never changed), down to `MAX_EXTRA_DEPTH` levels; a container deeper than
+    that becomes `"<too deep>"`. Other values stay as they are, except numbers under a PHI
+    key (a phone or member id as an int), which are redacted too."""
+    phi_key = isinstance(key, str) and key.lower() in PHI_KEYS
+    if isinstance(value, str):
+        return "<redacted>" if phi_key else mask_phi(value)
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        if depth >= MAX_EXTRA_DEPTH:
+            return "<too deep>"
+        if isinstance(value, dict):
+            return {mask_value(k, depth=depth + 1): mask_value(v, key=k, depth=depth + 1)
+                    for k, v in value.items()}
+        items = [mask_value(item, key=key, depth=depth + 1) for item in value]
+        if isinstance(value, (set, frozenset)):
+            return frozenset(items) if isinstance(value, frozenset) else set(items)
+        return items if isinstance(value, list) else tuple(items)
+    if phi_key and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "<redacted>"
+    return value
+
+
 def mask_record(record: dict[str, Any]) -> None:
-    """Loguru patcher: mask the message and string extras in place."""
+    """Loguru patcher: mask the message and the extras (nested ones too) in place."""
     record["message"] = mask_phi(record["message"])
     extra = record["extra"]
     for key, value in extra.items():
-        if isinstance(value, str):
-            extra[key] = "<redacted>" if key in PHI_KEYS else mask_phi(value)
+        extra[key] = mask_value(value, key=key)

@@ -1,5 +1,6 @@
 """Hardening of the whole HTTP surface: security headers, the body limit (webhooks too),
-the per-key rate limit, key management and its cache, validation, PHI-free logs."""
+the per-key rate limit, key management and its cache, validation, PHI-free logs (nested
+extras too). The failed-authentication throttle: test_auth_throttle.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from api.middleware import SecurityHeaders, TokenBuckets, add_hardening, rate_li
 from config import Settings
 from db import repositories as repo
 from main import configure_logging
-from services.log_privacy import mask_phi
+from services.log_privacy import MAX_EXTRA_DEPTH, mask_phi, mask_record
 from tests.api.app_client import bearer, running_app
 
 
@@ -216,6 +217,29 @@ def test_configured_logging_masks_every_line(settings):
     [line] = lines
     assert "ada@x.org" not in line and "1970-01-02" not in line and "5551234567" not in line
     assert "<email>" in line and "<date>" in line and "'phone': '<redacted>'" in line
+
+
+def test_nested_extras_are_masked_without_touching_the_callers_objects():
+    caller = {"name": "Ada Byrne", "phone": 15551234567, "note": "call +15551234567",
+              "visits": [{"dob": "1970-01-02", "slot": 3}, ("ada@x.org", None)],
+              "tags": {"vip"}, "ok": True, "id": 42}
+    deep: dict = {"phone": "+15551234567"}
+    for _ in range(MAX_EXTRA_DEPTH):
+        deep = {"next": deep}
+    record = {"message": "booked", "extra": {"patient": caller, "deep": deep, "turns": 2,
+                                             "numbers": ["+15551234567", 7]}}
+    mask_record(record)
+    extra = record["extra"]
+    patient = extra["patient"]
+
+    assert patient["name"] == "<redacted>" and patient["phone"] == "<redacted>"
+    assert "5551234567" not in patient["note"] and patient["note"].endswith("67")
+    assert patient["visits"] == [{"dob": "<redacted>", "slot": 3}, ("<email>", None)]
+    assert patient["tags"] == {"vip"} and patient["ok"] is True and patient["id"] == 42
+    assert extra["turns"] == 2 and extra["numbers"][1] == 7
+    assert "5551234567" not in extra["numbers"][0]
+    assert "5551234567" not in repr(extra["deep"]) and "<too deep>" in repr(extra["deep"])
+    assert caller["name"] == "Ada Byrne" and caller["visits"][0]["dob"] == "1970-01-02"
 
 
 async def test_range_responses_pass_through_every_layer(tmp_path):
