@@ -127,11 +127,11 @@ class AuthThrottled(Exception):
         return str(max(1, math.ceil(self.retry_after_s)))
 
 
-@dataclass
+@dataclass(slots=True)
 class _ClientAuth:
     window_start: float
     failures: int = 0
-    proven: OrderedDict[str, None] = field(default_factory=OrderedDict)  # key hash prefixes
+    proven: dict[str, None] = field(default_factory=dict)  # key hash prefixes, oldest first
 
 
 class FailedAuthThrottle:
@@ -174,7 +174,7 @@ class FailedAuthThrottle:
         proven.pop(key_hash[:32], None)
         proven[key_hash[:32]] = None
         if len(proven) > PROVEN_KEYS_PER_CLIENT:
-            proven.popitem(last=False)
+            del proven[next(iter(proven))]
 
     def _entry(self, address: str, now: float) -> _ClientAuth:
         entry = self._clients.pop(address, None) or _ClientAuth(window_start=now)
