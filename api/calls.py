@@ -24,8 +24,8 @@ ToolErrorFilter = Literal["true", "false", "guard", "pms", "other"]
 # --- Response models ---------------------------------------------------------------
 
 
-class CallSummary(BaseModel):
-    """One call in the history."""
+class CallFields(BaseModel):
+    """The `calls` columns the history and the detail both show."""
 
     id: str
     service_id: str | None = None
@@ -39,7 +39,14 @@ class CallSummary(BaseModel):
     completion_reason: str | None = None
     final_state: str | None = None
     recording_path: str | None = None
-    transcript_accuracy: float | None = None
+    transcript_accuracy: float | None = Field(
+        default=None, description="1 - WER of the real-time transcript against the verified one."
+    )
+
+
+class CallSummary(CallFields):
+    """One call in the history."""
+
     turn_count: int = Field(description="Turns recorded (caller and agent).")
     escalated: bool = Field(description="The safety monitor escalated at least once.")
     tool_errors: int = Field(description="Tool calls that failed (any error class).")
@@ -145,32 +152,17 @@ class SafetyState(BaseModel):
     last_concept: str | None = None
 
 
-class CallDetail(BaseModel):
+class CallDetail(CallFields):
     """One call: its record, children in order, and what was derived from them."""
 
-    id: str
     workspace_id: str | None = None
-    service_id: str | None = None
-    call_sid: str | None = None
-    direction: str
-    status: str
     twilio_status: str | None = None
     twilio_duration_s: int | None = None
-    started_at: datetime
-    connected_at: datetime | None = None
-    ended_at: datetime | None = None
-    duration_s: float | None = None
-    completion_reason: str | None = None
-    final_state: str | None = None
-    recording_path: str | None = None
     config_snapshot: Any = Field(default_factory=dict, description="Providers, graph, "
                                  "settings the call ran with (JSON object)")
     emotional_summary: Any = Field(default=None, description="JSON object, or null")
     verified_transcript: str | None = None
     verified_words: list[WordTiming] | None = None
-    transcript_accuracy: float | None = Field(
-        default=None, description="1 - WER of the real-time transcript against the verified one."
-    )
     transcript_verified_at: datetime | None = None
     transcript_verifier: str | None = None
     turns: list[TurnOut]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -318,14 +319,18 @@ def _escalation(row: dict[str, Any] | None) -> EscalationOut:
     return EscalationOut(**row)
 
 
-async def _acted(runtime: AppRuntime, workspace_id: str, action: control.EscalationAction,
-                 operator: str) -> EscalationOut:
-    """The escalation after an operator's action; a change reaches the call's observers
-    (through the pod running it; a finished call has only the stored change)."""
+async def _operator_acted(
+    act: Callable[[Any, str, int, str], Awaitable[control.EscalationAction]],
+    escalation_id: int, body: OperatorIn, workspace_id: str, runtime: AppRuntime,
+) -> EscalationOut:
+    """An operator's action (`act`: acknowledge or resolve) and the escalation after it;
+    a change reaches the call's observers (through the pod running it; a finished call
+    has only the stored change)."""
+    action = await act(runtime.db.pool, workspace_id, escalation_id, body.operator)
     out = _escalation(action.escalation)
     if action.changed and action.escalation is not None:
         await runtime.ops.escalation_changed(workspace_id, action.escalation,
-                                             status=out.status, operator=operator)
+                                             status=out.status, operator=body.operator)
     return out
 
 
@@ -349,8 +354,8 @@ async def acknowledge_escalation(
 ) -> EscalationOut:
     """An operator has seen it (idempotent: the first acknowledgement stands). A running
     call's observers see an `escalation` event with the new status."""
-    return await _acted(runtime, workspace_id, await control.acknowledge_escalation(
-        runtime.db.pool, workspace_id, escalation_id, body.operator), body.operator)
+    return await _operator_acted(control.acknowledge_escalation, escalation_id, body,
+                                 workspace_id, runtime)
 
 
 @router.post("/escalations/{escalation_id}/resolve", response_model=EscalationOut,
@@ -361,5 +366,5 @@ async def resolve_escalation(
 ) -> EscalationOut:
     """Closed (idempotent: the first resolution stands). A running call's observers see
     an `escalation` event with the new status."""
-    return await _acted(runtime, workspace_id, await control.resolve_escalation(
-        runtime.db.pool, workspace_id, escalation_id, body.operator), body.operator)
+    return await _operator_acted(control.resolve_escalation, escalation_id, body,
+                                 workspace_id, runtime)

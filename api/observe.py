@@ -203,14 +203,23 @@ async def _registry_entry(runtime: AppRuntime, call_id: str) -> ActiveCall | Non
         return None
 
 
-@router.websocket("/calls/{call_id}/observe")
-async def observe_call(websocket: WebSocket, call_id: str) -> None:
+async def _admit(websocket: WebSocket) -> tuple[AppRuntime, str] | None:
+    """Accept the socket and authenticate it: (runtime, workspace id), or None once it
+    has been closed with 1008."""
     runtime: AppRuntime = websocket.app.state.runtime
     await websocket.accept()
     workspace_id = await authenticate(websocket, runtime)
     if workspace_id is None:
         await _refuse(websocket, "invalid or missing API key")
+        return None
+    return runtime, workspace_id
+
+
+@router.websocket("/calls/{call_id}/observe")
+async def observe_call(websocket: WebSocket, call_id: str) -> None:
+    if (admitted := await _admit(websocket)) is None:
         return
+    runtime, workspace_id = admitted
     answered, detail = await _call_detail(runtime, call_id, workspace_id)
     entry = await _registry_entry(runtime, call_id)
     if entry is not None and entry.workspace_id != workspace_id:
@@ -241,12 +250,9 @@ async def observe_call(websocket: WebSocket, call_id: str) -> None:
 
 @router.websocket("/observe")
 async def observe_workspace(websocket: WebSocket) -> None:
-    runtime: AppRuntime = websocket.app.state.runtime
-    await websocket.accept()
-    workspace_id = await authenticate(websocket, runtime)
-    if workspace_id is None:
-        await _refuse(websocket, "invalid or missing API key")
+    if (admitted := await _admit(websocket)) is None:
         return
+    runtime, workspace_id = admitted
     sub, _ = await runtime.ops.bus.subscribe(workspace_id)
     try:
         try:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import wave
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
@@ -25,6 +27,8 @@ router = APIRouter(prefix="/api/calls", tags=["recordings"])
 
 WAV = "audio/wav"
 DEFAULT_WAVEFORM_POINTS = 800
+MISSING_FILE = "recording file is missing"
+T = TypeVar("T")
 
 _ERRORS: dict[int | str, dict] = {
     401: {"description": "Missing or invalid API key"},
@@ -67,8 +71,20 @@ async def _existing_recording(runtime: AppRuntime, call_id: str, workspace_id: s
     if path is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call has no recording")
     if not await asyncio.to_thread(path.is_file):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, MISSING_FILE)
     return path
+
+
+async def _read_recording(read: Callable[..., T], *args: object) -> T:
+    """A blocking read of the recording, off the event loop. The file can vanish after
+    the check (404) or not be a WAV this server can read (422)."""
+    try:
+        return await asyncio.to_thread(read, *args)
+    except FileNotFoundError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, MISSING_FILE) from None
+    except (ValueError, EOFError, wave.Error) as error:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+                            f"recording is not a readable WAV: {error}") from None
 
 
 def _range_response(request: Request, source: Path | bytes, size: int, filename: str) -> Response:
@@ -91,10 +107,7 @@ def _range_response(request: Request, source: Path | bytes, size: int, filename:
 
 
 async def _file_size(path: Path) -> int:
-    try:
-        return (await asyncio.to_thread(path.stat)).st_size
-    except FileNotFoundError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
+    return (await _read_recording(path.stat)).st_size
 
 
 @router.get("/{call_id}/recording/stereo", response_class=Response, responses=_WAV_RESPONSES,
@@ -119,13 +132,7 @@ async def recording_waveform(
     runtime: AppRuntime = Depends(get_runtime),
 ) -> WaveformOut:
     path = await _existing_recording(runtime, call_id, workspace_id)
-    try:
-        shape = await asyncio.to_thread(rec.waveform, path, points)
-    except FileNotFoundError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
-    except (ValueError, EOFError, wave.Error) as error:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
-                            f"recording is not a readable WAV: {error}") from None
+    shape = await _read_recording(rec.waveform, path, points)
     return WaveformOut(**shape.__dict__)
 
 
@@ -139,12 +146,6 @@ async def channel_recording(
     runtime: AppRuntime = Depends(get_runtime),
 ) -> Response:
     path = await _existing_recording(runtime, call_id, workspace_id)
-    try:
-        source = await asyncio.to_thread(rec.channel_wav, path, channel)
-    except FileNotFoundError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
-    except (ValueError, EOFError, wave.Error) as error:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
-                            f"recording is not a readable WAV: {error}") from None
+    source = await _read_recording(rec.channel_wav, path, channel)
     size = len(source) if isinstance(source, bytes) else await _file_size(source)
     return _range_response(request, source, size, f"{call_id}.{channel}.wav")

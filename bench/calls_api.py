@@ -31,8 +31,7 @@ from pathlib import Path
 import httpx
 from loguru import logger
 
-from bench.harness import percentile
-from bench.report import measured_line, write_section
+from bench.report import bench_parser, measured_line, percentile, publish
 from config import Settings
 from db import repositories as repo
 from db.migrations import apply_migrations
@@ -205,17 +204,13 @@ def render(report: dict) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = parse_args()
     result = event_loop.run(main(args.calls, args.requests))
-    section = render(result)
-    print(section)
-    if not args.no_docs:
-        write_section("calls_api", section)
+    publish("calls_api", render(result), docs=not args.no_docs)

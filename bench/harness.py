@@ -15,6 +15,8 @@ from pipecat.transports.base_input import BaseInputTransport
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import BaseTransport, TransportParams
 
+from bench.report import percentile  # noqa: F401  (re-exported: benches import it here)
+
 FRAME_MS = 20
 
 
@@ -103,9 +105,3 @@ async def _at(moment: float) -> None:
         await asyncio.sleep(delay)
 
 
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[index]

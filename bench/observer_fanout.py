@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.report import measured_line, write_section
+from bench.report import bench_parser, measured_line, percentile, publish
 from services import event_loop
 from services.ops.bus import EventBus, InProcessBus, Subscription
 from services.ops.events import CallContext
@@ -78,11 +78,6 @@ class GcPauses:
 
     def stop(self) -> None:
         gc.callbacks.remove(self._note)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def reader(sub: Subscription, counts: dict[str, int], latencies: list[float],
@@ -135,14 +130,14 @@ async def run(publisher: EventBus, watcher: EventBus, records: int, observers: i
     delivered = [c["events"] for c in counts[1:]]
     return {
         "records": records, "events": feed.seq, "observers": observers,
-        "p50": statistics.median(costs), "p95": percentile(costs, 0.95),
-        "p99": percentile(costs, 0.99), "max": max(costs),
-        "cpu_p99": percentile(cpu, 0.99), "cpu_max": max(cpu), "gc_max": pauses.longest_ms,
+        "p50": statistics.median(costs), "p95": percentile(costs, 95),
+        "p99": percentile(costs, 99), "max": max(costs),
+        "cpu_p99": percentile(cpu, 99), "cpu_max": max(cpu), "gc_max": pauses.longest_ms,
         "delivered_min": min(delivered), "delivered_max": max(delivered),
         "dropped_by_readers": sum(c["dropped"] for c in counts[1:]),
         "stalled": stalled_count,
         "latency_p50": statistics.median(latencies) * 1000 if latencies else None,
-        "latency_p95": percentile(latencies, 0.95) * 1000 if latencies else None,
+        "latency_p95": percentile(latencies, 95) * 1000 if latencies else None,
     }
 
 
@@ -221,16 +216,13 @@ def render(result: dict[str, Any]) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--records", type=int, default=3000)
     parser.add_argument("--observers", type=int, default=100)
-    parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = parse_args()
     result = event_loop.run(main(args.records, args.observers))
-    print(render(result))
-    if not args.no_docs:
-        write_section("observer_fanout", render(result))
+    publish("observer_fanout", render(result), docs=not args.no_docs)

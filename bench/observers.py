@@ -37,7 +37,7 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
-from bench.report import measured_line, write_section
+from bench.report import bench_parser, measured_line, percentile, publish
 from config import Settings
 from processors.agent_gate import AgentGate
 from processors.conversation_director import ConversationDirector
@@ -73,11 +73,6 @@ REPLY = ["Of course. ", "[HEALTH] ", "I can book that for you. ", "I have Tuesda
          "or Wednesday at ten. ", "Which would you like?"]
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def bench_rules(runs: int) -> dict:
     rules = quick_rules()
     times = []
@@ -86,8 +81,8 @@ def bench_rules(runs: int) -> dict:
             started = time.perf_counter()
             rules.observe(line)
             times.append((time.perf_counter() - started) * 1e6)
-    return {"patterns": rules.pattern_count, "p50": percentile(times, 0.5),
-            "p95": percentile(times, 0.95), "max": max(times), "n": len(times)}
+    return {"patterns": rules.pattern_count, "p50": percentile(times, 50),
+            "p95": percentile(times, 95), "max": max(times), "n": len(times)}
 
 
 async def bench_stage1(runs: int) -> dict:
@@ -100,7 +95,7 @@ async def bench_stage1(runs: int) -> dict:
             vector = services.embedder.embed_now([line])[0]
             index.assess(vector, escalate_at=0.85, candidate_at=0.45)
             times.append((time.perf_counter() - started) * 1e3)
-    return {"p50": percentile(times, 0.5), "p95": percentile(times, 0.95), "n": len(times)}
+    return {"p50": percentile(times, 50), "p95": percentile(times, 95), "n": len(times)}
 
 
 class PassThrough(FrameProcessor):
@@ -169,10 +164,10 @@ async def bench_chain(turns: int, reps: int) -> dict:
         bare += await run_turns([PassThrough() for _ in range(7)], turns)
         layered += await run_turns(observer_chain(session(), services), turns)
     return {
-        "bare_p50": statistics.median(bare), "bare_p95": percentile(bare, 0.95),
-        "layered_p50": statistics.median(layered), "layered_p95": percentile(layered, 0.95),
+        "bare_p50": statistics.median(bare), "bare_p95": percentile(bare, 95),
+        "layered_p50": statistics.median(layered), "layered_p95": percentile(layered, 95),
         "added_p50": statistics.median(layered) - statistics.median(bare),
-        "added_p95": percentile(layered, 0.95) - percentile(bare, 0.95), "turns": len(bare),
+        "added_p95": percentile(layered, 95) - percentile(bare, 95), "turns": len(bare),
     }
 
 
@@ -213,17 +208,14 @@ def render(result: dict) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rule-runs", type=int, default=400)
-    parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = parse_args()
     result = event_loop.run(main(args.turns, args.reps, args.rule_runs))
-    print(render(result))
-    if not args.no_docs:
-        write_section("observers", render(result))
+    publish("observers", render(result), docs=not args.no_docs)

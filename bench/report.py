@@ -6,6 +6,7 @@ Each benchmark owns one section between `<!-- name:start -->` and
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import platform
@@ -44,3 +45,26 @@ def rewrite_section(markdown: str, name: str, section: str) -> str:
 def write_section(name: str, section: str, doc: Path = DOC) -> None:
     doc.write_text(rewrite_section(doc.read_text() if doc.exists() else "", name, section))
     print(f"wrote the {name} section of {doc}")
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """The `pct`-th percentile (0-100) by nearest rank; NaN for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def bench_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring's first line, and `--no-docs`."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    parser.add_argument("--no-docs", action="store_true", help="print only")
+    return parser
+
+
+def publish(name: str, section: str, *, docs: bool = True) -> None:
+    """Print a benchmark's section and, unless `docs` is off, write it to PERFORMANCE.md."""
+    print(section)
+    if docs:
+        write_section(name, section)

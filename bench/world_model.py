@@ -29,7 +29,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from bench.report import measured_line, write_section
+from bench.report import bench_parser, measured_line, percentile, publish
 from config import Settings
 from db.migrations import apply_migrations
 from db.pool import Database
@@ -63,11 +63,6 @@ TURNS = [
     "Please text me instead of calling, mornings are best.",
     "Yes that's right.",
 ]
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
 
 
 def misspell(name: str, rng: random.Random, edits: int) -> str:
@@ -266,17 +261,13 @@ def render(report: dict) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--patients", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--no-docs", action="store_true", help="print only")
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     args = parse_args()
     result = event_loop.run(main(args.patients, args.queries))
-    section = render(result)
-    print(section)
-    if not args.no_docs:
-        write_section("world_model", section)
+    publish("world_model", render(result), docs=not args.no_docs)

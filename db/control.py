@@ -86,25 +86,29 @@ async def acknowledge_escalation(pool: asyncpg.Pool, workspace_id: str, escalati
                                  operator: str) -> EscalationAction:
     """Mark an open escalation acknowledged by `operator`; an acknowledged or resolved
     one is left unchanged."""
-    changed = await pool.fetchval(
-        f"""UPDATE escalations e SET status = 'acknowledged', acknowledged_at = now(),
-                   acknowledged_by = $3
-             WHERE {_OWN_ESCALATION} AND e.status = 'open' RETURNING e.id""",
-        escalation_id, as_uuid(workspace_id), operator)
-    return EscalationAction(await get_escalation(pool, workspace_id, escalation_id),
-                            changed is not None)
+    return await _act(pool, workspace_id, escalation_id, operator,
+                      """UPDATE escalations e SET status = 'acknowledged', acknowledged_at = now(),
+                                acknowledged_by = $3
+                          WHERE {own} AND e.status = 'open' RETURNING e.id""")
 
 
 async def resolve_escalation(pool: asyncpg.Pool, workspace_id: str, escalation_id: int,
                              operator: str) -> EscalationAction:
     """Close an escalation; whoever resolves an unacknowledged one has acknowledged it.
     A resolved one is left unchanged."""
-    changed = await pool.fetchval(
-        f"""UPDATE escalations e SET status = 'resolved', resolved_at = now(),
-                   acknowledged_at = COALESCE(e.acknowledged_at, now()),
-                   acknowledged_by = COALESCE(e.acknowledged_by, $3)
-             WHERE {_OWN_ESCALATION} AND e.status <> 'resolved' RETURNING e.id""",
-        escalation_id, as_uuid(workspace_id), operator)
+    return await _act(pool, workspace_id, escalation_id, operator,
+                      """UPDATE escalations e SET status = 'resolved', resolved_at = now(),
+                                acknowledged_at = COALESCE(e.acknowledged_at, now()),
+                                acknowledged_by = COALESCE(e.acknowledged_by, $3)
+                          WHERE {own} AND e.status <> 'resolved' RETURNING e.id""")
+
+
+async def _act(pool: asyncpg.Pool, workspace_id: str, escalation_id: int, operator: str,
+               update: str) -> EscalationAction:
+    """Run one action's UPDATE (`{own}`: the workspace's escalation $1; $3 the operator)
+    and read the escalation as it is now."""
+    changed = await pool.fetchval(update.format(own=_OWN_ESCALATION), escalation_id,
+                                  as_uuid(workspace_id), operator)
     return EscalationAction(await get_escalation(pool, workspace_id, escalation_id),
                             changed is not None)
 

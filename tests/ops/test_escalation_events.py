@@ -15,17 +15,16 @@ import pytest
 from websockets.asyncio.client import connect
 
 from services.call_session import CallLog, CallSession, SessionMode
-from services.dev_credentials import twilio_auth_token
 from services.ops.bus import InProcessBus
 from services.ops.commands import CallControl, OperatorAction, OperatorCommand
 from services.ops.plane import OpsPlane
 from services.ops.redis_bus import RedisBus
 from services.ops.registry import LocalRegistry, RedisRegistry
-from services.simulator import CallScript, simulate_call
+from services.simulator import CallScript
 from tests.fakes import CollectingWriter
 from tests.ops.redis_server import valkey_server
-from tests.ops.test_live_calls import bearer, closed_with_messages, next_message, running_call, \
-    ws_url
+from tests.ops.test_live_calls import bearer, closed_with_messages, next_message, \
+    start_text_call, ws_url
 
 ESCALATION = {"id": 41, "call_id": "call-1", "concept": "self_harm", "severity": "hard"}
 
@@ -178,13 +177,8 @@ async def escalation_id(db, call_id: str, timeout_s: float = 10.0) -> int:
 async def test_acknowledging_a_live_calls_escalation_is_an_event_resolving_it_after_is_not(
         server, db):
     async with httpx.AsyncClient(timeout=10) as http:
-        before = await http.get(f"{server.url}/api/calls/active", headers=bearer(server.api_key))
-        known = {c["call_id"] for c in before.json()["calls"]}
-        simulation = asyncio.create_task(simulate_call(
-            CRISIS_CALL, base_url=server.url, api_key=server.api_key,
-            twilio_token=twilio_auth_token(server.settings), text_mode=True,
-            log=lambda *_: None))
-        call_id = (await running_call(http, server, known))["call_id"]
+        simulation, entry = await start_text_call(http, server, CRISIS_CALL)
+        call_id = entry["call_id"]
 
         def post(path: str, operator: str) -> Awaitable[httpx.Response]:
             return http.post(f"{server.url}/api/escalations/{path}",

@@ -72,16 +72,26 @@ async def running_call(http: httpx.AsyncClient, server: RunningServer,
     raise AssertionError("the call never appeared in /api/calls/active")
 
 
+async def start_text_call(http: httpx.AsyncClient, server: RunningServer,
+                          script: CallScript) -> tuple[asyncio.Task, dict]:
+    """A simulated text call on `server`: (the simulation, its /api/calls/active entry)."""
+    before = await http.get(f"{server.url}/api/calls/active", headers=bearer(server.api_key))
+    known = {c["call_id"] for c in before.json()["calls"]}
+    simulation = asyncio.create_task(simulate_call(
+        script, base_url=server.url, api_key=server.api_key,
+        twilio_token=twilio_auth_token(server.settings), text_mode=True,
+        log=lambda *_: None))
+    try:
+        return simulation, await running_call(http, server, known)
+    except BaseException:
+        simulation.cancel()
+        raise
+
+
 async def test_an_operator_takes_over_releases_and_ends_a_running_call(live_server, db):
     server = live_server
     async with httpx.AsyncClient(timeout=10) as http:
-        before = await http.get(f"{server.url}/api/calls/active", headers=bearer(server.api_key))
-        known = {c["call_id"] for c in before.json()["calls"]}
-        simulation = asyncio.create_task(simulate_call(
-            HELD_CALL, base_url=server.url, api_key=server.api_key,
-            twilio_token=twilio_auth_token(server.settings), text_mode=True,
-            log=lambda *_: None))
-        entry = await running_call(http, server, known)
+        simulation, entry = await start_text_call(http, server, HELD_CALL)
         call_id = entry["call_id"]
         assert entry["mode"] == "text" and entry["pod_id"]
 
