@@ -62,6 +62,27 @@ function absorbed(call, key) {
   return true;
 }
 
+/**
+ * An `escalation` event into the call's list: a new one (status "open") is added; an
+ * operator's acknowledge/resolve (another status, with `escalation_id`) updates the one
+ * it is about, found by that id, else the oldest of its concept not yet matched to an id
+ * (the open event does not carry the id), and is added only when none is there.
+ */
+export function foldEscalation(escalations, data) {
+  if ((data.status ?? "open") !== "open") {
+    const id = data.escalation_id;
+    const unmatched = escalations.filter((e) => e.escalation_id == null && e.concept === data.concept);
+    const target = (id != null && escalations.find((e) => e.escalation_id === id))
+      || unmatched.find((e) => (e.status ?? "open") === "open") || unmatched[0];
+    if (target) {
+      Object.assign(target, data);
+      return escalations;
+    }
+  }
+  escalations.push({ ...data });
+  return escalations;
+}
+
 /** What an observer event says about a call, folded into its live view `call`. */
 export function applyEvent(call, event) {
   const data = event.data ?? {};
@@ -113,7 +134,7 @@ export function applyEvent(call, event) {
       call.emotion = data;
       break;
     case "escalation":
-      call.escalations.push(data);
+      foldEscalation(call.escalations, data);
       break;
     case "session_end":
       call.ended = true;
