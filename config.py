@@ -112,6 +112,12 @@ class Settings(BaseSettings):
         "proven are checked, others get 429 / close 1008.",
     )
     api_max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    forwarded_allow_ips: str | None = Field(
+        default=None,
+        description="Reverse proxies (comma-separated addresses or CIDR ranges, or *) whose "
+        "X-Forwarded-For/-Proto are trusted, so the failed-auth throttle and the logs see the "
+        "real client address. Unset: uvicorn's default, the local host only.",
+    )
     transcript_verify_timeout_s: float = Field(
         default=300.0, gt=0, le=3600,
         description="Longest a recording's re-transcription (verify-transcript) may take.",

@@ -18,6 +18,7 @@ import argparse
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from loguru import logger
@@ -26,6 +27,9 @@ from pydantic_settings import SettingsError
 
 from config import Settings
 from services import event_loop
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 def configure_logging(settings: Settings) -> None:
@@ -81,17 +85,27 @@ def serve(settings: Settings) -> int:
 
     resolve_providers(settings)  # a provider forced without its key: a clear error, not a crash
 
-    config = uvicorn.Config(
-        create_app(settings),
+    uvicorn.Server(server_config(settings, create_app(settings))).run()
+    return 0
+
+
+def server_config(settings: Settings, app: Any) -> uvicorn.Config:
+    """The HTTP server's configuration. Forwarded headers are honoured from the proxies
+    `FORWARDED_ALLOW_IPS` names only, so limits counted per client address count the
+    caller behind the proxy, and nobody else can choose the address they are counted by."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         ws_max_size=max(settings.ws_max_message_bytes * 4, 1 << 20),
         log_level=settings.log_level.lower(),
         loop=event_loop.uvicorn_loop(),
         lifespan="on",
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
-    uvicorn.Server(config).run()
-    return 0
 
 
 async def _with_database(settings: Settings, action) -> int:
