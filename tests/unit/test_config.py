@@ -124,6 +124,30 @@ def test_the_documented_example_environment_is_valid_settings():
     assert settings.emotion_audio_provider == "auto" and settings.emotion_text_timeout_s == 2.5
 
 
+OPERATIONS_SETTINGS = (
+    "REDIS_URL", "CALL_REGISTRY_TTL_S", "OBSERVER_REPLAY_EVENTS", "OBSERVER_QUEUE_EVENTS",
+    "OBSERVER_PING_S", "OBSERVER_AUTH_TIMEOUT_S", "API_RATE_LIMIT_PER_MINUTE",
+    "API_AUTH_FAILURES_PER_MINUTE", "API_MAX_BODY_BYTES", "TRANSCRIPT_VERIFY_TIMEOUT_S",
+    "FORWARDED_ALLOW_IPS",
+)
+
+
+def test_the_example_environment_documents_the_operations_settings_at_their_defaults(
+        monkeypatch):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    text = example.read_text()
+    missing = [name for name in OPERATIONS_SETTINGS
+               if f"\n{name}=" not in text and f"\n# {name}=" not in text]
+    assert missing == []
+    for name in OPERATIONS_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    documented, default = Settings(_env_file=example), Settings(_env_file=None)
+    for name in OPERATIONS_SETTINGS:
+        assert getattr(documented, name.lower()) == getattr(default, name.lower()), name
+
+
 def test_observer_and_safety_settings_parse_from_the_environment(monkeypatch):
     monkeypatch.setenv("SILENCE_CHECKINS_S", "5, 10,20")
     monkeypatch.setenv("CRISIS_RESOURCES", '[{"name": "the crisis line", "phone": "988"}]')
