@@ -19,6 +19,8 @@ from services.runtime import AppRuntime
 router = APIRouter(prefix="/api/calls", tags=["calls"])
 
 ToolErrorFilter = Literal["true", "false", "guard", "pms", "other"]
+# Text filters are compared in PostgreSQL, which refuses a NUL in text: 422, not a 500.
+NO_NUL = r"^[^\x00]*$"
 
 
 # --- Response models ---------------------------------------------------------------
@@ -229,9 +231,10 @@ async def list_calls(
                                description="`next_cursor` of the previous page"),
     started_after: datetime | None = Query(default=None, description="Started at or after"),
     started_before: datetime | None = Query(default=None, description="Started before"),
-    state: str | None = Query(default=None, max_length=100, description="Final state"),
-    status_: str | None = Query(default=None, alias="status", max_length=50),
-    completion_reason: str | None = Query(default=None, max_length=100),
+    state: str | None = Query(default=None, max_length=100, pattern=NO_NUL,
+                              description="Final state"),
+    status_: str | None = Query(default=None, alias="status", max_length=50, pattern=NO_NUL),
+    completion_reason: str | None = Query(default=None, max_length=100, pattern=NO_NUL),
     escalated: bool | None = Query(default=None, description="Has (no) escalation"),
     tool_error: ToolErrorFilter | None = Query(
         default=None, description="true/false: has (no) failed tool call; or one error class"),

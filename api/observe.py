@@ -44,6 +44,13 @@ SNAPSHOT_ROWS = 50  # most recent turns / transitions / tool calls in session_in
 AUTH_MESSAGE_BYTES = 4096
 
 
+def canonical_call_id(call_id: str) -> str:
+    """A call id as pods key it (lower-case UUID): `/api/calls/{ID}` in capitals or
+    without hyphens still finds the running call and its events."""
+    parsed = repo.as_uuid(call_id)
+    return str(parsed) if parsed is not None else call_id
+
+
 class ActiveCalls(BaseModel):
     calls: list[dict[str, Any]]
 
@@ -76,6 +83,7 @@ async def operator_action(
 ) -> ActionAccepted:
     """404: no such call in this workspace; 409: it is not running; 503: the pod running
     it could not be reached."""
+    call_id = canonical_call_id(call_id)
     try:
         entry = await runtime.ops.registry.get(call_id)
     except RegistryUnavailable as error:
@@ -220,6 +228,7 @@ async def observe_call(websocket: WebSocket, call_id: str) -> None:
     if (admitted := await _admit(websocket)) is None:
         return
     runtime, workspace_id = admitted
+    call_id = canonical_call_id(call_id)
     answered, detail = await _call_detail(runtime, call_id, workspace_id)
     entry = await _registry_entry(runtime, call_id)
     if entry is not None and entry.workspace_id != workspace_id:
@@ -272,14 +281,14 @@ async def stream(websocket: WebSocket, sub: Subscription, ping_s: float, *,
     """Live events and pings until the observer leaves (or, `until_end`, the call ends).
     What the observer sends is read and ignored, so garbage never breaks the stream."""
     listener = asyncio.create_task(_ignore_client(websocket), name="observer-client")
+    getter: asyncio.Task | None = None
     last_ping = time.monotonic()
     try:
         while not listener.done():
             wait_s = max(0.0, ping_s - (time.monotonic() - last_ping))
-            getter = asyncio.create_task(sub.next(wait_s))
+            getter = asyncio.create_task(sub.next(wait_s), name="observer-next")
             await asyncio.wait({getter, listener}, return_when=asyncio.FIRST_COMPLETED)
             if not getter.done():
-                getter.cancel()
                 break
             message = getter.result()
             if message is not None and not await _send(websocket, message):
@@ -293,10 +302,11 @@ async def stream(websocket: WebSocket, sub: Subscription, ping_s: float, *,
                 last_ping = time.monotonic()
                 if not await _send(websocket, {"type": "ping", "ts": time.time()}):
                     break
-    finally:
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await listener
+    finally:  # both tasks ended and awaited, however the stream stops (cancelled too)
+        for task in (listener, getter):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(listener, *([getter] if getter else []), return_exceptions=True)
 
 
 async def _ignore_client(websocket: WebSocket) -> None:

@@ -53,9 +53,11 @@ class Subscription:
         self.closed = False
 
     def wants(self, event: ObserverEvent) -> bool:
-        if self.call_id is not None:
-            return event.call_id == self.call_id
-        return event.workspace_id == self.workspace_id
+        """Its workspace's events only, whatever reaches the pod (the replay is held to
+        the same rule): of its call, or of every call."""
+        if event.workspace_id != self.workspace_id:
+            return False
+        return self.call_id is None or event.call_id == self.call_id
 
     @property
     def pending(self) -> int:
@@ -166,7 +168,11 @@ class EventBus:
         index = self._by_call.setdefault(call_id, set()) if call_id is not None \
             else self._by_workspace.setdefault(workspace_id, set())
         index.add(sub.id)
-        replay = await self.replay(call_id) if call_id is not None else []
+        try:
+            replay = await self.replay(call_id) if call_id is not None else []
+        except BaseException:  # cancelled (or failed) before the caller holds it: no leak
+            self.unsubscribe(sub)
+            raise
         return sub, sub.replayed([e for e in replay if e.workspace_id == workspace_id])
 
     def unsubscribe(self, sub: Subscription) -> None:

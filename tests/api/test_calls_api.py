@@ -220,3 +220,14 @@ def test_safety_state_follows_the_hard_escalations(escalations, events, expected
     state = safety_state(escalations, events)
     assert (state.status, state.needs_operator) == (expected, operator)
     assert state.agent_suspended == (expected in ("suspended", "acknowledged", "resolved"))
+
+
+async def test_a_nul_in_a_text_filter_is_refused_not_a_server_error(db, settings, workspace_id,
+                                                                    key):
+    await insert_call(db, workspace_id, T0, final_state="closing")
+    async with running_app(settings) as (_, client):
+        refused = [await client.get(f"/api/calls?{name}=a%00b", headers=bearer(key))
+                   for name in ("state", "status", "completion_reason")]
+        fine = await client.get("/api/calls?state=closing", headers=bearer(key))
+    assert [r.status_code for r in refused] == [422] * 3
+    assert fine.status_code == 200 and len(fine.json()["calls"]) == 1

@@ -143,3 +143,26 @@ async def test_commands_reach_the_handler_of_a_call_running_here_only():
     bus.drop_commands("c1")
     assert not await bus.send_command("pod", command)
     await bus.close()
+
+
+async def test_a_call_observer_never_gets_another_workspaces_event_of_that_call_id():
+    bus = InProcessBus("pod", replay_events=10, queue_events=100)
+    sub, _ = await bus.subscribe("w1", "c1")
+    bus.fan_out(event(1, "c1", "w2"))  # e.g. from another deployment sharing the Redis
+    bus.publish(event(2, "c1", "w1"))
+    assert [m["seq"] for m in [await sub.next(0.1)]] == [2]
+    assert await sub.next(0.05) is None
+
+
+async def test_a_subscribe_cancelled_during_its_replay_leaves_no_subscription():
+    class SlowReplay(InProcessBus):
+        async def replay(self, call_id: str) -> list[ObserverEvent]:
+            await asyncio.sleep(10)
+            return []
+
+    bus = SlowReplay("pod", replay_events=10, queue_events=100)
+    joining = asyncio.create_task(bus.subscribe("w1", "c1"))
+    await asyncio.sleep(0.01)
+    joining.cancel()
+    await asyncio.gather(joining, return_exceptions=True)
+    assert bus._subscriptions == {} and bus._by_call == {}

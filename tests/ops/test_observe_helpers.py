@@ -1,10 +1,24 @@
-"""The observer socket's pure parts: the auth message, the snapshot, the end notice."""
+"""The observer socket's parts without a server: the auth message, the snapshot, the end
+notice, the call id as pods key it, the stream's own tasks."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 
-from api.observe import SNAPSHOT_ROWS, auth_message_key, call_snapshot, ended_notice
+from starlette.websockets import WebSocketState
+
+from api.observe import (
+    SNAPSHOT_ROWS,
+    auth_message_key,
+    call_snapshot,
+    canonical_call_id,
+    ended_notice,
+    stream,
+)
+from services.ops.bus import InProcessBus
+from services.ops.events import ObserverEvent
 from services.ops.registry import ActiveCall
 
 
@@ -38,3 +52,47 @@ def test_the_end_of_a_finished_call_comes_from_its_record():
     assert notice["type"] == "session_end" and notice["seq"] is None
     assert notice["data"] == {"call_sid": "CA1", "duration_s": 12.5, "turns": 3,
                               "completion_reason": "agent_hangup", "final_state": "done"}
+
+
+def test_a_call_id_is_looked_up_as_pods_key_it():
+    call_id = str(uuid.uuid4())
+    assert canonical_call_id(call_id.upper()) == call_id
+    assert canonical_call_id(call_id.replace("-", "")) == call_id
+    assert canonical_call_id("not-a-uuid") == "not-a-uuid"
+
+
+class QuietObserver:
+    """A connected socket whose client never speaks; what it is sent is kept."""
+
+    client_state = WebSocketState.CONNECTED
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    async def receive(self) -> dict:
+        await asyncio.Event().wait()  # until cancelled
+        return {"type": "websocket.disconnect"}
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        return None
+
+
+async def test_a_cancelled_stream_leaves_no_task_behind():
+    bus = InProcessBus("pod", replay_events=10, queue_events=100)
+    sub, _ = await bus.subscribe("w1", "c1")
+    observer = QuietObserver()
+    streaming = asyncio.create_task(stream(observer, sub, ping_s=30, until_end=True))
+    bus.publish(ObserverEvent("c1", "w1", 1, "user_transcript", {"transcript": "hi"}))
+    for _ in range(100):
+        if observer.sent:
+            break
+        await asyncio.sleep(0.01)
+    assert [m["seq"] for m in observer.sent] == [1]
+    streaming.cancel()
+    await asyncio.gather(streaming, return_exceptions=True)
+    left = [t for t in asyncio.all_tasks()
+            if t.get_name() in ("observer-client", "observer-next") and not t.done()]
+    assert left == []
