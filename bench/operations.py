@@ -13,7 +13,7 @@
 4. Local transcript verification (PocketSphinx) of an eSpeak-synthesised dialogue.
 5. Log masking: µs per typical line, per line full of PHI, per nested extra.
 
-    python -m bench.operations [--calls 10000] [--requests 200] [--no-docs]
+    python -m bench.operations [--calls 10000] [--requests 300] [--no-docs]
 """
 
 from __future__ import annotations
@@ -542,7 +542,7 @@ def render(report: dict[str, Any]) -> str:
 def parse_args() -> argparse.Namespace:
     parser = bench_parser(__doc__)
     parser.add_argument("--calls", type=int, default=10_000)
-    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--minutes", type=int, nargs="+", default=[1, 10],
                         help="recording lengths")
     return parser.parse_args()
