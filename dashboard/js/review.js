@@ -32,46 +32,46 @@ export function mount(root) {
   const callLink = (id) => id
     ? el("a", { href: `#/calls/${encodeURIComponent(id)}` }, shortId(id)) : "—";
 
-  async function loadEscalations() {
+  /** `path`'s rows as a table in `container` (or `empty`); an error said there. */
+  async function loadTable(container, path, headers, rowOf, empty) {
     try {
-      const rows = await api("/api/escalations?status=open");
+      const rows = await api(path);
       if (!alive) return;
-      escalations.replaceChildren(rows.length ? table(
-        ["Call", "Concept", "Severity", "At", "Reason", ""],
-        rows.map((e) => {
-          const button = el("button", { type: "button", class: "ack", dataset: { id: String(e.id) } }, "Acknowledge");
-          button.addEventListener("click", async () => {
-            button.disabled = true;
-            try {
-              await api(`/api/escalations/${encodeURIComponent(e.id)}/acknowledge`, {
-                method: "POST", body: { operator: operator.value.trim() || "operator" },
-              });
-              loadEscalations();
-            } catch (error) {
-              button.disabled = false;
-              say(escalations, error.message, "error");
-            }
-          });
-          return [callLink(e.call_id), e.concept, e.severity, fmtClock(e.at_ms), e.reason ?? "", button];
-        }), { class: "grid" }) : el("p", { class: "empty" }, "No open escalations."));
+      container.replaceChildren(rows.length
+        ? table(headers, rows.map(rowOf), { class: "grid" })
+        : el("p", { class: "empty" }, empty));
     } catch (error) {
-      if (alive) say(escalations, error.message, "error");
+      if (alive) say(container, error.message, "error");
     }
   }
 
-  async function loadFlagged() {
-    try {
-      const rows = await api("/api/review-queue");
-      if (!alive) return;
-      flagged.replaceChildren(rows.length ? table(
-        ["Call", "Type", "Summary", "Written by", "When", "Why flagged"],
-        rows.map((e) => [callLink(e.call_id), e.type, e.summary, e.written_by, fmtDate(e.occurred_at),
-          (e.notes ?? []).map(noteLine)]),
-        { class: "grid" }) : el("p", { class: "empty" }, "Nothing waits for review."));
-    } catch (error) {
-      if (alive) say(flagged, error.message, "error");
-    }
+  function acknowledgeButton(e) {
+    const button = el("button", { type: "button", class: "ack", dataset: { id: String(e.id) } }, "Acknowledge");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await api(`/api/escalations/${encodeURIComponent(e.id)}/acknowledge`, {
+          method: "POST", body: { operator: operator.value.trim() || "operator" },
+        });
+        loadEscalations();
+      } catch (error) {
+        button.disabled = false;
+        say(escalations, error.message, "error");
+      }
+    });
+    return button;
   }
+
+  const loadEscalations = () => loadTable(escalations, "/api/escalations?status=open",
+    ["Call", "Concept", "Severity", "At", "Reason", ""],
+    (e) => [callLink(e.call_id), e.concept, e.severity, fmtClock(e.at_ms), e.reason ?? "", acknowledgeButton(e)],
+    "No open escalations.");
+
+  const loadFlagged = () => loadTable(flagged, "/api/review-queue",
+    ["Call", "Type", "Summary", "Written by", "When", "Why flagged"],
+    (e) => [callLink(e.call_id), e.type, e.summary, e.written_by, fmtDate(e.occurred_at),
+      (e.notes ?? []).map(noteLine)],
+    "Nothing waits for review.");
 
   loadEscalations();
   loadFlagged();

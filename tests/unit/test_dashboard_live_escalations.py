@@ -45,8 +45,7 @@ def test_acknowledge_then_resolve_update_the_one_escalation():
                         changed(41, "self_harm", "resolved", "Osei")])
     assert len(escalations) == 1
     assert escalations[0] == {"concept": "self_harm", "severity": "hard", "reason": "r",
-                                   "status": "resolved", "escalation_id": 41,
-                                   "operator": "Osei"}
+                              "status": "resolved", "escalation_id": 41, "operator": "Osei"}
 
 
 def test_an_update_finds_its_escalation_by_id_then_by_concept():
