@@ -134,7 +134,7 @@ class EventBus:
         self._subscriptions: dict[int, Subscription] = {}
         self._by_call: dict[str, set[int]] = {}
         self._by_workspace: dict[str, set[int]] = {}
-        self._handlers: dict[str, CommandHandler] = {}
+        self._handlers: dict[str, tuple[str | None, CommandHandler]] = {}  # call → (workspace, …)
         self._background = BackgroundTasks()
 
     # --- publishing (the call's path) ----------------------------------------------
@@ -192,8 +192,12 @@ class EventBus:
 
     # --- operator commands ------------------------------------------------------------
 
-    def handle_commands(self, call_id: str, handler: CommandHandler) -> None:
-        self._handlers[call_id] = handler
+    def handle_commands(self, call_id: str, handler: CommandHandler, *,
+                        workspace_id: str | None = None) -> None:
+        """`handler` applies commands for the call; with `workspace_id`, only commands
+        naming that workspace (the API checked it; a command from elsewhere on a shared
+        Redis never reaches another workspace's call)."""
+        self._handlers[call_id] = (workspace_id, handler)
 
     def drop_commands(self, call_id: str) -> None:
         self._handlers.pop(call_id, None)
@@ -205,8 +209,8 @@ class EventBus:
     def run_command(self, command: OperatorCommand) -> bool:
         """Apply a command to a call running here, off the caller's path; False if the
         call is not running here."""
-        handler = self._handlers.get(command.call_id)
-        if handler is None:
+        workspace_id, handler = self._handlers.get(command.call_id, (None, None))
+        if handler is None or workspace_id not in (None, command.workspace_id):
             return False
         self._background.start(self._apply(handler, command),
                                name=f"operator-{command.action.value}-{command.call_id}")

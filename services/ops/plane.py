@@ -82,7 +82,8 @@ class OpsPlane:
             service_id=session.service_id, pod_id=self.pod_id, started_at=time.time(),
             mode=session.mode.value, state=_state(session),
         ))
-        self.bus.handle_commands(session.call_id, control.apply)
+        self.bus.handle_commands(session.call_id, control.apply,
+                                 workspace_id=session.workspace_id)
 
     def call_finished(self, call_id: str) -> None:
         self.bus.drop_commands(call_id)

@@ -166,3 +166,18 @@ async def test_a_subscribe_cancelled_during_its_replay_leaves_no_subscription():
     joining.cancel()
     await asyncio.gather(joining, return_exceptions=True)
     assert bus._subscriptions == {} and bus._by_call == {}
+
+
+async def test_a_command_naming_another_workspace_never_reaches_the_call():
+    bus = InProcessBus("pod", replay_events=10, queue_events=100)
+    seen: list[OperatorCommand] = []
+
+    async def handler(command: OperatorCommand) -> None:
+        seen.append(command)
+
+    bus.handle_commands("c1", handler, workspace_id="w1")
+    assert not await bus.send_command("pod", OperatorCommand("c1", "w2", OperatorAction.END))
+    assert await bus.send_command("pod", OperatorCommand("c1", "w1", OperatorAction.END))
+    await asyncio.sleep(0.05)
+    assert [c.workspace_id for c in seen] == ["w1"]
+    await bus.close()
