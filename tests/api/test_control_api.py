@@ -270,29 +270,23 @@ async def test_escalations_are_listed_acknowledged_once_and_resolved(tmp_path, p
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
     with TestClient(create_app(settings)) as client:
+        def act(escalation: int, action: str, operator: str, headers: dict = mine):
+            return client.post(f"/api/escalations/{escalation}/{action}", headers=headers,
+                               json={"operator": operator})
+
         listed = client.get("/api/escalations", headers=mine).json()
-        acked = client.post(f"/api/escalations/{older}/acknowledge", headers=mine,
-                            json={"operator": "Nurse Ada"})
-        acked_again = client.post(f"/api/escalations/{older}/acknowledge", headers=mine,
-                                  json={"operator": "Someone Else"})
-        no_operator = client.post(f"/api/escalations/{older}/acknowledge", headers=mine,
-                                  json={"operator": ""})
-        nul_operator = client.post(f"/api/escalations/{older}/acknowledge", headers=mine,
-                                   json={"operator": "Ada\u0000"})
+        acked = act(older, "acknowledge", "Nurse Ada")
+        acked_again = act(older, "acknowledge", "Someone Else")
+        no_operator = act(older, "acknowledge", "")
+        nul_operator = act(older, "acknowledge", "Ada\u0000")
         open_now = client.get("/api/escalations?status=open", headers=mine).json()
         acknowledged = client.get("/api/escalations?status=acknowledged", headers=mine).json()
-        resolved = client.post(f"/api/escalations/{newer}/resolve", headers=mine,
-                               json={"operator": "Dr. Osei"})
-        resolved_again = client.post(f"/api/escalations/{newer}/resolve", headers=mine,
-                                     json={"operator": "Someone Else"})
-        ack_after_resolve = client.post(f"/api/escalations/{newer}/acknowledge", headers=mine,
-                                        json={"operator": "Late"})
-        cross = client.post(f"/api/escalations/{theirs_id}/acknowledge", headers=mine,
-                            json={"operator": "Nurse Ada"})
-        cross_resolve = client.post(f"/api/escalations/{older}/resolve", headers=theirs,
-                                    json={"operator": "Intruder"})
-        unknown = client.post("/api/escalations/999999999/resolve", headers=mine,
-                              json={"operator": "Nurse Ada"})
+        resolved = act(newer, "resolve", "Dr. Osei")
+        resolved_again = act(newer, "resolve", "Someone Else")
+        ack_after_resolve = act(newer, "acknowledge", "Late")
+        cross = act(theirs_id, "acknowledge", "Nurse Ada")
+        cross_resolve = act(older, "resolve", "Intruder", headers=theirs)
+        unknown = act(999999999, "resolve", "Nurse Ada")
         bad_status = client.get("/api/escalations?status=closed", headers=mine)
         their_list = client.get("/api/escalations", headers=theirs).json()
 
