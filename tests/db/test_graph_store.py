@@ -71,6 +71,8 @@ async def test_the_cli_stores_a_checked_graph_once(tmp_path, pg_dsn, db, monkeyp
     path.write_text(yaml.safe_dump(definition(4)))
     monkeypatch.setenv("DATABASE_URL", pg_dsn)
     monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    # The CLI's logging would outlive the test on capsys's stream (closed after it).
+    monkeypatch.setattr(main, "configure_logging", lambda settings: None)
     args = ["save-graph", str(path), "--workspace", workspace["name"]]
     assert await asyncio.to_thread(main.main, args) == 0
     assert await asyncio.to_thread(main.main, args) == 2  # the same version again
