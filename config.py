@@ -100,6 +100,11 @@ class Settings(BaseSettings):
         default=5.0, gt=0, le=60,
         description="How long an observer socket may take to present its API key.",
     )
+    observer_max_per_workspace: int = Field(
+        default=50, ge=1, le=10_000,
+        description="Observer sockets one workspace may hold open on one pod; past it a new "
+        "one is closed with 1013 (try again later) once authenticated.",
+    )
     api_rate_limit_per_minute: int = Field(
         default=600, ge=1,
         description="Requests one API key may make per minute (per pod; a burst of a tenth "

@@ -14,6 +14,9 @@ header, a first message `{"type": "auth", "api_key": "..."}` within
 `OBSERVER_AUTH_TIMEOUT_S` (never the query string: it ends up in logs). A wrong key or
 another workspace's call closes the socket with 1008 before any data; so does a key from
 a client address past its failed-authentication budget ("too many failed attempts").
+A workspace holding `OBSERVER_MAX_PER_WORKSPACE` observer sockets on this pod gets a new
+one closed with 1013 (try again later) once it has authenticated, before anything is
+read for it; a socket frees its slot however it ends.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from api.deps import AuthThrottled, authenticate_key, bearer_key, get_runtime, require_workspace
 from db import repositories as repo
-from services.ops.bus import Subscription
+from services.ops.bus import ObserverSlot, Subscription
 from services.ops.commands import CallAction, OperatorAction, OperatorCommand
 from services.ops.registry import ActiveCall, RegistryUnavailable
 from services.runtime import AppRuntime
@@ -39,6 +42,7 @@ from services.runtime import AppRuntime
 router = APIRouter(prefix="/api", tags=["live calls"])
 
 POLICY_VIOLATION = 1008
+TRY_AGAIN_LATER = 1013
 SNAPSHOT_TIMEOUT_S = 2.0
 SNAPSHOT_ROWS = 50  # most recent turns / transitions / tool calls in session_info
 AUTH_MESSAGE_BYTES = 4096
@@ -151,11 +155,11 @@ async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
         return None
 
 
-async def _refuse(websocket: WebSocket, reason: str) -> None:
+async def _refuse(websocket: WebSocket, reason: str, code: int = POLICY_VIOLATION) -> None:
     if websocket.application_state is WebSocketState.DISCONNECTED:
         return  # already refused (with a more precise reason)
     with contextlib.suppress(RuntimeError, WebSocketDisconnect):
-        await websocket.close(code=POLICY_VIOLATION, reason=reason)
+        await websocket.close(code=code, reason=reason)
 
 
 async def _send(websocket: WebSocket, message: dict[str, Any]) -> bool:
@@ -211,24 +215,40 @@ async def _registry_entry(runtime: AppRuntime, call_id: str) -> ActiveCall | Non
         return None
 
 
-async def _admit(websocket: WebSocket) -> tuple[AppRuntime, str] | None:
-    """Accept the socket and authenticate it: (runtime, workspace id), or None once it
-    has been closed with 1008."""
+async def _admit(websocket: WebSocket) -> tuple[AppRuntime, str, ObserverSlot] | None:
+    """Accept the socket, authenticate it and claim its workspace slot: (runtime,
+    workspace id, slot), or None once it has been closed (1008: no access; 1013: the
+    workspace's observers are at their cap). The caller releases the slot in a `finally`
+    entered before its next await."""
     runtime: AppRuntime = websocket.app.state.runtime
     await websocket.accept()
     workspace_id = await authenticate(websocket, runtime)
     if workspace_id is None:
         await _refuse(websocket, "invalid or missing API key")
         return None
-    return runtime, workspace_id
+    limit = runtime.settings.observer_max_per_workspace
+    slot = runtime.ops.bus.claim_observer(workspace_id, limit)
+    if slot is None:
+        logger.warning(f"observer refused: workspace {workspace_id} holds {limit} observers")
+        await _refuse(websocket, f"too many observers for this workspace (limit {limit}); "
+                      "try again later", code=TRY_AGAIN_LATER)
+        return None
+    return runtime, workspace_id, slot
 
 
 @router.websocket("/calls/{call_id}/observe")
 async def observe_call(websocket: WebSocket, call_id: str) -> None:
     if (admitted := await _admit(websocket)) is None:
         return
-    runtime, workspace_id = admitted
-    call_id = canonical_call_id(call_id)
+    runtime, workspace_id, slot = admitted
+    try:
+        await _observe_call(websocket, runtime, workspace_id, canonical_call_id(call_id))
+    finally:
+        slot.release()
+
+
+async def _observe_call(websocket: WebSocket, runtime: AppRuntime, workspace_id: str,
+                        call_id: str) -> None:
     answered, detail = await _call_detail(runtime, call_id, workspace_id)
     entry = await _registry_entry(runtime, call_id)
     if entry is not None and entry.workspace_id != workspace_id:
@@ -261,7 +281,15 @@ async def observe_call(websocket: WebSocket, call_id: str) -> None:
 async def observe_workspace(websocket: WebSocket) -> None:
     if (admitted := await _admit(websocket)) is None:
         return
-    runtime, workspace_id = admitted
+    runtime, workspace_id, slot = admitted
+    try:
+        await _observe_workspace(websocket, runtime, workspace_id)
+    finally:
+        slot.release()
+
+
+async def _observe_workspace(websocket: WebSocket, runtime: AppRuntime,
+                             workspace_id: str) -> None:
     sub, _ = await runtime.ops.bus.subscribe(workspace_id)
     try:
         try:

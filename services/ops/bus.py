@@ -117,6 +117,26 @@ class Subscription:
         self._ready.set()
 
 
+class ObserverSlot:
+    """One observer socket counted against its workspace's cap on this pod; `release`
+    frees it (once, however often it is called, so every exit path may call it)."""
+
+    def __init__(self, workspace_id: str, counts: dict[str, int]) -> None:
+        self.workspace_id = workspace_id
+        self._counts = counts
+        self.released = False
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        left = self._counts.get(self.workspace_id, 0) - 1
+        if left > 0:
+            self._counts[self.workspace_id] = left
+        else:
+            self._counts.pop(self.workspace_id, None)
+
+
 def _wake(subs: list[Subscription]) -> None:
     for sub in subs:
         sub.wake()
@@ -135,6 +155,7 @@ class EventBus:
         self._by_call: dict[str, set[int]] = {}
         self._by_workspace: dict[str, set[int]] = {}
         self._handlers: dict[str, tuple[str | None, CommandHandler]] = {}  # call → (workspace, …)
+        self._observers: dict[str, int] = {}  # workspace → observer sockets holding a slot
         self._background = BackgroundTasks()
 
     # --- publishing (the call's path) ----------------------------------------------
@@ -157,6 +178,20 @@ class EventBus:
             asyncio.get_running_loop().call_soon(_wake, sleeping)
 
     # --- observers --------------------------------------------------------------------
+
+    def claim_observer(self, workspace_id: str, limit: int) -> ObserverSlot | None:
+        """A slot for one more observer socket of the workspace on this pod, or None when
+        it already holds `limit` (the socket is then refused: a runaway dashboard cannot
+        exhaust the pod)."""
+        held = self._observers.get(workspace_id, 0)
+        if held >= limit:
+            return None
+        self._observers[workspace_id] = held + 1
+        return ObserverSlot(workspace_id, self._observers)
+
+    def observers(self, workspace_id: str) -> int:
+        """Observer sockets of the workspace holding a slot on this pod."""
+        return self._observers.get(workspace_id, 0)
 
     async def subscribe(
         self, workspace_id: str, call_id: str | None = None
