@@ -34,6 +34,10 @@ CALL_UPDATE_COLUMNS = frozenset({
     "completion_reason", "final_state", "config_snapshot", "recording_path",
     "emotional_summary",
 })
+# Twilio's own reports (the status callback), the only writer of these columns: they are
+# not part of the call's lifecycle order, so writing them never makes a lifecycle update
+# still in the writer's queue look older than the row (the call would stay in_progress).
+UNORDERED_CALL_COLUMNS = frozenset({"twilio_status", "twilio_duration_s"})
 # Child rows in a call detail: table, key, order. Their own id/call_id are noise there.
 _CALL_CHILDREN = (
     ("turns", "turns", "seq"),
@@ -364,7 +368,8 @@ def call_update_sql(fields: Mapping[str, Any]) -> tuple[str, list[Any]]:
         f"{name} = CASE WHEN updated_at > $2 THEN COALESCE({name}, ${index}) ELSE ${index} END"
         for index, name in enumerate(names, start=3)
     )
-    sql = f"UPDATE calls SET {assignments}, updated_at = GREATEST(updated_at, $2) WHERE id = $1"
+    stamp = "" if set(names) <= UNORDERED_CALL_COLUMNS else ", updated_at = GREATEST(updated_at, $2)"
+    sql = f"UPDATE calls SET {assignments}{stamp} WHERE id = $1"
     return sql, [fields[name] for name in names]
 
 

@@ -302,3 +302,19 @@ async def test_a_replayed_older_update_fills_gaps_but_never_rolls_a_call_back(
     assert replayed == 1
     assert call["status"] == "completed" and call["completion_reason"] == "caller_hangup"
     assert datetime.fromisoformat(call["connected_at"]) == connected
+
+
+async def test_twilios_status_report_does_not_hold_back_the_calls_own_end(db, call_id, make_writer):
+    """The status callback lands while the call's end is still queued: the end still applies."""
+    ended = CallUpdate(call_id=call_id, fields={"status": "completed",
+                                                "completion_reason": "agent_hangup"})
+    await repo.update_call(db.pool, call_id, twilio_status="completed", twilio_duration_s=54)
+
+    writer = make_writer(db.pool)
+    await writer.start()
+    writer.submit(ended)
+    await writer.flush(5)
+
+    call = await repo.get_call(db.pool, call_id)
+    assert call["status"] == "completed" and call["completion_reason"] == "agent_hangup"
+    assert call["twilio_status"] == "completed" and call["twilio_duration_s"] == 54
