@@ -476,6 +476,43 @@ async def synthesize_script(lines: Sequence[tuple[str, dict]], sample_rate: int)
         executor.shutdown(wait=False)
 
 
+@dataclass(frozen=True)
+class TimedSpeech:
+    """A whole utterance (PCM16 mono) and eSpeak's word events: each word's start in
+    seconds from the audio's start (resampling keeps the times)."""
+
+    audio: bytes
+    sample_rate: int
+    words: tuple[WordEvent, ...]
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.audio) / 2 / self.sample_rate if self.sample_rate else 0.0
+
+
+async def synthesize_timed(
+    text: str,
+    sample_rate: int,
+    *,
+    voice: str = DEFAULT_VOICE,
+    words_per_minute: float = DEFAULT_WORDS_PER_MINUTE,
+    shape: VoiceShape = VoiceShape(),
+    engine: EspeakEngine | None = None,
+) -> TimedSpeech:
+    """The whole utterance at `sample_rate` with its word times (the same events the live
+    `EspeakTTSService` times its words by), without blocking the loop."""
+    engine = engine or EspeakEngine.shared()
+    chunks: list[bytes] = []
+    result = await asyncio.wrap_future(
+        engine.start_synthesis(
+            text, voice=voice, words_per_minute=words_per_minute, shape=shape,
+            on_chunk=lambda chunk: chunks.append(chunk.audio),
+        )
+    )
+    audio = resample_pcm(b"".join(chunks), result.sample_rate, sample_rate)
+    return TimedSpeech(audio, sample_rate, tuple(result.words))
+
+
 async def synthesize_pcm(
     text: str,
     sample_rate: int,
@@ -486,12 +523,7 @@ async def synthesize_pcm(
     engine: EspeakEngine | None = None,
 ) -> bytes:
     """The whole utterance as PCM16 mono at `sample_rate`, without blocking the loop."""
-    engine = engine or EspeakEngine.shared()
-    chunks: list[bytes] = []
-    result = await asyncio.wrap_future(
-        engine.start_synthesis(
-            text, voice=voice, words_per_minute=words_per_minute, shape=shape,
-            on_chunk=lambda chunk: chunks.append(chunk.audio),
-        )
-    )
-    return resample_pcm(b"".join(chunks), result.sample_rate, sample_rate)
+    speech = await synthesize_timed(text, sample_rate, voice=voice,
+                                    words_per_minute=words_per_minute, shape=shape,
+                                    engine=engine)
+    return speech.audio

@@ -10,12 +10,18 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
 from processors.greeting import PrerenderedSpeech
 
-Renderer = Callable[[str, int, float], Awaitable[bytes]]  # text, sample rate, speed
+if TYPE_CHECKING:
+    from services.espeak import TimedSpeech
+
+# text, sample rate, speed → the audio and its word times (kept, so the greeting's words
+# are recorded like any agent turn's)
+Renderer = Callable[[str, int, float], Awaitable["TimedSpeech"]]
 
 MAX_ENTRIES = 256
 
@@ -58,11 +64,11 @@ class GreetingCache:
     async def _render(self, key: tuple[str, str, int], speed: float) -> PrerenderedSpeech | None:
         _voice, text, sample_rate = key
         try:
-            audio = await self._renderer(text, sample_rate, speed)
+            rendered = await self._renderer(text, sample_rate, speed)
         except Exception as error:  # a failed render only costs latency, never the greeting
             logger.warning(f"greeting render failed ({type(error).__name__}); synthesizing live")
             return None
-        speech = PrerenderedSpeech(text=text, sample_rate=sample_rate, audio=audio)
+        speech = PrerenderedSpeech.from_timed(text, rendered)
         self._ready[key] = speech
         while len(self._ready) > MAX_ENTRIES:
             self._ready.popitem(last=False)

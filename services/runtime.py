@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -47,6 +47,9 @@ from services.voice_settings import VoiceSettings, call_keyterms, parse_voice_se
 from services.world.after_call import verify_and_sync
 from services.world.index import WorldIndex
 from services.world.pms import build_practice
+
+if TYPE_CHECKING:
+    from services.espeak import TimedSpeech  # loaded lazily: only the local voice needs it
 
 # Seed 000: a pre-warmed call that never connects expires after 30 s.
 PREWARM_TTL_S = 30.0
@@ -387,12 +390,12 @@ class AppRuntime:
         wpm = self.settings.local_tts_words_per_minute
         voice = self.settings.local_tts_voice
 
-        async def render(text: str, sample_rate: int, speed: float) -> bytes:
-            from services.espeak import synthesize_pcm
+        async def render(text: str, sample_rate: int, speed: float) -> TimedSpeech:
+            from services.espeak import synthesize_timed
             from services.local_tts import words_per_minute_for
 
             rate = words_per_minute_for(speed, wpm)  # the same rate live synthesis uses
-            return await synthesize_pcm(text, sample_rate, voice=voice, words_per_minute=rate)
+            return await synthesize_timed(text, sample_rate, voice=voice, words_per_minute=rate)
 
         return render
 
