@@ -98,7 +98,10 @@ async def test_a_voice_call_has_word_timings_on_the_recordings_clock_and_serves_
         words = turn["words"]
         assert [w["word"] for w in words] == turn["text"].lower().split()
         assert turn["user_speech_start_ms"] + offset - 400 <= words[0]["start_ms"]
-        assert words[-1]["end_ms"] <= turn["user_speech_end_ms"] + offset + 100
+        # The VAD stop is a pipeline-clock time; under load the pipeline runs up to a few
+        # hundred ms behind the caller's audio (the recording's clock), so this bound is
+        # loose; the words are pinned to their sound by the peak check below.
+        assert words[-1]["end_ms"] <= turn["user_speech_end_ms"] + offset + 300
         assert peak(caller_side, rate, words[0]["start_ms"], words[-1]["end_ms"]) > LOUD
 
     # Verified against the local recognizer hearing the whole recording.
