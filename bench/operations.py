@@ -433,9 +433,9 @@ def render(report: dict[str, Any]) -> str:
         "",
         measured_line("python -m bench.operations"),
         "",
-        "A shared 2-vCPU VM (other work ran alongside: the 1-minute load average was "
-        f"{report['load'][0]:.1f} before and {report['load'][1]:.1f} after), so these are "
-        "wall-clock numbers with noise in the tail. HTTP rows go through the real app "
+        "The machine is a shared 2-vCPU VM (other work may run alongside; the 1-minute "
+        f"load average was {report['load'][0]:.1f} before and {report['load'][1]:.1f} after): "
+        "these are wall-clock numbers, with noise in the tail. HTTP rows go through the real app "
         "in-process (httpx ASGITransport: routing, API-key auth, the hardening middleware, "
         f"pydantic), one request at a time, {app['requests']} per row after 5 warm-up ones, "
         "rows interleaved, once the app's start-up work (worker processes, the world index) "
