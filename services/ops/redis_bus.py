@@ -121,15 +121,19 @@ class RedisBus(EventBus):
                 self._in_flight = 0
 
     async def _send(self, batch: list[ObserverEvent]) -> None:
+        """One MULTI/EXEC: each event appended to its call's replay and published; each
+        call's replay trimmed and given its TTL once per batch, not once per event."""
+        calls: set[str] = set()
         async with self._redis.pipeline(transaction=True) as pipe:
             for event in batch:
                 raw = event.to_json()
-                key = replay_key(event.call_id)
                 if self.replay_events:
-                    pipe.rpush(key, raw)
-                    pipe.ltrim(key, -self.replay_events, -1)
-                    pipe.expire(key, REPLAY_TTL_S)
+                    pipe.rpush(replay_key(event.call_id), raw)
+                    calls.add(event.call_id)
                 pipe.publish(EVENTS_CHANNEL, raw)
+            for call_id in calls:
+                pipe.ltrim(replay_key(call_id), -self.replay_events, -1)
+                pipe.expire(replay_key(call_id), REPLAY_TTL_S)
             await pipe.execute()
 
     async def _listen_loop(self) -> None:
