@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 # A tool's output is cut to this many characters for observers (the record keeps it whole).
@@ -41,7 +41,11 @@ class ObserverEvent:
                 "data": self.data}
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), default=str, separators=(",", ":"))
+        """For the bus between pods. Built directly: `dataclasses.asdict` deep-copies
+        `data` first (measured ~57 µs against ~8 µs an event, on the pod's event loop)."""
+        return json.dumps({"call_id": self.call_id, "workspace_id": self.workspace_id,
+                           "seq": self.seq, "type": self.type, "data": self.data,
+                           "ts": self.ts}, default=str, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> ObserverEvent:
