@@ -77,14 +77,15 @@ class CallRegistry:
         self._changed(call_id)
 
     def remove(self, call_id: str) -> None:
-        if self.local.pop(call_id, None) is not None:
-            self._removed(call_id)
+        entry = self.local.pop(call_id, None)
+        if entry is not None:
+            self._removed(entry)
 
     def _changed(self, call_id: str) -> None:
         """Hook: a call was added or changed."""
 
-    def _removed(self, call_id: str) -> None:
-        """Hook: a call ended."""
+    def _removed(self, entry: ActiveCall) -> None:
+        """Hook: a call ended (its last entry)."""
 
     async def active(self, workspace_id: str) -> list[ActiveCall]:
         raise NotImplementedError
@@ -137,14 +138,9 @@ class RedisRegistry(CallRegistry):
         self._dirty.add(call_id)
         self._wake.set()
 
-    def remove(self, call_id: str) -> None:
-        entry = self.local.get(call_id)
-        if entry is not None:
-            self._gone.add((call_id, entry.workspace_id))
-        super().remove(call_id)
-
-    def _removed(self, call_id: str) -> None:
-        self._dirty.discard(call_id)
+    def _removed(self, entry: ActiveCall) -> None:
+        self._gone.add((entry.call_id, entry.workspace_id))
+        self._dirty.discard(entry.call_id)
         self._wake.set()
 
     async def start(self) -> None:
