@@ -262,9 +262,9 @@ def _found(service: dict[str, Any] | None) -> dict[str, Any]:
 
 @router.get("/services", response_model=list[ServiceOut])
 async def list_services(workspace_id: str = Depends(require_workspace),
-                        runtime: AppRuntime = Depends(get_runtime)) -> list[ServiceOut]:
-    return [ServiceOut(**{k: row[k] for k in ServiceOut.model_fields})
-            for row in await control.list_services(runtime.db.pool, workspace_id)]
+                        runtime: AppRuntime = Depends(get_runtime)) -> list[dict[str, Any]]:
+    # Rows as they are: `response_model` picks the fields, validates and serialises once.
+    return await control.list_services(runtime.db.pool, workspace_id)
 
 
 @router.get("/services/{service_id}/keyterms", response_model=KeytermsOut,
@@ -339,11 +339,11 @@ async def list_escalations(
     status_filter: control.EscalationStatus | None = Query(None, alias="status"),
     limit: int = Query(50, ge=1, le=repo.MAX_LIST_LIMIT),
     workspace_id: str = Depends(require_workspace), runtime: AppRuntime = Depends(get_runtime),
-) -> list[EscalationOut]:
+) -> list[dict[str, Any]]:
     """The workspace's escalations, newest first (all, or of one status)."""
-    rows = await control.list_escalations(runtime.db.pool, workspace_id,
+    # Rows as they are: `response_model` validates and serialises them once.
+    return await control.list_escalations(runtime.db.pool, workspace_id,
                                           status=status_filter, limit=limit)
-    return [EscalationOut(**row) for row in rows]
 
 
 @router.post("/escalations/{escalation_id}/acknowledge", response_model=EscalationOut,

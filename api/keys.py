@@ -5,6 +5,7 @@ it) and on other pods within the key cache's TTL."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 from loguru import logger
@@ -41,8 +42,9 @@ class ApiKeyCreated(ApiKeyOut):
 async def list_keys(
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
-) -> list[ApiKeyOut]:
-    return [ApiKeyOut(**row) for row in await repo.list_api_keys(runtime.db.pool, workspace_id)]
+) -> list[dict[str, Any]]:
+    # Rows as they are: `response_model` validates and serialises them once.
+    return await repo.list_api_keys(runtime.db.pool, workspace_id)
 
 
 @router.post("", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED,
