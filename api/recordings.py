@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -75,16 +76,23 @@ async def _existing_recording(runtime: AppRuntime, call_id: str, workspace_id: s
     return path
 
 
-async def _read_recording(read: Callable[..., T], *args: object) -> T:
-    """A blocking read of the recording, off the event loop. The file can vanish after
-    the check (404) or not be a WAV this server can read (422)."""
+@contextmanager
+def recording_read_errors() -> Iterator[None]:
+    """Reading a recording as HTTP errors: the file can vanish after the check (404) or
+    not be a WAV this server can read (422)."""
     try:
-        return await asyncio.to_thread(read, *args)
+        yield
     except FileNotFoundError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, MISSING_FILE) from None
     except (ValueError, EOFError, wave.Error) as error:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
                             f"recording is not a readable WAV: {error}") from None
+
+
+async def _read_recording(read: Callable[..., T], *args: object) -> T:
+    """A blocking read of the recording, off the event loop."""
+    with recording_read_errors():
+        return await asyncio.to_thread(read, *args)
 
 
 def _range_response(request: Request, source: Path | bytes, size: int, filename: str) -> Response:

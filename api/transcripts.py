@@ -9,14 +9,12 @@ key is configured, else the local recognizer), stores the result on the call
 
 from __future__ import annotations
 
-import wave
-
 from fastapi import APIRouter, Depends, HTTPException, status
 from loguru import logger
 from pydantic import BaseModel, Field
 
 from api.deps import get_runtime, require_workspace
-from api.recordings import call_recording
+from api.recordings import call_recording, recording_read_errors
 from services import transcript_verification as tv
 from services.runtime import AppRuntime
 
@@ -55,13 +53,9 @@ async def verify_transcript(
     if recording is None:
         raise HTTPException(status.HTTP_409_CONFLICT, "call has no recording")
     try:
-        result = await tv.verify_recording(runtime.db.pool, call_id, recording,
-                                           **tv.verifier_options(runtime.settings))
-    except FileNotFoundError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "recording file is missing") from None
-    except (ValueError, EOFError, wave.Error) as error:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
-                            f"recording is not a readable WAV: {error}") from None
+        with recording_read_errors():  # a missing file 404, an unreadable WAV 422
+            result = await tv.verify_recording(runtime.db.pool, call_id, recording,
+                                               **tv.verifier_options(runtime.settings))
     except TimeoutError:
         raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT,
                             "transcript verification timed out") from None
