@@ -9,7 +9,6 @@ The pool must come from `Database.connect`: its connections carry the json codec
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import re
@@ -433,9 +432,9 @@ def decode_cursor(workspace_id: str, token: str) -> CallCursor:
         if started_at.tzinfo is None:
             raise InvalidCursor("cursor has no time zone")
         return CallCursor(started_at, uuid.UUID(call))
-    except (ValueError, UnicodeDecodeError, binascii.Error) as error:
-        if isinstance(error, InvalidCursor):
-            raise
+    except InvalidCursor:
+        raise
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors too
         raise InvalidCursor("malformed cursor") from None
 
 
