@@ -103,10 +103,6 @@ class CallLog:
             call_id=self.call_id, seq=next(self._escalation_seq), concept=concept,
             severity=severity, similarity=similarity, judge=judge, reason=reason, at_ms=at_ms,
         ))
-        if self.observe is not None:
-            self.observe("escalation", {"concept": concept, "severity": severity,
-                                        "similarity": similarity, "judge": judge,
-                                        "reason": reason})
         self.event("escalation", concept=concept, severity=severity, similarity=similarity,
                    judge=judge, reason=reason)
 

@@ -107,10 +107,6 @@ def observer_events(
             "succeeded": payload.get("error_class") is None,
             "error_class": payload.get("error_class"),
             "error_message": _cut(payload.get("error_message"), TOOL_OUTPUT_CHARS)})]
-    if kind == "escalation":  # raised on the call; an operator's change is an event
-        return [("escalation", {**{key: payload.get(key) for key in
-                                   ("concept", "severity", "similarity", "judge", "reason")},
-                                "status": "open"})]
     if kind == "event":
         return _event(payload.get("type", ""), payload.get("data") or {},
                       payload.get("at_ms"), ctx)
@@ -161,6 +157,10 @@ def _event(type_: str, data: dict[str, Any], at_ms: int | None,
                              "arousal": data.get("arousal")})]
     if type_ == "operator_action":
         return [("operator_action", dict(data))]
+    if type_ == "escalation":  # raised on the call (`CallLog.escalation`'s event)
+        return [("escalation", {**{key: data.get(key) for key in
+                                   ("concept", "severity", "similarity", "judge", "reason")},
+                                "status": "open"})]
     if type_ == "escalation_update":  # acknowledged or resolved by an operator
         return [("escalation", dict(data))]
     return []

@@ -64,9 +64,9 @@ def test_transitions_tools_escalations_emotion_and_the_end():
     assert kind == "tool_call_completed"
     assert len(data["output"]) == TOOL_OUTPUT_CHARS + 1 and data["succeeded"] is False
     assert data["error_message"] == "down"
-    [(kind, data)] = observer_events("escalation", {"concept": "self_harm", "severity": "hard",
-                                                    "similarity": 0.9, "judge": None,
-                                                    "reason": "r"}, context)
+    [(kind, data)] = observer_events("event", {"type": "escalation", "data": {
+        "concept": "self_harm", "severity": "hard", "similarity": 0.9, "judge": None,
+        "reason": "r"}}, context)
     assert kind == "escalation" and data["severity"] == "hard"
     [(kind, data)] = observer_events("event", {"type": "emotion", "data": {
         "dominant": "anger", "valence": -0.5, "arousal": 0.8, "source": "text"}}, context)
