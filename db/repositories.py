@@ -426,7 +426,9 @@ def decode_cursor(workspace_id: str, token: str) -> CallCursor:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
         started, call, tag = raw.rsplit("|", 2)
-        if not hmac.compare_digest(tag, _cursor_tag(workspace_id, f"{started}|{call}")):
+        # As bytes: compare_digest refuses non-ASCII str (a TypeError, i.e. a 500).
+        expected = _cursor_tag(workspace_id, f"{started}|{call}")
+        if not hmac.compare_digest(tag.encode(), expected.encode()):
             raise InvalidCursor("cursor was altered")
         started_at = datetime.fromisoformat(started)
         if started_at.tzinfo is None:

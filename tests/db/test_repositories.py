@@ -164,6 +164,15 @@ async def test_calls_are_listed_newest_first_and_page_back_with_a_cursor(db, wor
     assert everything[0]["turn_count"] == 0
 
 
+def test_a_cursor_with_non_ascii_text_is_invalid_not_an_error():
+    import base64
+
+    token = base64.urlsafe_b64encode("2026-01-01T00:00:00+00:00|x|\u00e9".encode()).decode()
+
+    with pytest.raises(repo.InvalidCursor):
+        repo.decode_cursor(str(uuid.uuid4()), token)
+
+
 async def test_a_workspace_never_sees_another_workspaces_calls(db, workspace_id):
     other = await new_workspace(db)
     call_id = await new_call(db, workspace_id)
