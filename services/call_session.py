@@ -131,13 +131,11 @@ class CallLog:
         return tool_call_id
 
     def tool_call(
-        self, name: str, input_: Any, output: Any, *, started_ms: int, duration_ms: int,
-        error_class: str | None = None, error_message: str | None = None,
-        tool_call_id: str | None = None,
-    ) -> str:
+        self, name: str, input_: Any, output: Any, *, tool_call_id: str, started_ms: int,
+        duration_ms: int, error_class: str | None = None, error_message: str | None = None,
+    ) -> None:
         """One tool call and its result; `error_class` is guard, pms or other (seed 002).
-        `tool_call_id`: the one `tool_started` gave, else a new one."""
-        tool_call_id = tool_call_id or f"t{next(self._tool_seq)}"
+        `tool_call_id`: the one `tool_started` gave."""
         self._submit(ToolCallRecord(
             call_id=self.call_id, tool_call_id=tool_call_id, name=name, input=input_,
             output=output, started_ms=started_ms, duration_ms=duration_ms,
@@ -148,7 +146,6 @@ class CallLog:
                                        "output": output, "duration_ms": duration_ms,
                                        "error_class": error_class,
                                        "error_message": error_message})
-        return tool_call_id
 
     def update_call(self, **fields: Any) -> None:
         self._submit(CallUpdate(call_id=self.call_id, fields=fields))
