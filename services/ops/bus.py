@@ -71,10 +71,15 @@ class Subscription:
             self.dropped_total += 1
             return False
         if self._dropped:
-            self._items.append({"type": "dropped", "count": self._dropped})
-            self._dropped = 0
+            self._items.append(self._dropped_notice())
         self._items.append(event)
         return self.waiting
+
+    def _dropped_notice(self) -> dict[str, Any]:
+        """The `dropped` notice for the events dropped since the last one (count reset)."""
+        notice = {"type": "dropped", "count": self._dropped}
+        self._dropped = 0
+        return notice
 
     def wake(self) -> None:
         self._ready.set()
@@ -98,9 +103,7 @@ class Subscription:
                     continue  # already replayed
                 return item.message()
             if self._dropped:
-                notice = {"type": "dropped", "count": self._dropped}
-                self._dropped = 0
-                return notice
+                return self._dropped_notice()
             if self.closed:
                 return None
             self._ready.clear()
