@@ -784,7 +784,7 @@ class PocketSphinxSTTService(SegmentedSTTService):
         logger.debug(f"{self}: transcript [{text}]")
         # Word times for the call record: the segment's caller audio ends where the
         # silence Pipecat pads it with begins, which is when voice activity stopped.
-        audio_end_s = max(0.0, len(audio) / 2 / self.sample_rate - self._segment_tail_s)
+        audio_end_s = max(0.0, result.audio_seconds - self._segment_tail_s)
         yield TranscriptionFrame(
             text, self._user_id, time_now_iso8601(), Language.EN_US, finalized=True,
             result=SegmentWords(result.words, audio_end_s) if result.words else None,
