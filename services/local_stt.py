@@ -781,7 +781,7 @@ class PocketSphinxSTTService(SegmentedSTTService):
             return
         text = restore_spelling(result.text, self._spellings)
         await self._handle_transcription(text, True, Language.EN_US)
-        logger.debug(f"{self}: transcript [{text}]")
+        logger.debug(f"{self}: transcript of {len(text.split())} words")  # never the words (PHI)
         # Word times for the call record: the segment's caller audio ends where the
         # silence Pipecat pads it with begins, which is when voice activity stopped.
         audio_end_s = max(0.0, result.audio_seconds - self._segment_tail_s)
