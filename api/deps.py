@@ -48,6 +48,15 @@ def get_runtime(request: Request) -> AppRuntime:
     return request.app.state.runtime
 
 
+async def own_call(runtime: AppRuntime, call_id: str, workspace_id: str) -> dict[str, Any]:
+    """One of the workspace's calls (its row); 404 for an unknown call and another
+    workspace's call alike, so a key cannot learn which ids exist elsewhere."""
+    call = await repo.get_call(runtime.db.pool, call_id)
+    if call is None or str(call.get("workspace_id")) != workspace_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
+    return call
+
+
 @dataclass
 class _CachedKey:
     key_id: str

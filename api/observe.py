@@ -32,7 +32,14 @@ from loguru import logger
 from pydantic import BaseModel
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from api.deps import AuthThrottled, authenticate_key, bearer_key, get_runtime, require_workspace
+from api.deps import (
+    AuthThrottled,
+    authenticate_key,
+    bearer_key,
+    get_runtime,
+    own_call,
+    require_workspace,
+)
 from db import repositories as repo
 from services.ops.bus import ObserverSlot, Subscription
 from services.ops.commands import CallAction, OperatorAction, OperatorCommand
@@ -94,9 +101,7 @@ async def operator_action(
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             "call registry unavailable") from error
     if entry is None or entry.workspace_id != workspace_id:
-        call = await repo.get_call(runtime.db.pool, call_id)
-        if call is None or call.get("workspace_id") != workspace_id:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
+        await own_call(runtime, call_id, workspace_id)
         raise HTTPException(status.HTTP_409_CONFLICT, "call is not active")
     command = OperatorCommand(call_id=call_id, workspace_id=workspace_id,
                               action=OperatorAction(action))

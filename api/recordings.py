@@ -19,8 +19,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response,
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from api.deps import get_runtime, require_workspace
-from db import repositories as repo
+from api.deps import get_runtime, own_call, require_workspace
 from services import recordings_http as rec
 from services.runtime import AppRuntime
 
@@ -60,10 +59,7 @@ async def call_recording(runtime: AppRuntime, call_id: str, workspace_id: str) -
 
     404 for an unknown call and another workspace's call alike.
     """
-    call = await repo.get_call(runtime.db.pool, call_id)
-    if call is None or str(call.get("workspace_id")) != workspace_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
-    path = call.get("recording_path")
+    path = (await own_call(runtime, call_id, workspace_id)).get("recording_path")
     return Path(path) if path else None
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel
 
-from api.deps import get_runtime, require_workspace
+from api.deps import get_runtime, own_call, require_workspace
 from db import world
 from db.world import ClinicalEvent
 from services.runtime import AppRuntime
@@ -51,16 +51,11 @@ def _event(event: ClinicalEvent) -> EventOut:
                        if k in EventOut.model_fields})
 
 
-async def _own_call(runtime: AppRuntime, call_id: str, workspace_id: str) -> None:
-    if await world.call_workspace(runtime.db.pool, call_id) != workspace_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
-
-
 @router.get("/calls/{call_id}/events", response_model=list[EventOut])
 async def call_events(call_id: str, workspace_id: str = Depends(require_workspace),
                       runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
     """What the call wrote, with each event's provenance and verification."""
-    await _own_call(runtime, call_id, workspace_id)
+    await own_call(runtime, call_id, workspace_id)
     return [_event(e) for e in await world.call_events(runtime.db.pool, call_id)]
 
 
@@ -68,7 +63,7 @@ async def call_events(call_id: str, workspace_id: str = Depends(require_workspac
 async def verify(call_id: str, workspace_id: str = Depends(require_workspace),
                  runtime: AppRuntime = Depends(get_runtime)) -> VerificationOut:
     """Run the three verification stages again, then sync what is verified."""
-    await _own_call(runtime, call_id, workspace_id)
+    await own_call(runtime, call_id, workspace_id)
     report, synced = await verify_and_sync(
         runtime.db.pool, call_id, runtime.verifier, runtime.practice,
         country_code=runtime.settings.phone_country_code)
