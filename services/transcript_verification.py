@@ -332,9 +332,10 @@ async def verify_after_call(db: asyncpg.Pool, log: CallLog, recording: Path,
     `TRANSCRIPT_VERIFY_TIMEOUT_S`; the outcome is an event on the call
     (`transcript_verified` or `transcript_verification_failed`). A failure's log line
     names the error type alone: a model's message could quote the caller."""
-    try:  # verify_recording bounds itself by the same TRANSCRIPT_VERIFY_TIMEOUT_S
-        result = await verify_recording(db, log.call_id, recording,
-                                        **verifier_options(settings))
+    options = verifier_options(settings)
+    try:
+        async with asyncio.timeout(options["timeout_s"]):
+            result = await verify_recording(db, log.call_id, recording, **options)
     except Exception as error:  # noqa: BLE001 - the call is over; re-runnable from the API
         logger.warning(f"call {log.call_id}: automatic transcript verification failed "
                        f"({type(error).__name__})")
