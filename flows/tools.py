@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -106,15 +106,16 @@ class BookingTools:
         today: Callable[[], date] = date.today, clinic_transfer_number: str | None = None,
         timeout_s: float = TOOL_TIMEOUT_S, index: WorldIndex | None = None,
         practice: PracticeSystem | None = None, clock: Callable[[], float] = time.monotonic,
-        country_code: str = "1",
+        country_code: str = "1", now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self._today = today
+        self._wall_clock = now
         self._transfer_number = clinic_transfer_number
         self._timeout_s = timeout_s
         self.practice = practice or BuiltinPractice(pool)
         self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today,
-                                country_code)
+                                country_code, now)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._handlers: dict[str, Handler] = {
             name: attrgetter(method)(self) for name, method in HANDLERS.items()
@@ -212,8 +213,7 @@ class BookingTools:
         return args
 
     def _now(self) -> datetime:
-        zone = ZoneInfo(self.session.locations[0].timezone) if self.session.locations else None
-        return datetime.now(zone).astimezone()
+        return self._wall_clock()
 
     # --- Reads ---------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -85,6 +85,7 @@ class WorldTools:
     index: WorldIndex
     today: Callable[[], date]
     country_code: str = "1"
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     # --- provenance --------------------------------------------------------------
 
@@ -298,7 +299,7 @@ class WorldTools:
             raise WorldRefused("priority is 1 (lowest) to 10 (most urgent)")
         zone_name = self._patient_timezone()
         zone = ZoneInfo(zone_name)
-        now = datetime.now(zone)
+        now = self.now().astimezone(zone)
         window = PART_OF_DAY_WINDOWS.get(str(args.get("part_of_day") or ""), BUSINESS_HOURS)
         not_before = now
         if args.get("on_date"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -16,6 +16,7 @@ from services.embeddings import LocalEmbedder
 from services.world.index import WorldIndex
 
 TODAY = date(2026, 11, 23)
+NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)  # 9 AM in Chicago, the same day
 
 
 @dataclass

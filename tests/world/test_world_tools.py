@@ -14,7 +14,7 @@ from flows.session import BookingSession
 from flows.tools import BookingTools
 from services.call_session import CallLog
 from tests.fakes import CollectingWriter
-from tests.world.conftest import TODAY, Clinic
+from tests.world.conftest import NOW, TODAY, Clinic
 
 GRAPH = bundled_graph("clinic_booking")
 STATE = "booking_discovery"
@@ -39,7 +39,7 @@ async def call(db, clinic: Clinic):
                               walsh.phone)
     clock = Clock()
     tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, writer),
-                         today=lambda: TODAY, clock=clock)
+                         today=lambda: TODAY, clock=clock, now=lambda: NOW)
     return tools, writer, clock
 
 
