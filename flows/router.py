@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.phrases import normalize, phrase_pattern
+from services.safety.red_flags import RedFlagRecognizer, default_red_flags
 
 RULES_FILE = Path(__file__).parent / "data" / "router_rules.yaml"
 
@@ -100,21 +101,30 @@ class RouterRules(BaseModel):
         return self
 
 
+RED_FLAG_ROUTE = "red_flag"
+
+
 @dataclass(frozen=True)
 class Router:
     rules: tuple[RouteRule, ...]
     patterns: dict[str, re.Pattern[str]]
+    red_flags: RedFlagRecognizer
 
     @classmethod
-    def from_rules(cls, rules: RouterRules) -> Router:
+    def from_rules(cls, rules: RouterRules, red_flags: RedFlagRecognizer) -> Router:
         patterns = {name: phrase_pattern(phrases) for name, phrases in rules.terms.items()}
-        return cls(tuple(rules.rules), patterns)
+        return cls(tuple(rules.rules), patterns, red_flags)
 
     def matches(self, term_list: str, text: str) -> bool:
         return self.patterns[term_list].search(text) is not None
 
     def route(self, caller_text: str, last_action: str | None = None) -> RouteDecision:
-        """The strongest rule that fires on this turn (earlier rules win ties)."""
+        """A medical red flag, whatever else was said; else the strongest rule that fires
+        on this turn (earlier rules win ties)."""
+        flag = self.red_flags.first(caller_text)
+        if flag is not None:
+            return RouteDecision(RED_FLAG_ROUTE, Confidence.HIGH, (f"red_flag:{flag.flag}",),
+                                 TaskKind.HANDOFF)
         text = normalize(caller_text)
         best: RouteRule | None = None
         for rule in self.rules:
@@ -132,7 +142,8 @@ class Router:
 
 
 def load_router(path: Path = RULES_FILE) -> Router:
-    return Router.from_rules(RouterRules.model_validate(yaml.safe_load(path.read_text())))
+    rules = RouterRules.model_validate(yaml.safe_load(path.read_text()))
+    return Router.from_rules(rules, default_red_flags())
 
 
 @lru_cache(maxsize=1)

@@ -186,6 +186,31 @@ async def test_an_emergency_is_redirected_and_flagged_urgently(db, clinic):
     assert request["urgent"] and request["reason"] == "possible emergency"
 
 
+@pytest.mark.parametrize(
+    ("before", "symptom"),
+    [
+        ([], "Can I get in with someone today, there's a weight on my chest and my left arm "
+             "feels funny"),
+        (["I'd like to book a physio appointment"], "sorry, one side of my face has gone droopy"),
+        (["I'd like to book a physio appointment", "next week please"],
+         "it's the worst headache I've had in my life, it just came on"),
+        (["I'd like to book a physio appointment", "next week in the morning", "the first one"],
+         "yes but I'm really struggling to get my breath"),
+    ],
+)
+async def test_a_red_flag_in_everyday_words_is_redirected_in_any_state(db, clinic, before,
+                                                                       symptom):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    for line in before:
+        await caller.says(line)
+
+    said = await caller.says(symptom)
+
+    assert said.startswith("That sounds like it could be an emergency") and "call 911" in said
+    assert caller.tool_calls("CreateAppointment") == []
+    assert [t.input.get("urgent") for t in caller.tool_calls("EscalateToHuman")] == [True]
+
+
 async def test_goodbye_ends_the_call(db, clinic):
     caller = await call_from(db, clinic, PRIYA_PHONE)
     said = await caller.says("no that's all, goodbye")
