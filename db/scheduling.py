@@ -127,6 +127,14 @@ async def appointment_types(pool: asyncpg.Pool, service_id: str) -> list[Appoint
     ]
 
 
+async def practitioner_names(pool: asyncpg.Pool, service_id: str) -> list[str]:
+    rows = await pool.fetch(
+        "SELECT name FROM practitioners WHERE service_id = $1 ORDER BY name",
+        uuid.UUID(service_id),
+    )
+    return [r["name"] for r in rows]
+
+
 async def locations(pool: asyncpg.Pool, service_id: str) -> list[Location]:
     rows = await pool.fetch(
         "SELECT * FROM locations WHERE service_id = $1 ORDER BY name", uuid.UUID(service_id)

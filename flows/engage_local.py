@@ -20,7 +20,7 @@ from pydantic import BaseModel, model_validator
 from db.scheduling import Appointment
 from flows.graph import ContextGraph
 from flows.session import BookingSession
-from flows.spoken import say_list, say_price, say_time
+from flows.spoken import say_date, say_list, say_price, say_time
 from flows.tools import BookingTools, ToolResult
 from services.slots import Slot
 
@@ -29,6 +29,7 @@ FIELDS = frozenset({
     "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
+    "full_name", "birth_date",
 })
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
 
@@ -99,6 +100,7 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
         "first_name": s.new_patient.first_name, "last_name": s.new_patient.last_name,
         "date_of_birth": s.new_patient.date_of_birth.isoformat()
         if s.new_patient.date_of_birth else None,
+        **({"phone": s.new_patient.phone} if s.new_patient.phone else {}),
     }),
     "human_callback_requested": lambda s, said: (
         "EscalateToHuman", {"reason": "caller asked for a callback", "message": said}),
@@ -182,6 +184,10 @@ def _fields(
         "reminder": _lower_first(session.reminder_in_focus.text.rstrip("."))
         if session.reminder_in_focus else "",
         "summary": _check_in_summary(session),
+        "full_name": " ".join(n for n in (session.new_patient.first_name,
+                                          session.new_patient.last_name) if n),
+        "birth_date": say_date(session.new_patient.date_of_birth)
+        if session.new_patient.date_of_birth else "",
     }
 
 

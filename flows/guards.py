@@ -9,10 +9,12 @@ names an unknown guard does not load (`unknown_guards`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import date
 from typing import Any
 
 from flows.graph import ContextGraph
-from flows.session import BookingSession, cancel_subject, reminder_subject
+from flows.session import BookingSession, cancel_subject, patient_subject, reminder_subject
+from services.world.fields import parse_date
 from services.world.write_safety import QUOTE_RECENT_TURNS, quote_problem, visible_tools
 
 Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
@@ -61,6 +63,17 @@ def name_and_dob_given(session: BookingSession, args: Mapping[str, Any]) -> str 
     return None
 
 
+def caller_confirmed_details(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    """Registering someone needs their yes to exactly the name and birth date read back."""
+    if session.patient is not None:
+        return None  # not a registration: the identified caller's own record
+    born = parse_date(args.get("date_of_birth"), date.today())
+    first, last = (str(args.get(k) or "").strip() for k in ("first_name", "last_name"))
+    if not session.confirmed(patient_subject(first, last, born)):
+        return "the caller has not confirmed this name and date of birth when read back"
+    return None
+
+
 def destination_configured(session: BookingSession, args: Mapping[str, Any]) -> str | None:
     # The tool resolves the number itself from configuration or the location record;
     # this guard only refuses a number the model supplied.
@@ -80,7 +93,7 @@ GUARDS: dict[str, Guard] = {
     for guard in (
         slot_from_availability, caller_confirmed_slot, identified_patient,
         appointment_was_loaded, appointments_were_loaded, caller_confirmed_cancel,
-        name_and_dob_given, destination_configured, person_confirmed,
+        name_and_dob_given, caller_confirmed_details, destination_configured, person_confirmed,
     )
 }
 

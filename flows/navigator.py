@@ -24,16 +24,30 @@ from typing import Any, Protocol
 
 from flows.graph import RETURN, ContextGraph, StateType
 from flows.router import NO_ROUTE, RouteDecision, TaskKind, default_router, route_turn
-from flows.session import BookingSession, Confirmation, cancel_subject, reminder_subject
-from flows.understanding import (
-    appointment_type,
-    date_of_birth,
+from flows.caller_identity import (
+    answered_name,
+    closer_to_first,
+    corrected_birth_date,
+    introduced_name,
+    spelled_words,
+    volunteered_birth_date,
+    volunteered_phone,
+)
+from flows.session import (
+    BookingSession,
+    Confirmation,
+    NewPatientDetails,
+    cancel_subject,
+    reminder_subject,
+)
+from flows.time_preferences import (
+    excluded_weekdays,
     flexible_days,
-    name_words,
     part_of_day,
     preferred_days,
-    slot_choice,
 )
+from flows.time_preferences import warm_up as warm_up_time_words
+from flows.understanding import appointment_type, date_of_birth, named, slot_choice
 from services.affirmation import Answer, classify_answer
 
 MAX_HOPS = 12
@@ -54,10 +68,12 @@ class NavigationError(RuntimeError):
 QUESTIONS = frozenset({
     "price_question", "hours_question", "service_question", "practitioner_seniority_question",
 })
-IDENTITY_QUESTIONS = frozenset({
-    "ask_first_name", "ask_last_name", "ask_date_of_birth", "ask_shared_phone_full_name",
-    "ask_shared_phone_dob",
+NAME_QUESTIONS = frozenset({"ask_first_name", "ask_last_name", "ask_shared_phone_full_name"})
+BIRTH_DATE_QUESTIONS = frozenset({
+    "ask_date_of_birth", "ask_shared_phone_dob", "reask_shared_phone_dob",
 })
+# The caller's details read back before registering, and the question after a "no".
+DETAILS_READBACK = frozenset({"confirm_new_patient_details", "ask_details_correction"})
 
 
 @dataclass(frozen=True)
@@ -114,7 +130,8 @@ PREDICATES: dict[str, Predicate] = {
     "phone_matches": lambda s, t: _count(s.phone_matches or []),
     "services_read": lambda s, t: s.services_read,
     "service_known": lambda s, t: s.appointment_type is not None,
-    "days_known": lambda s, t: s.days is not None or s.part_of_day is not None,
+    "days_known": lambda s, t: (s.days is not None or s.part_of_day is not None
+                                or bool(s.not_weekdays)),
     "offered": lambda s, t: bool(s.last_offer),
     "slot_picked": lambda s, t: s.picked_slot is not None,
     "confirmed": lambda s, t: s.confirmation is not None,
@@ -123,6 +140,8 @@ PREDICATES: dict[str, Predicate] = {
     "has_first_name": lambda s, t: bool(s.new_patient.first_name),
     "has_last_name": lambda s, t: bool(s.new_patient.last_name),
     "details_complete": lambda s, t: s.new_patient.complete,
+    "details_confirmed": lambda s, t: s.confirmed(s.new_patient.subject),
+    "details_disputed": lambda s, t: s.new_patient.disputed,
     "outcome": lambda s, t: s.outcome,
     "last_action": lambda s, t: s.last_action,
     "task_changed": lambda s, t: t.task_changed,
@@ -159,6 +178,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
+        "details_confirmed", "details_disputed",
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
     )},
 }
@@ -219,27 +239,63 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
             # naming a service to a scheduling line is asking for one (unless asking about it)
             if session.task is None and turn.route.route not in QUESTIONS:
                 session.task = TaskKind.BOOK
-    if last not in IDENTITY_QUESTIONS:  # a birth date is not a day they want to come in
+    _understand_identity(session, turn, today)
+    if last not in BIRTH_DATE_QUESTIONS | DETAILS_READBACK:  # not a day to come in
         session.days = (
             preferred_days(text, today) or flexible_days(text, today) or session.days
         )
         session.part_of_day = part_of_day(text) or session.part_of_day
-    _understand_identity(session, turn, today)
+        session.not_weekdays |= excluded_weekdays(text)
+    session.practitioner = named(text, session.practitioners) or session.practitioner
+    session.location = named(text, [loc.name for loc in session.locations]) or session.location
     understand_targets(session, turn)
 
 
 def _understand_identity(session: BookingSession, turn: Turn, today: date) -> None:
+    """Names, birth date and phone from the turn, asked for or volunteered; corrections
+    (a spelled name, a new value after "no", one part of the date) replace what was heard."""
     last, details = session.last_action, session.new_patient
-    if last in ("ask_first_name", "ask_last_name", "ask_shared_phone_full_name"):
-        words = name_words(turn.text)
-        if last == "ask_last_name" and words:
-            details.last_name = words[-1]
-        elif words:
-            details.first_name = words[0]
-            if len(words) > 1:
-                details.last_name = words[-1]
-    if last in ("ask_date_of_birth", "ask_shared_phone_dob"):
-        details.date_of_birth = date_of_birth(turn.text, today) or details.date_of_birth
+    before = (details.first_name, details.last_name, details.date_of_birth)
+    asked_name = last in NAME_QUESTIONS or last in DETAILS_READBACK
+    names = answered_name(turn.text) if asked_name else introduced_name(turn.text)
+    if last == "ask_last_name" and names:
+        details.last_name = names[-1]
+    elif len(names) == 1 and details.first_name and last != "ask_first_name":
+        _correct_name(details, names[0], last)
+    elif names:
+        details.first_name = names[0]
+        if len(names) > 1:
+            details.last_name = names[-1]
+    if not asked_name:  # a spelled word corrects the name part it spells
+        for word in spelled_words(turn.text):
+            _correct_name(details, word, last)
+    asked_date = last in BIRTH_DATE_QUESTIONS or last in DETAILS_READBACK
+    born = volunteered_birth_date(turn.text, today, asked=asked_date)
+    if born is None and last in DETAILS_READBACK and details.date_of_birth is not None:
+        born = corrected_birth_date(turn.text, details.date_of_birth, today)
+    details.date_of_birth = born or details.date_of_birth
+    details.phone = volunteered_phone(turn.text) or details.phone
+    changed = (details.first_name, details.last_name, details.date_of_birth) != before
+    if last in DETAILS_READBACK:
+        if turn.answer is Answer.YES and not changed and details.complete:
+            session.confirmation = Confirmation(details.subject, turn.text)
+        details.disputed = turn.answer is Answer.NO and not changed
+    elif changed:
+        details.disputed = False
+    _identify_on_shared_phone(session)
+
+
+def _correct_name(details: NewPatientDetails, word: str, last: str | None) -> None:
+    """One name word said again (or spelled): it replaces the part it is most like."""
+    if last == "ask_first_name" or (last != "ask_last_name" and closer_to_first(
+            word, details.first_name, details.last_name)):
+        details.first_name = word
+    else:
+        details.last_name = word
+
+
+def _identify_on_shared_phone(session: BookingSession) -> None:
+    details = session.new_patient
     if session.patient is None and len(session.phone_matches) > 1:
         matches = [
             p for p in session.phone_matches
@@ -433,4 +489,4 @@ def warm_up() -> None:
     """Load the router rules and the date parser now (start-up), not on a caller's turn."""
     default_router()
     date_of_birth("march 14 1948", date(2000, 1, 1))
-    preferred_days("next tuesday", date(2000, 1, 1))
+    warm_up_time_words()

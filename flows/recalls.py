@@ -35,6 +35,7 @@ async def caller_context(session: BookingSession, pool: asyncpg.Pool) -> None:
     session.services = await db.appointment_types(pool, session.service_id)
     session.services_read = bool(session.services)
     session.locations = await db.locations(pool, session.service_id)
+    session.practitioners = await db.practitioner_names(pool, session.service_id)
     await identify_by_phone(session, pool)
     if session.patient is not None:
         session.upcoming = await db.upcoming_appointments(

@@ -21,13 +21,22 @@ from services.slots import Slot
 
 @dataclass
 class NewPatientDetails:
+    """Who the caller says they are, as heard (asked for or volunteered), until confirmed."""
+
     first_name: str | None = None
     last_name: str | None = None
     date_of_birth: date | None = None
+    phone: str | None = None  # a number they gave; else the one they call from
+    disputed: bool = False  # they said the read-back was wrong without saying what is right
 
     @property
     def complete(self) -> bool:
         return bool(self.first_name and self.last_name and self.date_of_birth)
+
+    @property
+    def subject(self) -> str:
+        """What a confirmation of these details is about: exactly this name and birth date."""
+        return patient_subject(self.first_name, self.last_name, self.date_of_birth)
 
 
 @dataclass
@@ -62,10 +71,14 @@ class BookingSession:
     upcoming: list[Appointment] | None = None  # None: not loaded
     services: list[AppointmentType] = field(default_factory=list)
     locations: list[Location] = field(default_factory=list)
+    practitioners: list[str] = field(default_factory=list)  # names, as the clinic lists them
     services_read: bool = False
     appointment_type: AppointmentType | None = None
     days: tuple[date, date] | None = None  # the caller's preferred days
     part_of_day: str | None = None
+    not_weekdays: frozenset[int] = frozenset()  # days they cannot do (0 = Monday)
+    practitioner: str | None = None  # the practitioner they asked for, by name
+    location: str | None = None  # the location they asked for, by name
     offered: dict[str, Slot] = field(default_factory=dict)
     last_offer: list[str] = field(default_factory=list)  # refs just read out, in order
     # what the caller chose and confirmed
@@ -149,6 +162,11 @@ class BookingSession:
 
     def confirmed(self, subject: str) -> bool:
         return self.confirmation is not None and self.confirmation.subject == subject
+
+
+def patient_subject(first: object, last: object, born: object) -> str:
+    """What registering a patient needs confirmed: the name and birth date read back."""
+    return f"patient:{str(first or '').lower()}|{str(last or '').lower()}|{born or ''}"
 
 
 def cancel_subject(appointment_ids: list[str]) -> str:

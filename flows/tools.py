@@ -32,7 +32,7 @@ from flows.spoken import say_date, say_hours, say_list, say_price, say_time
 from flows.world_tools import WorldRefused, WorldTools
 from services.call_session import CallLog
 from services.embeddings import LocalEmbedder
-from services.slots import spread
+from services.slots import Slot, spread
 from services.world.fields import normalize_phone, parse_date
 from services.world.index import WorldIndex
 from services.world.pms.base import PMSError, PracticeSystem
@@ -217,6 +217,18 @@ class BookingTools:
 
     # --- Reads ---------------------------------------------------------------------
 
+    def _suitable(self, slots: list[Slot]) -> list[Slot]:
+        """The slots on days the caller can do, with their practitioner or at their
+        location when they named one (all of them when none is left)."""
+        session = self.session
+        fitting = [s for s in slots if s.starts_at.weekday() not in session.not_weekdays]
+        for wanted, of in ((session.practitioner, lambda s: s.practitioner_name),
+                           (session.location, lambda s: s.location_name)):
+            if wanted:
+                named = [s for s in fitting if of(s) == wanted]
+                fitting = named or fitting
+        return fitting
+
     async def _patient_details(self, args: Mapping[str, Any]) -> str:
         """Exact lookup by name, date of birth, phone or MRN (DOB preferred). The caller is
         identified only by a date of birth together with their name or MRN; other matches
@@ -285,11 +297,12 @@ class BookingTools:
             last_day=last, now=self._now(),
             part_of_day=args.get("part_of_day") or session.part_of_day,
         )
+        slots = self._suitable(slots)
         if not slots and session.days is not None:  # nothing on their day: widen, say so
-            slots = await self.practice.available_slots(
+            slots = self._suitable(await self.practice.available_slots(
                 session.service_id, appointment_type=kind, first_day=today,
                 last_day=today + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
-            )
+            ))
         if not slots:
             return f"No {kind.name} times are open in the next {SEARCH_DAYS} days."
         offered = session.offer(spread(slots, SLOTS_READ_OUT))

@@ -1,23 +1,21 @@
 """What the deterministic engine understands in a caller's words, as plain functions.
 
-Yes/no answers (services/affirmation), which offered slot they chose, names, dates
-of birth, preferred days and parts of the day, and which appointment type they mean.
-Speech recognisers write numbers as words ("march fourteenth nineteen forty eight"),
-so spoken numbers are turned into digits before dates are parsed (with `dateparser`,
-English only, which keeps a parse well under a millisecond).
+Spoken numbers, full dates (of birth), which offered slot they chose and which
+appointment type they mean. Speech recognisers write numbers as words ("march
+fourteenth nineteen forty eight"), so spoken numbers are turned into digits before
+dates are read. Who the caller is: flows/caller_identity; when they want to come in:
+flows/time_preferences.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import date, datetime, timedelta
-
-import dateparser
+from datetime import date
 
 from db.scheduling import AppointmentType
 from services.phrases import normalize, phrase_pattern
-from services.slots import PART_OF_DAY, Slot
+from services.slots import Slot
 
 _UNITS = {
     "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
@@ -33,20 +31,19 @@ _ORDINALS = {
     "fourteenth": 14, "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18,
     "nineteenth": 19, "twentieth": 20, "thirtieth": 30,
 }
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
-_DATE_SETTINGS_PAST = {"PREFER_DATES_FROM": "past", "DATE_ORDER": "MDY",
-                       "REQUIRE_PARTS": ["day", "month", "year"]}
 
 
-def spoken_numbers_to_digits(text: str) -> str:
-    """'march fourteenth nineteen forty eight' → 'march 14 1948'; digits pass through."""
+def spoken_numbers_to_digits(text: str, *, years: bool = True) -> str:
+    """'march fourteenth nineteen forty eight' → 'march 14 1948'; digits pass through.
+    Without `years`, pairs are not read as years ('eleven twenty' → '11 20', not '1120')."""
     words = re.sub(r"[,.;:!?]", " ", normalize(text)).replace("-", " ").split()
     out: list[str] = []
     i = 0
     while i < len(words):
-        value, used = _number_at(words, i)
+        value, used = _number_at(words, i) if years else _small(words, i)
         if used:
             out.append(str(value))
             i += used
@@ -94,81 +91,60 @@ def _number_at(words: list[str], i: int) -> tuple[int, int]:
     return first, used
 
 
-_MONTH = "(?:" + "|".join(_MONTHS) + ")"
-_FULL_DATE = re.compile(
-    rf"\b(?:{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}"
-    rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH},? \d{{4}}"
-    r"|\d{1,2}[/.\-]\d{1,2}[/.\-]\d{2,4})\b"
-)
+_MONTH = "(?:" + "|".join(MONTHS) + ")"
+_YEAR = r"(\d{4}|\d{2})"
+_DAY = r"(?:the )?(\d{1,2})(?:st|nd|rd|th)?"
+# Full dates as callers say them (after spoken numbers became digits): named months in
+# either order, digits with separators, and (when a date is expected) bare numbers.
+_NAMED_MONTH_FIRST = re.compile(rf"\b({_MONTH}),? {_DAY},? (?:of )?{_YEAR}\b")
+_NAMED_DAY_FIRST = re.compile(rf"\b{_DAY} (?:of )?({_MONTH}),? {_YEAR}\b")
+_NUMERIC = re.compile(r"\b(\d{1,2})[/.\-](\d{1,2})[/.\-](\d{4}|\d{2})\b")
+_BARE = re.compile(r"(?<!\d )\b(\d{1,2}) (\d{1,2}) (\d{4}|\d{2})\b(?! \d)")
 
 
-def date_of_birth(text: str, today: date) -> date | None:
-    """A full date (day, month and year) in the past, or None."""
-    match = _FULL_DATE.search(spoken_numbers_to_digits(text))
-    if match is None:
-        return None
-    parsed = dateparser.parse(
-        match.group(0), languages=["en"],
-        settings={**_DATE_SETTINGS_PAST, "RELATIVE_BASE": _midnight(today)},
-    )
-    if parsed is None or parsed.date() >= today or parsed.year < today.year - 120:
-        return None
-    return parsed.date()
+def date_of_birth(text: str, today: date, *, bare: bool = False) -> date | None:
+    """A full date in the past, as a date of birth: "March 14 1948", "the ninth of July
+    seventy-two", "7/9/72"; with `bare` (a date was asked for) also "seven nine seventy two".
+    Month first, as North American callers say it; a two-digit year is the latest past one."""
+    readings = [spoken_numbers_to_digits(text)]
+    if bare:  # "eleven twenty seventy eight" is month, day, year, not the year 1120
+        readings.append(spoken_numbers_to_digits(text, years=False))
+    candidates: list[tuple[int, int, int]] = []
+    for reading in readings:
+        candidates += _full_dates(re.sub(r"\b0 (\d)\b", r"0\1", reading), today, bare)
+    for month, day, year in candidates:
+        try:
+            born = date(year, month, day)
+        except ValueError:
+            continue
+        if today.year - 120 <= born.year and born < today:
+            return born
+    return None
 
 
-_DAY_PHRASE = re.compile(
-    r"\b(today|tomorrow|day after tomorrow|next week|this week|"
-    r"(?:next |this )?(?:" + "|".join(_WEEKDAYS) + r")|"
-    rf"{_MONTH} \d{{1,2}}|\d{{1,2}}(?:st|nd|rd|th)? of {_MONTH})\b"
-)
+def _full_dates(spoken: str, today: date, bare: bool) -> list[tuple[int, int, int]]:
+    """(month, day, year) of each full date in digits ("oh seven" already "07")."""
+    candidates: list[tuple[int, int, int]] = []
+    for match in _NAMED_MONTH_FIRST.finditer(spoken):
+        candidates.append((MONTHS.index(match.group(1)) + 1, int(match.group(2)),
+                           full_year(match.group(3), today)))
+    for match in _NAMED_DAY_FIRST.finditer(spoken):
+        candidates.append((MONTHS.index(match.group(2)) + 1, int(match.group(1)),
+                           full_year(match.group(3), today)))
+    for pattern in [_NUMERIC] + ([_BARE] if bare else []):
+        for match in pattern.finditer(spoken):
+            first, second = int(match.group(1)), int(match.group(2))
+            month, day = (second, first) if first > 12 >= second else (first, second)
+            candidates.append((month, day, full_year(match.group(3), today)))
+    return candidates
 
 
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, datetime.min.time())
-
-
-def preferred_days(text: str, today: date) -> tuple[date, date] | None:
-    """The days the caller asked for ('next Tuesday', 'this week', 'December 3'), or None."""
-    spoken = spoken_numbers_to_digits(text)
-    match = _DAY_PHRASE.search(spoken)
-    if match is None:
-        return None
-    phrase = match.group(1)
-    if phrase == "next week":
-        start = today + timedelta(days=7 - today.weekday())
-        return start, start + timedelta(days=6)
-    if phrase == "this week":
-        return today, today + timedelta(days=6 - today.weekday())
-    parsed = dateparser.parse(
-        phrase.removeprefix("this "), languages=["en"],
-        settings={"PREFER_DATES_FROM": "future", "RELATIVE_BASE": _midnight(today)},
-    )
-    if parsed is None:
-        return None
-    day = parsed.date()
-    if day < today:
-        return None
-    return day, day
-
-
-_FLEXIBLE = phrase_pattern([
-    "whenever", "soonest", "earliest", "any time", "anytime", "first available",
-    "doesn't matter", "does not matter", "as soon as possible", "asap", "any day",
-    "next available",
-])
-FLEXIBLE_DAYS = 14
-
-
-def flexible_days(text: str, today: date) -> tuple[date, date] | None:
-    """'Whenever is soonest' → the next two weeks, earliest first."""
-    if _FLEXIBLE.search(normalize(text)) is None:
-        return None
-    return today, today + timedelta(days=FLEXIBLE_DAYS - 1)
-
-
-def part_of_day(text: str) -> str | None:
-    words = normalize(text)
-    return next((part for part in PART_OF_DAY if part in words), None)
+def full_year(digits: str, today: date) -> int:
+    """'72' → 1972, '05' → 2005: the latest year ending so that is not in the future."""
+    if len(digits) == 4:
+        return int(digits)
+    year = 2000 + int(digits)
+    return year if year < today.year else year - 100
 
 
 def appointment_type(text: str, types: Sequence[AppointmentType]) -> AppointmentType | None:
@@ -183,24 +159,20 @@ def appointment_type(text: str, types: Sequence[AppointmentType]) -> Appointment
     return best[1] if best else None
 
 
-_FILLERS = phrase_pattern([
-    "my name is", "my name's", "name is", "it's", "it is", "this is", "i'm", "i am", "yes",
-    "yeah", "sure", "um", "uh", "okay", "ok", "so", "hi", "hello", "the", "first name",
-    "last name", "surname", "is", "and", "spelled", "please", "thanks", "thank you", "it's me",
-])
-_NAME_WORD = re.compile(r"^[a-z][a-z'\-]{1,30}$")
+_TITLES = frozenset({"dr", "dr.", "doctor", "nurse", "mr", "mrs", "ms", "miss"})
 
 
-def name_words(text: str) -> list[str]:
-    """The words of a name the caller gave ('my name is sam nair' → ['Sam', 'Nair'])."""
-    remainder = _FILLERS.sub(" ", normalize(text).replace(",", " ").replace(".", " "))
-    words = [w for w in remainder.split() if _NAME_WORD.match(w)]
-    return [_capitalized(w) for w in words[:3]]
-
-
-def _capitalized(word: str) -> str:
-    """'okafor-nair' → 'Okafor-Nair', "o'brien" → "O'Brien"."""
-    return re.sub(r"(^|[-'])([a-z])", lambda m: m.group(1) + m.group(2).upper(), word)
+def named(text: str, names: Sequence[str]) -> str | None:
+    """The name from `names` the caller mentions, by any of its words ('with Dr Patel',
+    'can I see Aisha'), or None; a word two names share says neither."""
+    spoken = normalize(text)
+    found: set[str] = set()
+    for name in names:
+        words = [w for w in normalize(name).split() if w not in _TITLES and len(w) >= 3]
+        if words and phrase_pattern(words).search(spoken):
+            found.add(name)
+    full = [n for n in found if phrase_pattern([n]).search(spoken)]
+    return (full or sorted(found))[0] if len(full) == 1 or len(found) == 1 else None
 
 
 _ORDINAL_CHOICE = {
@@ -255,7 +227,7 @@ def slot_choice(text: str, offered: Sequence[tuple[str, Slot]]) -> str | None:
             ):
                 return ref
     for ref, slot in offered:
-        if _WEEKDAYS[slot.starts_at.weekday()] in words:
+        if WEEKDAYS[slot.starts_at.weekday()] in words:
             return ref
         surname = slot.practitioner_name.split()[-1].lower()
         if surname in words:

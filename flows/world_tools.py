@@ -230,6 +230,7 @@ class WorldTools:
             provenance=self.provenance(tool),
             phone_source="said" if spoken_phone else "caller_id")
         self.identify(record)
+        self.session.confirmation = None  # the yes to these details is used up
         self.session.outcome = "patient_created"
         if created:
             self.wrote(event_id=event_id, patient_id=record.id)

@@ -110,7 +110,10 @@ async def test_a_new_caller_is_registered_then_books(db, clinic):
     assert "first name" in await caller.says("Hello, I need a flu shot")
     await caller.says("Sam")
     await caller.says("Okafor-Nair")
-    registered = await caller.says("February third nineteen ninety")
+    read_back = await caller.says("February third nineteen ninety")
+    assert read_back == "I have Sam Okafor-Nair, born February 3, 1990. Is that right?"
+    assert caller.tool_calls("CreatePatient") == []  # nothing written before the yes
+    registered = await caller.says("yes, that's me")
     assert "you're all set up" in registered and "What day or time" in registered
     sam = (await sched.find_patients(db.pool, clinic[0], first_name="Sam"))[0]
     assert (sam.last_name, sam.date_of_birth) == ("Okafor-Nair", date(1990, 2, 3))
@@ -119,6 +122,40 @@ async def test_a_new_caller_is_registered_then_books(db, clinic):
     await caller.says("the first one")
     await caller.says("yes")
     assert len(await live_bookings(db, sam.id)) == 1
+
+
+async def test_a_caller_who_front_loads_their_details_is_read_back_not_asked(db, clinic):
+    caller = await call_from(db, clinic, "+15550100298")
+    read_back = await caller.says(
+        "Hiya, it's Morag Fleming here, date of birth the second of March "
+        "nineteen sixty one, could I get a flu jab next Friday morning?")
+    assert read_back == "I have Morag Fleming, born March 2, 1961. Is that right?"
+
+    booked_time = await caller.says("that's me, yes")
+
+    assert "you're all set up" in booked_time and booked_time.count("?") == 1
+    assert "I have " in booked_time  # straight to the times on the day they asked for
+    offered = [caller.engine.session.offered[r] for r in caller.engine.session.last_offer]
+    assert {s.starts_at.weekday() for s in offered} == {4}
+    assert all(s.starts_at.hour < 12 for s in offered)
+
+
+async def test_a_spelled_correction_of_the_last_name_is_what_gets_registered(db, clinic):
+    caller = await call_from(db, clinic, "+15550100297")
+    await caller.says("I'd like to register and book a physical")
+    await caller.says("Alex")
+    await caller.says("Reed")
+    asked = await caller.says("sorry no, it's Reid, R-E-I-D")
+    assert asked == "And your date of birth, please?"
+    await caller.says("four eleven eighty")
+    read_back = await caller.says("nope")
+    assert "What should I change" in read_back
+    assert (await caller.says("the year is nineteen eighty one")).startswith(
+        "I have Alex Reid, born April 11, 1981")
+    await caller.says("yes")
+    alex = (await sched.find_patients(db.pool, clinic[0], first_name="Alex",
+                                      last_name="Reid"))[0]
+    assert alex.date_of_birth == date(1981, 4, 11)
 
 
 async def test_cancel_one_of_several_after_an_explicit_yes(db, clinic):

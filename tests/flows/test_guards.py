@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 from db.scheduling import Appointment, Patient
 from flows.graph import bundled_graph
 from flows.guards import check, unknown_guards
-from flows.session import BookingSession, Confirmation, cancel_subject
+from flows.session import BookingSession, Confirmation, NewPatientDetails, cancel_subject
 from services.slots import Slot
 
 GRAPH = bundled_graph("clinic_booking")
@@ -96,7 +96,12 @@ def test_a_new_patient_needs_name_and_birth_date_and_transfers_never_take_a_spok
     partial = {"first_name": "Sam", "last_name": "Nair"}
     assert "date of birth" in allowed("collecting_new_patient", "CreatePatient", partial)
     full = {**partial, "date_of_birth": "1990-02-03"}
+    assert "not confirmed" in allowed("collecting_new_patient", "CreatePatient", full)
+    session.new_patient = NewPatientDetails("Sam", "Nair", date(1990, 2, 3))
+    session.confirmation = Confirmation(session.new_patient.subject, "yes that's me")
     assert allowed("collecting_new_patient", "CreatePatient", full) is None
+    other = {**full, "last_name": "Nayar"}  # not what they said yes to
+    assert "not confirmed" in allowed("collecting_new_patient", "CreatePatient", other)
     invented = {"phone_number": "+15555550123"}
     assert "never from the conversation" in allowed("handoff_prep", "TransferCall", invented)
     assert allowed("handoff_prep", "TransferCall", {}) is None

@@ -156,12 +156,22 @@ def test_a_shared_phone_needs_name_and_birth_date_before_anything_is_touched():
     assert (identified.state, identified.action) == ("resolving_location", "ask_preferred_time")
 
 
-def test_a_wrong_birth_date_on_a_shared_phone_goes_to_a_person():
+def test_a_wrong_birth_date_on_a_shared_phone_is_asked_once_more_then_goes_to_a_person():
     call = Call(phone_matches=FAMILY)
     call.says("I want to cancel my appointment")
     call.says("Elena Alvarez")
-    unsafe = call.says("January first two thousand")
+    again = call.says("January first two thousand")
+    assert call.session.patient is None and again.action == "reask_shared_phone_dob"
+    unsafe = call.says("the first of January, two thousand")
     assert call.session.patient is None and unsafe.state == "handoff_prep"
+
+
+def test_a_birth_date_in_bare_numbers_on_a_shared_phone_identifies_the_caller():
+    call = Call(phone_matches=FAMILY)
+    call.says("hi I need to move my appointment")
+    call.says("Elena Alvarez")
+    call.says("eleven twenty seventy eight")
+    assert call.session.patient.id == "p-elena"
 
 
 def test_a_new_caller_gives_name_and_birth_date_then_books():
@@ -169,7 +179,9 @@ def test_a_new_caller_gives_name_and_birth_date_then_books():
     assert call.says("Hi, can I make an appointment for physio").action == "ask_first_name"
     assert call.says("Sam").action == "ask_last_name"
     assert call.says("Nair").action == "ask_date_of_birth"
-    done = call.says("February 3rd 1990")
+    read_back = call.says("February 3rd 1990")
+    assert read_back.action == "confirm_new_patient_details"
+    done = call.says("yes that's right")
     assert done.action == "register_new_patient"
     call.session.patient = Patient("p-sam", "Sam", "Nair", date(1990, 2, 3), None)  # CreatePatient
     after = call.engine_does("patient_created")

@@ -9,9 +9,7 @@ from db.scheduling import AppointmentType
 from flows.understanding import (
     appointment_type,
     date_of_birth,
-    name_words,
-    part_of_day,
-    preferred_days,
+    named,
     slot_choice,
     spoken_numbers_to_digits,
 )
@@ -44,25 +42,34 @@ def test_spoken_numbers_become_digits_and_other_words_stay():
 
 
 @pytest.mark.parametrize(
-    ("said", "days", "part"),
+    ("said", "born"),
     [
-        ("next tuesday please", (date(2026, 12, 1), date(2026, 12, 1)), None),
-        ("tomorrow afternoon", (date(2026, 11, 25), date(2026, 11, 25)), "afternoon"),
-        ("sometime next week", (date(2026, 11, 30), date(2026, 12, 6)), None),
-        ("december third", (date(2026, 12, 3), date(2026, 12, 3)), None),
-        ("friday morning", (date(2026, 11, 27), date(2026, 11, 27)), "morning"),
-        ("whenever suits", None, None),
+        ("seven nine seventy two", date(1972, 7, 9)),
+        ("oh seven, oh nine, seventy-two", date(1972, 7, 9)),
+        ("July ninth seventy-two", date(1972, 7, 9)),
+        ("the ninth of July 1972", date(1972, 7, 9)),
+        ("7/9/72", date(1972, 7, 9)),
+        ("25 12 1960", date(1960, 12, 25)),  # the day first when it cannot be a month
+        ("2 3 05", date(2005, 2, 3)),  # a two-digit year is the latest one not to come
     ],
 )
-def test_preferred_days_and_parts_of_the_day(said, days, part):
-    assert preferred_days(said, TODAY) == days
-    assert part_of_day(said) == part
+def test_dates_of_birth_in_the_ways_people_say_them_when_asked(said, born):
+    assert date_of_birth(said, TODAY, bare=True) == born
 
 
-def test_names_without_the_words_around_them():
-    assert name_words("my name is sam nair") == ["Sam", "Nair"]
-    assert name_words("Yes, it's Elena Alvarez.") == ["Elena", "Alvarez"]
-    assert name_words("um") == []
+def test_bare_numbers_are_a_date_only_when_one_was_asked_for():
+    assert date_of_birth("room seven nine seventy two", TODAY) is None
+    assert date_of_birth("three one two five five five zero one nine nine", TODAY,
+                         bare=True) is None  # a phone number is not a date
+
+
+def test_a_practitioner_or_location_is_named_by_any_of_its_words():
+    staff = ["Dr. Maya Patel", "Aisha Rahman", "Leo Martin", "Dr. Leo Brandt"]
+    assert named("could I see Dr Patel this time", staff) == "Dr. Maya Patel"
+    assert named("with aisha if she's free", staff) == "Aisha Rahman"
+    assert named("leo please", staff) is None  # two Leos: neither
+    assert named("Leo Martin please", staff) == "Leo Martin"
+    assert named("anyone is fine", staff) is None
 
 
 TYPES = [

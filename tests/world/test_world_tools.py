@@ -4,13 +4,14 @@ repeated writes deduplicated, records found without reading out anyone else's.""
 from __future__ import annotations
 
 import uuid
+from datetime import date
 
 import pytest
 
 from db import scheduling, world
 from db.scheduling import Patient
 from flows.graph import bundled_graph
-from flows.session import BookingSession
+from flows.session import BookingSession, Confirmation, patient_subject
 from flows.tools import BookingTools
 from services.call_session import CallLog
 from tests.fakes import CollectingWriter
@@ -169,6 +170,9 @@ async def test_an_unidentified_caller_can_register_but_not_update(db, clinic):
     tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY)
     name = "Tess" + "".join(chr(97 + int(c, 16) % 26) for c in uuid.uuid4().hex[:5])
+
+    session.confirmation = Confirmation(  # the caller said yes to these details read back
+        patient_subject(name, "Moreau", date(1988, 3, 4)), "yes, that's right")
 
     update = await tools.call("collecting_new_patient", "UpdatePatient",
                               {"patient_ref": "P1", "email": "t@example.com"})

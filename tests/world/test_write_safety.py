@@ -8,7 +8,7 @@ import pytest
 from db.scheduling import Appointment, Patient
 from flows.graph import bundled_graph
 from flows.guards import check
-from flows.session import BookingSession, Confirmation, cancel_subject
+from flows.session import BookingSession, Confirmation, cancel_subject, patient_subject
 from flows.tools import BookingTools
 from services.call_session import CallLog
 from services.world.write_safety import (
@@ -124,6 +124,7 @@ async def test_a_failed_write_is_retried_and_a_repeated_success_is_not_written_t
                           "Registered Sam Nair.")
     tools._handlers["CreatePatient"] = handler
     args = {"first_name": "Sam", "last_name": "Nair", "date_of_birth": "1990-02-03"}
+    session.confirmation = Confirmation(patient_subject("Sam", "Nair", "1990-02-03"), "yes")
 
     failed = await tools.call("collecting_new_patient", "CreatePatient", args)
     assert failed.error_class == "pms" and "not answering" in failed.text
