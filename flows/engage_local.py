@@ -29,19 +29,23 @@ FIELDS = frozenset({
     "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
-    "full_name", "birth_date",
+    "full_name", "birth_date", "service_names", "locations",
 })
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
 
 
 class ActionLines(BaseModel):
     actions: dict[str, str]
+    rephrased: dict[str, str] = {}  # the second time in a row, said this way instead
     outcomes: dict[str, str]
 
     @model_validator(mode="after")
     def _fields_are_known(self) -> ActionLines:
-        problems = []
-        for name, line in {**self.actions, **self.outcomes}.items():
+        problems = [f"rephrased {name}: not an action" for name in self.rephrased
+                    if name not in self.actions]
+        lines = {**self.actions, **{f"rephrased {k}": v for k, v in self.rephrased.items()},
+                 **self.outcomes}
+        for name, line in lines.items():
             used = {field for _, field, _, _ in string.Formatter().parse(line) if field}
             if used - FIELDS:
                 problems.append(f"{name}: unknown fields {sorted(used - FIELDS)}")
@@ -142,7 +146,13 @@ async def engage(
         return Engaged(lines.outcomes[key].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
-    return Engaged(lines.actions[action].format_map(fields), result)
+    return Engaged(line_for(action, session, lines).format_map(fields), result)
+
+
+def line_for(action: str, session: BookingSession, lines: ActionLines) -> str:
+    """The action's line; said again right after itself, its rephrasing (if it has one)."""
+    again = session.last_action == action and session.asked_in_a_row % 2 == 0
+    return lines.rephrased.get(action, lines.actions[action]) if again else lines.actions[action]
 
 
 def _rereads_offer(graph: ContextGraph, state: str, tool: str) -> bool:
@@ -184,6 +194,8 @@ def _fields(
         "reminder": _lower_first(session.reminder_in_focus.text.rstrip("."))
         if session.reminder_in_focus else "",
         "summary": _check_in_summary(session),
+        "service_names": say_list([_lower_first(t.name) for t in session.services], "or"),
+        "locations": say_list([loc.name for loc in session.locations], "or"),
         "full_name": " ".join(n for n in (session.new_patient.first_name,
                                           session.new_patient.last_name) if n),
         "birth_date": say_date(session.new_patient.date_of_birth)

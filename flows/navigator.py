@@ -51,6 +51,10 @@ from flows.understanding import appointment_type, date_of_birth, named, slot_cho
 from services.affirmation import Answer, classify_answer
 
 MAX_HOPS = 12
+# The same question at most this many times in a row; the next time the graph's global
+# `stuck` exit is taken instead (a callback or a person is offered).
+MAX_SAME_QUESTION = 2
+STUCK_EXIT = "stuck"
 # A check-in call winds down after this long (seed 003: nine minutes).
 LATE_IN_CALL_S = 9 * 60
 
@@ -85,6 +89,7 @@ class Turn:
     answer: Answer
     task_changed: bool = False  # this turn asked for something other than before
     at_start: bool = True  # the walk is still in the state the turn began in
+    stuck: bool = False  # the walk would ask the same thing a third time in a row
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,7 @@ PREDICATES: dict[str, Predicate] = {
     "reminder_due": lambda s, t: s.reminder_due is not None,
     "memory_to_follow": lambda s, t: bool(s.memories) and not s.followed_up,
     "late_in_call": lambda s, t: time.monotonic() - s.started >= LATE_IN_CALL_S,
+    "stuck": lambda s, t: t.stuck,
 }
 
 
@@ -180,6 +186,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
         "details_confirmed", "details_disputed",
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
+        "stuck",
     )},
 }
 
@@ -210,6 +217,12 @@ def condition_problems(graph: ContextGraph) -> list[str]:
 
 def understand(session: BookingSession, turn: Turn, today: date) -> None:
     """Record in the session what this turn settles (never a write: that is the tools' job)."""
+    before = session.understood()
+    _understand(session, turn, today)
+    session.progressed = session.understood() != before
+
+
+def _understand(session: BookingSession, turn: Turn, today: date) -> None:
     text, last = turn.text, session.last_action
     session.heard.append(text)
     if turn.route.task is not None:
@@ -422,6 +435,13 @@ def walk(
         (a for a in conditional if holds(spec.action_when[a], session, turn)),
         next((a for a in spec.actions if a not in spec.action_when), spec.actions[0]),
     )
+    if _asked_too_often(graph, session, action) and not turn.stuck:
+        exit_ = next(e for e in graph.global_exits if e.name == STUCK_EXIT)
+        target = take_exit(graph, session, state, exit_.to)
+        hops.append(Hop(state, target, exit_.name))
+        after = walk(graph, session, target, replace(turn, stuck=True))
+        after.hops[:0] = hops
+        return after
     took_action(session, action)
     return NavDecision(
         state=state, action=action, route=turn.route, hops=hops,
@@ -429,8 +449,17 @@ def walk(
     )
 
 
+def _asked_too_often(graph: ContextGraph, session: BookingSession, action: str) -> bool:
+    """Saying `action` now would repeat it past the limit (graphs with a `stuck` exit)."""
+    return (action == session.last_action and not session.progressed
+            and session.asked_in_a_row >= MAX_SAME_QUESTION
+            and any(e.name == STUCK_EXIT for e in graph.global_exits))
+
+
 def took_action(session: BookingSession, action: str) -> None:
     """The agent is about to do `action`: what it is about becomes the call's focus."""
+    again = action == session.last_action and not session.progressed
+    session.asked_in_a_row = session.asked_in_a_row + 1 if again else 1
     session.last_action = action
     if action == "deliver_reminder":
         session.reminder_in_focus = session.reminder_due

@@ -63,6 +63,8 @@ class BookingSession:
     task: TaskKind | None = None
     task_quote: str | None = None  # the caller's words that set the task (intent gate)
     last_action: str | None = None
+    asked_in_a_row: int = 0  # turns in a row the agent did `last_action` and nothing new settled
+    progressed: bool = False  # the caller's latest turn settled something new
     heard: list[str] = field(default_factory=list)  # the caller's turns, in order
     # the world model: the identified caller's chart (ambient)
     chart: ClinicalContext | None = None
@@ -155,6 +157,14 @@ class BookingSession:
             "caller_confirmed": self.confirmation is not None,
             "upcoming_bookings": None if self.upcoming is None else len(self.upcoming),
         }
+
+    def understood(self) -> tuple[Any, ...]:
+        """Everything the caller's words can settle, to tell whether a turn settled any."""
+        details = self.new_patient
+        return (details.first_name, details.last_name, details.date_of_birth, details.phone,
+                self.task, self.appointment_type, self.days, self.part_of_day,
+                self.not_weekdays, self.practitioner, self.location, self.picked_slot,
+                tuple(self.targets), self.confirmation, self.patient)
 
     def recent_caller_turns(self, count: int) -> list[str]:
         """The caller's last `count` turns, newest first."""

@@ -262,3 +262,36 @@ async def test_a_transfer_goes_to_the_clinics_own_number_after_the_goodbye(db, c
     assert said.startswith("Putting you through now.") and said.endswith("goodbye.")
     assert caller.last.end_call
     assert caller.last.transfer_to == "+15550100110"  # Downtown's number in the clinic data
+
+
+async def test_the_same_question_is_rephrased_then_a_person_is_offered(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    first = await caller.says("I'd like to book a physio")
+    assert first.endswith("What day or time suits you best?")
+
+    second = await caller.says("ooh, I couldn't say")
+    third = await caller.says("it's hard to know really")
+
+    assert second == "Would you like the earliest available time, or a particular day?"
+    assert "call you back, or to speak to a person?" in third
+    transitions = [(t.next_state, t.reason) for t in caller.writer.of_type("TransitionRecord")]
+    assert ("handoff_prep", "stuck") in transitions
+
+
+async def test_offered_help_is_not_taken_without_a_yes(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    for line in ("I'd like to book a physio", "hmm", "er, not sure"):
+        await caller.says(line)
+    back = await caller.says("I don't know, let's keep trying")
+    assert back.endswith("What day or time suits you best?")
+    assert caller.tool_calls("EscalateToHuman") == []
+
+
+async def test_a_birth_date_not_understood_is_asked_again_with_help(db, clinic):
+    caller = await call_from(db, clinic, "+15550100296")
+    await caller.says("new patient, my name is Iris Vance, I need a blood test")
+    again = await caller.says("oh gosh, let me think")
+    assert again == ("Sorry, I didn't catch that. What's your date of birth: the month, "
+                     "the day, then the year?")
+    read_back = await caller.says("three, twenty-one, forty-four")
+    assert read_back == "I have Iris Vance, born March 21, 1944. Is that right?"

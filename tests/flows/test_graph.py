@@ -55,7 +55,7 @@ OUR_ACTIONS = {
     "greet", "ask_date_of_birth", "ask_preferred_time", "ask_service", "answer_pricing",
     "answer_service_info", "answer_hours", "close_call", "register_new_patient",
     "acknowledge_record_update", "confirm_new_patient_details", "ask_details_correction",
-    "reask_shared_phone_dob",
+    "reask_shared_phone_dob", "offer_help_when_stuck",
 }
 
 
