@@ -29,14 +29,16 @@ FIELDS = frozenset({
     "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
-    "full_name", "birth_date", "service_names", "locations",
+    "full_name", "birth_date", "service_names", "locations", "next_step",
 })
+NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
 
 
 class ActionLines(BaseModel):
     actions: dict[str, str]
     rephrased: dict[str, str] = {}  # the second time in a row, said this way instead
+    next_steps: dict[str, str]
     outcomes: dict[str, str]
 
     @model_validator(mode="after")
@@ -51,6 +53,8 @@ class ActionLines(BaseModel):
                 problems.append(f"{name}: unknown fields {sorted(used - FIELDS)}")
         if set(self.outcomes) != OUTCOMES:
             problems.append(f"outcomes must be exactly {sorted(OUTCOMES)}")
+        if set(self.next_steps) != NEXT_STEPS:
+            problems.append(f"next_steps must be exactly {sorted(NEXT_STEPS)}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -141,12 +145,20 @@ async def engage(
     if call is not None and not _rereads_offer(tools.graph, state, call[0]):
         result = await tools.call(state, call[0], call[1])
     fields = _fields(session, tools, result, clinic, emergency_number)
+    fields["next_step"] = lines.next_steps[_next_step(session)]
     if result is not None and not result.ok:
         key = "blocked" if result.error_class == "guard" else "system_down"
         return Engaged(lines.outcomes[key].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
     return Engaged(line_for(action, session, lines).format_map(fields), result)
+
+
+def _next_step(session: BookingSession) -> str:
+    """After a side question: carry on with the task, or offer to book what they asked about."""
+    if session.task is not None:
+        return "carry_on"
+    return "offer_booking" if session.appointment_type is not None else "anything_else"
 
 
 def line_for(action: str, session: BookingSession, lines: ActionLines) -> str:

@@ -72,6 +72,7 @@ class NavigationError(RuntimeError):
 QUESTIONS = frozenset({
     "price_question", "hours_question", "service_question", "practitioner_seniority_question",
 })
+SIDE_ANSWERS = frozenset({"answer_pricing", "answer_service_info", "answer_hours"})
 NAME_QUESTIONS = frozenset({"ask_first_name", "ask_last_name", "ask_shared_phone_full_name"})
 BIRTH_DATE_QUESTIONS = frozenset({
     "ask_date_of_birth", "ask_shared_phone_dob", "reask_shared_phone_dob",
@@ -245,6 +246,11 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
         chosen = slot_choice(text, offer)
         if chosen is not None:
             session.picked_slot = chosen
+    if last in SIDE_ANSWERS and session.task is None and session.appointment_type is not None \
+            and turn.answer is Answer.YES:  # "would you like to book one?" "yes"
+        session.task = TaskKind.BOOK
+    if last == "ask_preferred_time" and turn.answer is Answer.YES:
+        session.days = flexible_days("any time", today)  # yes, whenever: the earliest
     if session.services:
         mentioned = appointment_type(text, session.services)
         if mentioned is not None:

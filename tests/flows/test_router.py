@@ -68,3 +68,51 @@ def test_rules_naming_unknown_term_lists_are_rejected():
     )
     with pytest.raises(ValidationError, match="unknown term lists"):
         RouterRules.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["I can't make my physio on Tuesday, could you take it off?",
+     "I won't be coming in on Friday after all",
+     "please scrap my appointment, I'm feeling better",
+     "I'm not going to make it to tomorrow's one",
+     "I don't need it any more, my knee's fine"],
+)
+def test_cancelling_without_saying_cancel(said):
+    assert route_turn(said).task is TaskKind.CANCEL
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["when am I next in?", "what have I got coming up?", "remind me when I'm due in",
+     "have I got anything booked?", "when's my next one"],
+)
+def test_asking_about_their_own_bookings_casually(said):
+    assert route_turn(said).task is TaskKind.QUERY
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["right, I'd better let you get on", "night then", "I'm getting off the phone now",
+     "lovely talking to you, take care", "that's all I needed, thanks for your help",
+     "okay, bye bye", "goodbye and thanks for everything"],
+)
+def test_everyday_closings(said):
+    assert route_turn(said).route == "closing"
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["My husband died last week and I never got to say goodbye. It's about his appointment.",
+     "she said goodbye to me at the hospital, it was so hard",
+     "our wedding song was Goodbye My Lover",
+     "I need to take care of my mum, can I book her in",
+     "bye, but first I need to ask about my husband's bill"],
+)
+def test_goodbye_in_another_sense_does_not_end_the_call(said):
+    assert route_turn(said).route != "closing"
+
+
+def test_a_farewell_because_they_mean_to_harm_themselves_is_a_red_flag():
+    decision = route_turn("I just wanted to say this is goodbye, I won't be around much longer")
+    assert decision.route == "red_flag" and decision.task is TaskKind.HANDOFF
