@@ -222,11 +222,12 @@ _PHONE = re.compile(r"\b(?:number|phone|mobile|cell|reach me|call me|text me)"
                     r"(?: is| on| at|:)?((?: ?\(?\d[\d\-. )]*){10,})")
 
 
-def volunteered_phone(text: str, *, country_code: str = "1") -> str | None:
-    """A phone number the caller gives ('my number is 312 555 0199'), E.164, or None."""
-    spoken = spoken_numbers_to_digits(text)
+def volunteered_phone(text: str, *, asked: bool = False, country_code: str = "1") -> str | None:
+    """A phone number the caller gives ('my number is 312 555 0199'; when a number was
+    asked for, the digits alone), E.164, or None."""
+    spoken = spoken_numbers_to_digits(text, years=False)
     for match in _PHONE.finditer(spoken):
         phone = normalize_phone(match.group(1), country_code=country_code)
         if phone is not None:
             return phone
-    return None
+    return normalize_phone(spoken, country_code=country_code) if asked else None

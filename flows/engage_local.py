@@ -20,7 +20,7 @@ from pydantic import BaseModel, model_validator
 from db.scheduling import Appointment
 from flows.graph import ContextGraph
 from flows.session import BookingSession
-from flows.spoken import say_date, say_list, say_price, say_time
+from flows.spoken import say_date, say_list, say_phone, say_price, say_time
 from flows.tools import BookingTools, ToolResult
 from services.slots import Slot
 
@@ -29,7 +29,7 @@ FIELDS = frozenset({
     "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
-    "full_name", "birth_date", "service_names", "locations", "next_step",
+    "full_name", "birth_date", "service_names", "locations", "next_step", "callback_number",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
@@ -110,8 +110,12 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
         if s.new_patient.date_of_birth else None,
         **({"phone": s.new_patient.phone} if s.new_patient.phone else {}),
     }),
-    "human_callback_requested": lambda s, said: (
-        "EscalateToHuman", {"reason": "caller asked for a callback", "message": said}),
+    "human_callback_requested": lambda s, said: ("EscalateToHuman", {
+        "reason": "caller asked for a callback", "message": s.callback_message or said}),
+    "sales_callback_requested": lambda s, said: ("EscalateToHuman", {
+        "reason": "returning a call about the clinic's services", "message": said}),
+    "mark_appointment_confirmed": lambda s, said: ("ConfirmAppointment", {
+        "appointment_ref": _ref_of(s, s.targets[0]) if s.targets else ""}),
     "red_flag_emergency_redirect": lambda s, said: (
         "EscalateToHuman", {"reason": "possible emergency", "message": said, "urgent": True}),
     "answer_pricing": lambda s, said: ("GetServicesAndPricing", {}),
@@ -206,6 +210,7 @@ def _fields(
         "reminder": _lower_first(session.reminder_in_focus.text.rstrip("."))
         if session.reminder_in_focus else "",
         "summary": _check_in_summary(session),
+        "callback_number": say_phone(session.callback_phone or session.caller_phone or ""),
         "service_names": say_list([_lower_first(t.name) for t in session.services], "or"),
         "locations": say_list([loc.name for loc in session.locations], "or"),
         "full_name": " ".join(n for n in (session.new_patient.first_name,

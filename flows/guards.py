@@ -13,7 +13,13 @@ from datetime import date
 from typing import Any
 
 from flows.graph import ContextGraph
-from flows.session import BookingSession, cancel_subject, patient_subject, reminder_subject
+from flows.session import (
+    BookingSession,
+    attendance_subject,
+    cancel_subject,
+    patient_subject,
+    reminder_subject,
+)
 from services.world.fields import parse_date
 from services.world.write_safety import QUOTE_RECENT_TURNS, quote_problem, visible_tools
 
@@ -74,6 +80,12 @@ def caller_confirmed_details(session: BookingSession, args: Mapping[str, Any]) -
     return None
 
 
+def caller_confirmed_attendance(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+    if not session.confirmed(attendance_subject([str(args.get("appointment_id"))])):
+        return "the caller has not said yes to confirming exactly this booking"
+    return None
+
+
 def destination_configured(session: BookingSession, args: Mapping[str, Any]) -> str | None:
     # The tool resolves the number itself from configuration or the location record;
     # this guard only refuses a number the model supplied.
@@ -93,7 +105,8 @@ GUARDS: dict[str, Guard] = {
     for guard in (
         slot_from_availability, caller_confirmed_slot, identified_patient,
         appointment_was_loaded, appointments_were_loaded, caller_confirmed_cancel,
-        name_and_dob_given, caller_confirmed_details, destination_configured, person_confirmed,
+        name_and_dob_given, caller_confirmed_details, caller_confirmed_attendance,
+        destination_configured, person_confirmed,
     )
 }
 

@@ -37,6 +37,7 @@ from flows.session import (
     BookingSession,
     Confirmation,
     NewPatientDetails,
+    attendance_subject,
     cancel_subject,
     reminder_subject,
 )
@@ -63,6 +64,16 @@ CANCEL_READBACK = frozenset({
     "confirm_current_booking_cancellation", "confirm_all_current_bookings_cancellation",
     "confirm_just_booked_cancellation",
 })
+ATTENDANCE_READBACK = frozenset({"ask_to_confirm_appointment"})
+CALLBACK_NUMBER_QUESTIONS = frozenset({
+    "ask_callback_contact_details", "confirm_callback_contact_details",
+})
+VISIT_REASON_QUESTIONS = frozenset({
+    "ask_visit_reason", "ask_continue_visit_reason", "capture_tentative_booking_request",
+})
+# A visit reason this long says what the visit is about.
+REASON_WORDS = 4
+JUST_BOOKED = ("just made", "just booked", "just did", "the new one", "that one you")
 
 
 class NavigationError(RuntimeError):
@@ -156,6 +167,12 @@ PREDICATES: dict[str, Predicate] = {
     "memory_to_follow": lambda s, t: bool(s.memories) and not s.followed_up,
     "late_in_call": lambda s, t: time.monotonic() - s.started >= LATE_IN_CALL_S,
     "stuck": lambda s, t: t.stuck,
+    "reason_given": lambda s, t: len((s.visit_reason or "").split()) >= REASON_WORDS,
+    "location_named": lambda s, t: s.location is not None,
+    "callback_number_given": lambda s, t: s.callback_phone is not None,
+    "settled_new": lambda s, t: s.progressed,
+    "targets_just_booked": lambda s, t: bool(s.targets) and set(s.targets) <= {
+        b.id for b in s.booked},
 }
 
 
@@ -181,13 +198,15 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     "phone_matches": {"none", "one", "many"},
     "bookings": {"unknown", "none", "one", "many"},
     "targets": {"none", "one", "many"},
-    "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off"},
+    "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off",
+                "confirmed"},
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
         "details_confirmed", "details_disputed",
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
-        "stuck",
+        "stuck", "reason_given", "location_named", "callback_number_given", "settled_new",
+        "targets_just_booked",
     )},
 }
 
@@ -238,6 +257,9 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
             session.confirmation = None
     if last in CANCEL_READBACK and session.targets and turn.answer is Answer.YES:
         session.confirmation = Confirmation(cancel_subject(session.targets), text)
+    if last in ATTENDANCE_READBACK and session.targets and turn.answer is Answer.YES:
+        session.confirmation = Confirmation(attendance_subject(session.targets), text)
+    _understand_requests(session, turn)
     if last == "deliver_reminder" and session.reminder_in_focus and turn.answer is Answer.YES:
         session.confirmation = Confirmation(reminder_subject(session.reminder_in_focus.id), text)
     rejecting = last in FINAL_READBACK and turn.answer is Answer.NO
@@ -268,6 +290,24 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
     session.practitioner = named(text, session.practitioners) or session.practitioner
     session.location = named(text, [loc.name for loc in session.locations]) or session.location
     understand_targets(session, turn)
+
+
+def _understand_requests(session: BookingSession, turn: Turn) -> None:
+    """What a visit is for, and what and where to call back: answers to the questions that
+    ask for them, in the caller's words."""
+    last, text = session.last_action, turn.text
+    if last in VISIT_REASON_QUESTIONS and turn.answer is not Answer.NO:
+        session.visit_reason = " ".join(filter(None, (session.visit_reason, text)))
+    elif last == "ask_problem_duration":
+        session.problem_duration = text
+    elif last == "ask_callback_message" and turn.answer is not Answer.NO:
+        session.callback_message = text
+    elif last in CALLBACK_NUMBER_QUESTIONS:
+        session.callback_phone = volunteered_phone(text, asked=True) or (
+            None if turn.answer is Answer.NO else session.callback_phone)
+    elif last == "clarify_returned_call_intent" and turn.answer is Answer.YES \
+            and session.task is None:
+        session.task = TaskKind.QUERY  # "we tried to reach you" "yes": about their bookings
 
 
 def _understand_identity(session: BookingSession, turn: Turn, today: date) -> None:
@@ -328,7 +368,12 @@ def _identify_on_shared_phone(session: BookingSession) -> None:
 
 def understand_targets(session: BookingSession, turn: Turn) -> None:
     """Which booking(s) a cancel or reschedule is about (again once bookings are loaded)."""
-    if session.task not in (TaskKind.CANCEL, TaskKind.RESCHEDULE) or not session.upcoming:
+    if session.task not in (TaskKind.CANCEL, TaskKind.RESCHEDULE, TaskKind.CONFIRM) \
+            or not session.upcoming:
+        return
+    just_booked = [b.id for b in session.booked if b.id in session.loaded_ids]
+    if just_booked and any(words in turn.text.lower() for words in JUST_BOOKED):
+        session.targets = just_booked[-1:]
         return
     if turn.route.route == "cancel_all_request":
         session.targets = [a.id for a in session.upcoming]
@@ -337,6 +382,10 @@ def understand_targets(session: BookingSession, turn: Turn) -> None:
         session.targets = [session.upcoming[0].id]
     else:
         chosen = slot_choice(turn.text, [(a.id, a) for a in session.upcoming])
+        kind = named(turn.text, sorted({a.type_name for a in session.upcoming}))
+        of_kind = [a.id for a in session.upcoming if a.type_name == kind]
+        if chosen is None and len(of_kind) == 1:  # "the blood test"
+            chosen = of_kind[0]
         if chosen is not None:
             session.targets = [chosen]
     if session.task is TaskKind.RESCHEDULE and len(session.targets) == 1:

@@ -40,6 +40,7 @@ class TaskKind(StrEnum):
     RESCHEDULE = "reschedule"
     CANCEL = "cancel"
     QUERY = "query"
+    CONFIRM = "confirm"  # the caller confirms they will come to a booking they have
     HANDOFF = "handoff"
 
 

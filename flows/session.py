@@ -85,7 +85,11 @@ class BookingSession:
     last_offer: list[str] = field(default_factory=list)  # refs just read out, in order
     # what the caller chose and confirmed
     picked_slot: str | None = None
-    targets: list[str] = field(default_factory=list)  # appointment ids to cancel or move
+    targets: list[str] = field(default_factory=list)  # appointment ids to cancel, move, confirm
+    visit_reason: str | None = None  # what they want to be seen for, in their words
+    problem_duration: str | None = None  # how long it has been going on, in their words
+    callback_message: str | None = None  # what to pass on to the team
+    callback_phone: str | None = None  # a number they gave for the call back (E.164)
     confirmation: Confirmation | None = None
     booked: list[Appointment] = field(default_factory=list)
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
@@ -156,6 +160,7 @@ class BookingSession:
             "bookings_chosen": [refs.get(i, "") for i in self.targets],
             "caller_confirmed": self.confirmation is not None,
             "upcoming_bookings": None if self.upcoming is None else len(self.upcoming),
+            "visit_reason": self.visit_reason,
         }
 
     def understood(self) -> tuple[Any, ...]:
@@ -164,7 +169,7 @@ class BookingSession:
         return (details.first_name, details.last_name, details.date_of_birth, details.phone,
                 self.task, self.appointment_type, self.days, self.part_of_day,
                 self.not_weekdays, self.practitioner, self.location, self.picked_slot,
-                tuple(self.targets), self.confirmation, self.patient)
+                tuple(self.targets), self.confirmation, self.patient, self.callback_phone)
 
     def recent_caller_turns(self, count: int) -> list[str]:
         """The caller's last `count` turns, newest first."""
@@ -182,6 +187,11 @@ def patient_subject(first: object, last: object, born: object) -> str:
 def cancel_subject(appointment_ids: list[str]) -> str:
     """What a cancellation confirmation is about: exactly these appointments."""
     return "cancel:" + ",".join(sorted(appointment_ids))
+
+
+def attendance_subject(appointment_ids: list[str]) -> str:
+    """What confirming attendance is about: exactly this booking read back."""
+    return "attend:" + ",".join(sorted(appointment_ids))
 
 
 def reminder_subject(reminder_id: str) -> str:

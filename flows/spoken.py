@@ -58,3 +58,12 @@ def _clock(text: str) -> str:
     hour, minute = (int(part) for part in text.split(":"))
     twelve = hour % 12 or 12
     return f"{twelve}{f':{minute:02d}' if minute else ''} {'AM' if hour < 12 else 'PM'}"
+
+
+def say_phone(number: str) -> str:
+    """'+13125550199' → '3 1 2, 5 5 5, 0 1 9 9': digit by digit, in its usual groups."""
+    digits = "".join(ch for ch in number if ch.isdigit())
+    if len(digits) == 11 and digits.startswith("1"):
+        digits = digits[1:]
+    groups = [digits[:3], digits[3:6], digits[6:]] if len(digits) == 10 else [digits]
+    return ", ".join(" ".join(group) for group in groups if group)

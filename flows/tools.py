@@ -435,6 +435,8 @@ class BookingTools:
             call_id=self.session.call_id,
         )
         said = f"{appointment.type_name} on {say_date(appointment.local_start.date())}"
+        self.session.confirmation = None
+        self.session.outcome = "confirmed"
         await self._record_write("ConfirmAppointment", EventDraft(
             "appointment_confirmed", f"Confirmed: {said}.",
             {"appointment_id": appointment.id}, appointment.patient_id, "appointments",
@@ -445,7 +447,8 @@ class BookingTools:
         session = self.session
         await db.request_callback(
             self.pool, service_id=session.service_id, call_id=session.call_id,
-            patient_id=session.patient.id if session.patient else None, phone=session.caller_phone,
+            patient_id=session.patient.id if session.patient else None,
+            phone=session.callback_phone or session.caller_phone,
             reason=str(args.get("reason", "caller asked for a person")),
             message=str(args.get("message", "")), urgent=bool(args.get("urgent", False)),
         )

@@ -295,3 +295,85 @@ async def test_a_birth_date_not_understood_is_asked_again_with_help(db, clinic):
                      "the day, then the year?")
     read_back = await caller.says("three, twenty-one, forty-four")
     assert read_back == "I have Iris Vance, born March 21, 1944. Is that right?"
+
+
+async def callback_request(db, call_id: str):
+    return await db.pool.fetchrow(
+        "SELECT reason, message, phone, urgent FROM callback_requests WHERE call_id = $1",
+        uuid.UUID(call_id))
+
+
+async def test_a_callback_asks_what_to_pass_on_and_which_number_then_confirms_it(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("could somebody ring me back later today")
+    await caller.says("it's about the bill I got in the post")
+    number = await caller.says("not this one, try my mobile, three one two five five five "
+                               "zero one nine nine")
+    assert number == "Thanks. That's 3 1 2, 5 5 5, 0 1 9 9. Is that right?"
+    assert caller.tool_calls("EscalateToHuman") == []  # nothing logged before the yes
+    await caller.says("yes that's it")
+    request = await callback_request(db, caller.engine.session.call_id)
+    assert request["phone"] == "+13125550199" and "bill" in request["message"]
+
+
+async def test_a_vague_request_asks_what_the_visit_is_for_then_how_long(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    assert await caller.says("I need to see somebody") == "What's the visit about?"
+    assert await caller.says("I've been feeling dizzy on and off") == (
+        "How long has that been going on?")
+    listed = await caller.says("a couple of weeks now")
+    assert listed.startswith("What kind of appointment would you like? We offer")
+    assert caller.engine.session.visit_reason == "I've been feeling dizzy on and off"
+
+
+async def test_a_tentative_request_is_captured_and_followed_up(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    asked = await caller.says("I might need to come in at some point, I'm not sure yet")
+    assert asked == "I can help with that. What kind of appointment do you need?"
+
+
+async def test_a_returned_call_is_clarified(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    asked = await caller.says("hello, I've got a missed call from this number")
+    assert asked == "I see we tried to reach you. Are you calling about an appointment?"
+    assert (await caller.says("yes I think so")).startswith("You have ")
+
+
+async def test_a_returned_sales_call_books_a_sales_callback_after_a_yes(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    asked = await caller.says("hi, you left me a message about a discount package")
+    assert asked == "Are you returning our call about our services?"
+    await caller.says("yes that's right")
+    request = await callback_request(db, caller.engine.session.call_id)
+    assert request["reason"] == "returning a call about the clinic's services"
+
+
+async def test_asking_for_another_location_lists_them(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("can I book a physio")
+    asked = await caller.says("is there a different location, somewhere closer to me?")
+    assert asked == "Which of our locations would you prefer: Downtown or Northside?"
+    offer = await caller.says("Northside please, next week")
+    offered = [caller.engine.session.offered[r] for r in caller.engine.session.last_offer]
+    assert offer.startswith("I have ") and {s.location_name for s in offered} == {"Northside"}
+
+
+async def test_confirming_an_existing_booking_marks_it_only_after_a_yes(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    await caller.says("hiya, just ringing to confirm my appointment")
+    read_back = await caller.says("the blood test")
+    assert read_back.startswith("That's a blood test") and "mark it as confirmed" in read_back
+    assert caller.tool_calls("ConfirmAppointment") == []
+    done = await caller.says("yes please")
+    assert done.startswith("Lovely.") and [t.error_class for t in
+                                          caller.tool_calls("ConfirmAppointment")] == [None]
+
+
+async def test_cancelling_the_booking_just_made_reads_it_back_as_that(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    for line in ("book me a flu jab", "whenever", "the first one", "yes"):
+        await caller.says(line)
+    asked = await caller.says("oh hang on, actually can you cancel the one you just made")
+    assert asked.startswith("That's the appointment we just made")
+    await caller.says("yes")
+    assert await live_bookings(db, (await patient(db, clinic, PRIYA_PHONE)).id) == []
