@@ -43,6 +43,8 @@ from services.world.index import WorldIndex
 from services.world.pms.base import PracticeSystem
 
 PREFETCH_TIMEOUT_S = 2.0
+# The agent's open question once a task is done; a request still waiting is taken up instead.
+OPEN_QUESTION = "ask_how_can_help"
 CHART_TIMEOUT_S = 0.5
 
 
@@ -182,6 +184,16 @@ class BookingEngine:
             if after.action != decision.action:  # never the same thing twice in one reply
                 said.append(await self._say(after, caller_text))
             decisions.append(after)
+        if decisions[-1].action == OPEN_QUESTION and self.session.pending_requests:
+            next_request = self.session.pending_requests.pop(0)  # asked for in the same breath
+            try:
+                decision, more_ms = await self.navigate_turn(next_request, filler=filler)
+            except (NavigationError, KeyError, ValueError) as error:
+                self.fail(error)
+                return Reply("")
+            nav_ms += more_ms
+            said[-1] = await self._say(decision, next_request)
+            decisions.append(decision)
         return Reply(
             " ".join(line for line in said if line), decisions, nav_ms,
             end_call=decisions[-1].terminal, transfer_to=self.session.transfer_to,

@@ -23,7 +23,15 @@ from datetime import date
 from typing import Any, Protocol
 
 from flows.graph import RETURN, ContextGraph, StateType
-from flows.router import NO_ROUTE, RouteDecision, TaskKind, default_router, route_turn
+from flows.router import (
+    NO_ROUTE,
+    RED_FLAG_ROUTE,
+    RouteDecision,
+    TaskKind,
+    default_router,
+    requests_in_order,
+    route_turn,
+)
 from flows.caller_identity import (
     answered_name,
     closer_to_first,
@@ -273,6 +281,8 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
         session.task = TaskKind.BOOK
     if last == "ask_preferred_time" and turn.answer is Answer.YES:
         session.days = flexible_days("any time", today)  # yes, whenever: the earliest
+    if len(session.services) == 1 and session.appointment_type is None:
+        session.appointment_type = session.services[0]  # one kind of visit: nothing to ask
     if session.services:
         mentioned = appointment_type(text, session.services)
         if mentioned is not None:
@@ -400,8 +410,14 @@ def understand_targets(session: BookingSession, turn: Turn) -> None:
 
 def read_turn(session: BookingSession, text: str) -> Turn:
     """The caller's words routed (with the agent's last action as evidence), before they
-    change the session: both navigator backends start every turn here."""
+    change the session: both navigator backends start every turn here. A turn asking for
+    two things is taken one at a time: the first now, the rest once it is done."""
     route = route_turn(text, session.last_action)
+    if route.route != RED_FLAG_ROUTE:
+        first, *later = requests_in_order(text, session.last_action)
+        if later:
+            session.pending_requests[:0] = later
+            text, route = first, route_turn(first, session.last_action)
     changed = route.task is not None and route.task is not session.task
     return Turn(text, route, classify_answer(text), task_changed=changed)
 

@@ -155,3 +155,23 @@ def default_router() -> Router:
 
 def route_turn(caller_text: str, last_action: str | None = None) -> RouteDecision:
     return default_router().route(caller_text, last_action)
+
+
+_CLAUSE_JOIN = re.compile(r"(?:,|;|\.)?\s+\b(?:and then|and also|and|then|also|plus)\b\s+"
+                          r"|(?:[.;]|, but)\s+")
+
+
+def requests_in_order(caller_text: str, last_action: str | None = None) -> list[str]:
+    """The turn split where the caller asks for a second thing ("cancel Tuesday's and book
+    me Friday instead" → two requests); one item when it asks for one thing."""
+    parts = [p.strip() for p in _CLAUSE_JOIN.split(caller_text) if p and p.strip()]
+    requests: list[str] = []
+    tasks: list[TaskKind | None] = []
+    for part in parts:
+        task = route_turn(part, last_action).task
+        if requests and (task is None or task in tasks or task is TaskKind.HANDOFF):
+            requests[-1] = f"{requests[-1]} and {part}"  # more about the same request
+            continue
+        requests.append(part)
+        tasks.append(task)
+    return requests if len(requests) > 1 and None not in tasks else [caller_text]

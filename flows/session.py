@@ -66,6 +66,7 @@ class BookingSession:
     asked_in_a_row: int = 0  # turns in a row the agent did `last_action` and nothing new settled
     progressed: bool = False  # the caller's latest turn settled something new
     heard: list[str] = field(default_factory=list)  # the caller's turns, in order
+    pending_requests: list[str] = field(default_factory=list)  # asked for, not yet handled
     # the world model: the identified caller's chart (ambient)
     chart: ClinicalContext | None = None
     chart_stale: bool = False  # a write changed what the chart should say

@@ -204,7 +204,7 @@ def slot_choice(text: str, offered: Sequence[tuple[str, Slot]]) -> str | None:
     """Which of the slots just read out the caller chose, by order, time, day or name."""
     if not offered:
         return None
-    words = normalize(text).replace(",", " ").replace(".", " ").split()
+    words = re.sub(r"'s\b", "", normalize(text)).replace(",", " ").replace(".", " ").split()
     for word, index in _ORDINAL_CHOICE.items():
         if index < len(offered) and _chooses(words, word):
             return offered[index][0]

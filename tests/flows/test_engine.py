@@ -377,3 +377,13 @@ async def test_cancelling_the_booking_just_made_reads_it_back_as_that(db, clinic
     assert asked.startswith("That's the appointment we just made")
     await caller.says("yes")
     assert await live_bookings(db, (await patient(db, clinic, PRIYA_PHONE)).id) == []
+
+
+async def test_two_requests_in_one_breath_are_handled_in_order(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    first = await caller.says("can you take Monday's blood test off, then get me in for a flu "
+                              "jab on Friday")
+    assert first.startswith("That's a blood test") and first.endswith("cancel it?")
+    second = await caller.says("yes please")
+    assert second.startswith("Done. Cancelled: Blood test") and "I have Friday" in second
+    assert "anything else" not in second

@@ -260,3 +260,15 @@ def test_a_graph_that_cannot_reach_an_action_is_a_navigation_error():
     session = BookingSession(call_id="c", workspace_id="w", service_id="s")
     with pytest.raises(NavigationError):
         navigate(graph, session, "a", "hello", TODAY)
+
+
+def test_a_clinic_with_one_kind_of_visit_never_asks_which():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    call.session.services = [FLU]
+    asked = call.says("can I get an appointment please")
+    assert asked.action == "ask_preferred_time" and call.session.appointment_type == FLU
+
+
+def test_a_vague_booking_with_several_kinds_asks_what_the_visit_is_for():
+    call = Call(patient=PRIYA, phone_matches=[PRIYA], upcoming=[])
+    assert call.says("can I get an appointment please").action == "ask_visit_reason"
