@@ -257,6 +257,45 @@ async def update_contact(
     return record, event_id
 
 
+IDENTITY_FIELDS = ("first_name", "last_name", "date_of_birth")
+
+
+async def correct_registration(
+    pool: asyncpg.Pool, workspace_id: str, patient_id: str, changes: dict[str, Any],
+    provenance: Provenance,
+) -> tuple[PatientRecord, str]:
+    """Correct the name or birth date of a patient registered on this same call (and only
+    such a patient: an established record's identity is not changed on a call); the record
+    and the `registration_corrected` event, which keeps the previous values."""
+    unknown = set(changes) - set(IDENTITY_FIELDS)
+    if unknown or not changes:
+        raise ValueError(f"identity fields are {IDENTITY_FIELDS}, not {sorted(unknown)}")
+    async with pool.acquire() as conn, conn.transaction():
+        before = await conn.fetchrow(
+            """SELECT * FROM patients WHERE id = $1 AND workspace_id = $2
+               AND created_by_call = $3 FOR UPDATE""",
+            as_uuid(patient_id), as_uuid(workspace_id), as_uuid(provenance.call_id))
+        if before is None:
+            raise LookupError("no patient registered on this call with that id")
+        sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(changes, 2))
+        n = len(changes) + 2
+        row = await conn.fetchrow(
+            f"""UPDATE patients SET {sets}, written_by = ${n}, updated_at = now()
+                WHERE id = $1 RETURNING *""",
+            as_uuid(patient_id), *changes.values(), provenance.written_by)
+        record = _record(row)
+        shown = {k: v.isoformat() if isinstance(v, date) else v for k, v in changes.items()}
+        previous = {k: before[k].isoformat() if isinstance(before[k], date) else before[k]
+                    for k in changes}
+        event_id = await write_event(conn, workspace_id, EventDraft(
+            "registration_corrected",
+            f"Registration corrected to {record.full_name}, born "
+            f"{record.date_of_birth.isoformat()}.",
+            {"changes": shown, "previous": previous}, patient_id, "patients", patient_id,
+        ), provenance)
+    return record, event_id
+
+
 def _contact_summary(record: PatientRecord, changes: dict[str, str]) -> str:
     said = ", ".join(f"{name} {value}" for name, value in changes.items())
     return f"{record.full_name} updated contact details: {said}."

@@ -104,6 +104,11 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
     "cancel_confirmed_all_current_bookings": lambda s, said: ("CancelAppointments", {
         "appointment_refs": [_ref_of(s, t) for t in s.targets],
         "user_quote": s.task_quote or said}),
+    "correct_registered_details": lambda s, said: ("UpdatePatient", {
+        "patient_ref": "P1", "first_name": s.new_patient.first_name,
+        "last_name": s.new_patient.last_name,
+        "date_of_birth": s.new_patient.date_of_birth.isoformat()
+        if s.new_patient.date_of_birth else None}),
     "register_new_patient": lambda s, said: ("CreatePatient", {
         "first_name": s.new_patient.first_name, "last_name": s.new_patient.last_name,
         "date_of_birth": s.new_patient.date_of_birth.isoformat()

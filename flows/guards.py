@@ -70,11 +70,17 @@ def name_and_dob_given(session: BookingSession, args: Mapping[str, Any]) -> str 
 
 
 def caller_confirmed_details(session: BookingSession, args: Mapping[str, Any]) -> str | None:
-    """Registering someone needs their yes to exactly the name and birth date read back."""
-    if session.patient is not None:
-        return None  # not a registration: the identified caller's own record
+    """Registering someone, or correcting the name or birth date they registered with,
+    needs their yes to exactly the details read back."""
+    patient = session.patient
     born = parse_date(args.get("date_of_birth"), date.today())
     first, last = (str(args.get(k) or "").strip() for k in ("first_name", "last_name"))
+    if patient is not None:  # the identified caller: only a change of identity needs a yes
+        first, last = first or patient.first_name, last or patient.last_name
+        born = born or patient.date_of_birth
+        if (first.lower(), last.lower(), born) == (
+                patient.first_name.lower(), patient.last_name.lower(), patient.date_of_birth):
+            return None
     if not session.confirmed(patient_subject(first, last, born)):
         return "the caller has not confirmed this name and date of birth when read back"
     return None

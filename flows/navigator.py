@@ -97,7 +97,9 @@ BIRTH_DATE_QUESTIONS = frozenset({
     "ask_date_of_birth", "ask_shared_phone_dob", "reask_shared_phone_dob",
 })
 # The caller's details read back before registering, and the question after a "no".
-DETAILS_READBACK = frozenset({"confirm_new_patient_details", "ask_details_correction"})
+DETAILS_READBACK = frozenset({
+    "confirm_new_patient_details", "ask_details_correction", "confirm_corrected_details",
+})
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ PREDICATES: dict[str, Predicate] = {
     "location_named": lambda s, t: s.location is not None,
     "callback_number_given": lambda s, t: s.callback_phone is not None,
     "settled_new": lambda s, t: s.progressed,
+    "record_differs": lambda s, t: s.record_differs,
     "targets_just_booked": lambda s, t: bool(s.targets) and set(s.targets) <= {
         b.id for b in s.booked},
 }
@@ -207,13 +210,14 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     "bookings": {"unknown", "none", "one", "many"},
     "targets": {"none", "one", "many"},
     "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off",
-                "confirmed"},
+                "confirmed", "corrected"},
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
         "details_confirmed", "details_disputed",
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
         "stuck", "reason_given", "location_named", "callback_number_given", "settled_new",
+        "record_differs",
         "targets_just_booked",
     )},
 }

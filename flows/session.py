@@ -93,6 +93,7 @@ class BookingSession:
     callback_phone: str | None = None  # a number they gave for the call back (E.164)
     confirmation: Confirmation | None = None
     booked: list[Appointment] = field(default_factory=list)
+    registered: list[str] = field(default_factory=list)  # patient ids this call created
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
     transfer_to: str | None = None  # set by TransferCall; dialled after the goodbye plays
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
@@ -131,6 +132,17 @@ class BookingSession:
     def reminder_due(self) -> Reminder | None:
         """The next open reminder not yet read out this call."""
         return next((r for r in self.reminders if r.id not in self.delivered), None)
+
+    @property
+    def record_differs(self) -> bool:
+        """The caller registered on this call and has since said their name or birth date
+        differently from what was written."""
+        patient, said = self.patient, self.new_patient
+        if patient is None or patient.id not in self.registered or not said.complete:
+            return False
+        return ((said.first_name or "").lower(), (said.last_name or "").lower(),
+                said.date_of_birth) != (patient.first_name.lower(), patient.last_name.lower(),
+                                        patient.date_of_birth)
 
     @property
     def loaded_ids(self) -> set[str]:

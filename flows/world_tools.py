@@ -160,7 +160,10 @@ class WorldTools:
 
     async def update_patient(self, args: Mapping[str, Any]) -> str:
         patient_id = self._identified_id()
-        changes = self._contact_changes(natural_fields(args))
+        given = natural_fields(args)
+        if any(given.get(k) for k in world.IDENTITY_FIELDS):
+            return await self._correct_registration(patient_id, given)
+        changes = self._contact_changes(given)
         if not changes:
             raise WorldRefused("give a new phone number, email or address, in a valid form")
         record, event_id = await world.update_contact(
@@ -168,6 +171,41 @@ class WorldTools:
             self.provenance("UpdatePatient"))
         self.wrote(event_id=event_id, patient_id=patient_id)
         return f"Updated {record.first_name}'s {', '.join(changes)}."
+
+    async def _correct_registration(self, patient_id: str, given: Mapping[str, Any]) -> str:
+        """A name or birth date said wrongly at registration on this call, put right."""
+        if patient_id not in self.session.registered:
+            raise WorldRefused("only a record registered on this call can have its name or "
+                               "date of birth corrected; offer a callback for the rest")
+        changes: dict[str, Any] = {}
+        for part in ("first_name", "last_name"):
+            if given.get(part):
+                name = normalize_name(str(given[part]))
+                if name is None:
+                    raise WorldRefused(f"that {part.replace('_', ' ')} is not a name")
+                changes[part] = name
+        if given.get("date_of_birth"):
+            born = parse_date(given["date_of_birth"], self.today())
+            if not plausible_birth_date(born, self.today()):
+                raise WorldRefused("that date of birth is not a real past date")
+            changes["date_of_birth"] = born
+        current = self.session.patient
+        changes = {k: v for k, v in changes.items() if current is None or v != {
+            "first_name": current.first_name, "last_name": current.last_name,
+            "date_of_birth": current.date_of_birth}[k]}
+        if not changes:
+            raise WorldRefused("those are the details already registered")
+        try:
+            record, event_id = await world.correct_registration(
+                self.pool, self.session.workspace_id, patient_id, changes,
+                self.provenance("UpdatePatient"))
+        except LookupError as error:
+            raise WorldRefused(str(error)) from None
+        self.identify(record)
+        self.session.confirmation = None  # the yes to the corrected details is used up
+        self.session.outcome = "corrected"
+        self.wrote(event_id=event_id, patient_id=patient_id)
+        return f"Corrected the registration to {record.full_name}."
 
     def _contact_changes(self, given: Mapping[str, Any]) -> dict[str, str]:
         changes: dict[str, str] = {}
@@ -232,6 +270,8 @@ class WorldTools:
         self.identify(record)
         self.session.confirmation = None  # the yes to these details is used up
         self.session.outcome = "patient_created"
+        if created:
+            self.session.registered.append(record.id)
         if created:
             self.wrote(event_id=event_id, patient_id=record.id)
         return f"{'Registered' if created else 'Found the existing record for'} " \

@@ -40,6 +40,7 @@ from rapidfuzz import fuzz
 
 from db import scheduling, world
 from db.world import ClinicalEvent, EventDraft, PatientRecord, Provenance
+from flows.caller_identity import spelled_words
 from flows.understanding import date_of_birth, spoken_numbers_to_digits
 from services.model_answers import parse_answer
 from services.patterns import valid_regex
@@ -157,7 +158,10 @@ def _heard_digits(facts: CallFacts, phone: str) -> bool:
 
 
 def _heard_name(facts: CallFacts, name: str) -> bool:
-    return fuzz.partial_ratio(name.lower(), facts.caller_text) >= NAME_IN_TRANSCRIPT
+    """The name was said, or spelled out letter by letter."""
+    return fuzz.partial_ratio(name.lower(), facts.caller_text) >= NAME_IN_TRANSCRIPT or any(
+        name.lower() == word.lower() for turn in facts.caller_turns
+        for word in spelled_words(turn))
 
 
 def _heard_code(facts: CallFacts, code: str) -> bool:
@@ -208,6 +212,16 @@ def judge_by_rules(event: ClinicalEvent, facts: CallFacts) -> EventVerdict:
                 changes["email"] = email
                 verdicts.append(EventVerdict("correct", "email address lower-cased"))
         payload["changes"] = changes
+    elif kind == "registration_corrected":
+        changes = dict(payload.get("changes") or {})
+        if changes.get("date_of_birth") and not any(
+                date_of_birth(turn, facts.today, bare=True) is not None for turn in
+                facts.caller_turns):
+            verdicts.append(EventVerdict("flag", "no date of birth was said on the call"))
+        for part in ("first_name", "last_name"):
+            if changes.get(part) and not _heard_name(facts, changes[part]):
+                verdicts.append(EventVerdict("flag", f"the corrected {part.replace('_', ' ')} "
+                                                     "is not in the transcript"))
     elif kind == "patient_created":
         born = date.fromisoformat(payload["date_of_birth"]) if payload.get(
             "date_of_birth") else None

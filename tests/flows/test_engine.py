@@ -387,3 +387,20 @@ async def test_two_requests_in_one_breath_are_handled_in_order(db, clinic):
     second = await caller.says("yes please")
     assert second.startswith("Done. Cancelled: Blood test") and "I have Friday" in second
     assert "anything else" not in second
+
+
+async def test_a_name_corrected_after_registration_is_corrected_on_the_record(db, clinic):
+    caller = await call_from(db, clinic, "+15550100294")
+    await caller.says("hello, my name's Kit Marlowe, date of birth 4/2/1988, need a flu jab")
+    await caller.says("yes that's right")
+    asked = await caller.says("oh, hang on, my last name is spelled M-A-R-L-O-W-E-S")
+    assert asked == ("Sorry about that. I'll correct it to Kit Marlowes, born April 2, 1988. "
+                     "Is that right?")
+    corrected = await caller.says("yes")
+    assert corrected.startswith("Done, I've corrected that.")
+    [kit] = await sched.find_patients(db.pool, clinic[0], first_name="Kit")
+    assert kit.last_name == "Marlowes"
+    event = await db.pool.fetchrow(
+        "SELECT payload FROM clinical_events WHERE call_id = $1 AND type = "
+        "'registration_corrected'", uuid.UUID(caller.engine.session.call_id))
+    assert event["payload"]["previous"] == {"last_name": "Marlowe"}

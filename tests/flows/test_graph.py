@@ -43,21 +43,23 @@ def rejected(data: dict) -> str:
 def test_the_booking_graph_has_every_canonical_state_phase_and_action_of_seed_002():
     graph = bundled_graph("clinic_booking")
     assert set(graph.states) == SEED_002_STATES | OUR_STATES
-    assert set(graph.super_states) == SEED_002_SUPER_STATES
-    assert len(graph.states) + len(graph.super_states) == 28 + len(OUR_STATES)
+    assert set(graph.super_states) == SEED_002_SUPER_STATES | OUR_SUPER_STATES
+    assert len(graph.states) + len(graph.super_states) == (
+        28 + len(OUR_STATES) + len(OUR_SUPER_STATES))
     assert len(graph.phases) == 13
     seed_actions = [name for name in graph.actions if name not in OUR_ACTIONS]
     assert len(seed_actions) == 36
     assert graph.terminal_states == {"closing"}
 
 
-OUR_STATES = {"confirming_attendance"}
+OUR_STATES = {"confirming_attendance", "correcting_details"}
+OUR_SUPER_STATES = {"corrections"}
 OUR_ACTIONS = {
     "greet", "ask_date_of_birth", "ask_preferred_time", "ask_service", "answer_pricing",
     "answer_service_info", "answer_hours", "close_call", "register_new_patient",
     "acknowledge_record_update", "confirm_new_patient_details", "ask_details_correction",
     "reask_shared_phone_dob", "offer_help_when_stuck", "ask_to_confirm_appointment",
-    "mark_appointment_confirmed",
+    "mark_appointment_confirmed", "confirm_corrected_details", "correct_registered_details",
 }
 
 

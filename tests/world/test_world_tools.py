@@ -202,3 +202,18 @@ async def test_the_configured_country_code_decides_what_a_number_without_one_mea
     assert national.error_class == "guard" and "not complete" in national.text
     assert international.ok
     assert (await world.patient_record(db.pool, walsh.id)).phone == "+442079460958"
+
+
+async def test_an_established_record_s_name_is_never_changed_on_a_call(db, call):
+    tools, _, _ = call
+    walsh = tools.session.patient
+    args = {"patient_ref": "P1", "last_name": "Welsh"}
+    blocked = await tools.call(STATE, "UpdatePatient", args)
+    assert blocked.error_class == "guard"  # no yes to the changed name
+
+    tools.session.confirmation = Confirmation(
+        patient_subject(walsh.first_name, "Welsh", walsh.date_of_birth), "yes")
+    refused = await tools.call(STATE, "UpdatePatient", args)
+
+    assert not refused.ok and "registered on this call" in refused.text
+    assert await events_of(db, tools.session.call_id) == []

@@ -20,7 +20,7 @@ from services.world.pms.base import SyncOutcome
 APPLIED_AT_WRITE = {"patient_created", "contact_updated", "insurance_added",
                     "appointment_booked", "appointment_rescheduled", "appointment_cancelled",
                     "appointment_confirmed", "outbound_call_scheduled", "waitlist_added",
-                    "preference_set"}
+                    "preference_set", "registration_corrected"}
 
 
 class BuiltinPractice:

@@ -183,6 +183,7 @@ class ClinikoPractice:
             "patient_created": self._push_patient,
             "contact_updated": self._push_contact,
             "contact_reported": self._push_contact,
+            "registration_corrected": self._push_correction,
             "appointment_booked": self._push_booking,
             "appointment_rescheduled": self._push_booking,
             "appointment_cancelled": self._push_cancellation,
@@ -305,8 +306,23 @@ class ClinikoPractice:
         record = patient_id and await world.patient_record(self._pool, patient_id)
         if not record or record.workspace_id != event.workspace_id:
             return SyncOutcome("unsupported", detail="no such patient in this workspace")
-        details = _patient_details(record, {k: v for k, v in event.payload.items() if v})
-        return await self._ensure_patient(record.id, details)
+        said = {k: v for k, v in event.payload.items()  # the record keeps later corrections
+                if v and k not in world.IDENTITY_FIELDS}
+        return await self._ensure_patient(record.id, _patient_details(record, said))
+
+    async def _push_correction(self, event: ClinicalEvent) -> SyncOutcome:
+        """A name or birth date corrected on the call that registered the patient."""
+        known = event.patient_id and await self._ref("patients", event.patient_id)
+        if not known:  # not pushed yet: the patient goes across with the corrected record
+            return await self._push_patient(event)
+        changes = {k: v for k, v in dict(event.payload.get("changes") or {}).items()
+                   if k in world.IDENTITY_FIELDS and isinstance(v, str) and v}
+        current = await self._object(f"patients/{known}")
+        update = {k: v for k, v in changes.items() if current.get(k) != v}
+        if not update:
+            return SyncOutcome("already_there", known)
+        await self._request("PUT", f"patients/{known}", json=update)
+        return SyncOutcome("pushed", known)
 
     async def _push_contact(self, event: ClinicalEvent) -> SyncOutcome:
         changes = {name: value for name, value in dict(event.payload.get("changes") or {}).items()
