@@ -68,7 +68,7 @@ class EngageNodes:
             result = await self.engine.tools.call(state, name, args)
             if not result.ok or self.engine.state != state:
                 return result.text, None  # stay: the navigator moves the call on
-            after = self.engine.settle()
+            after = await self.engine.settle()
             return result.text, (self.node(after) if after is not None else None)
 
         return FlowsFunctionSchema(

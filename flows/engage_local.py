@@ -30,6 +30,7 @@ FIELDS = frozenset({
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
     "full_name", "birth_date", "service_names", "locations", "next_step", "callback_number",
+    "lookup_result",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
@@ -39,6 +40,7 @@ class ActionLines(BaseModel):
     actions: dict[str, str]
     rephrased: dict[str, str] = {}  # the second time in a row, said this way instead
     next_steps: dict[str, str]
+    lookups: dict[str, str]
     outcomes: dict[str, str]
 
     @model_validator(mode="after")
@@ -55,6 +57,8 @@ class ActionLines(BaseModel):
             problems.append(f"outcomes must be exactly {sorted(OUTCOMES)}")
         if set(self.next_steps) != NEXT_STEPS:
             problems.append(f"next_steps must be exactly {sorted(NEXT_STEPS)}")
+        if set(self.lookups) != {"found", "not_found"}:
+            problems.append("lookups must be exactly found and not_found")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -109,6 +113,10 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
         "last_name": s.new_patient.last_name,
         "date_of_birth": s.new_patient.date_of_birth.isoformat()
         if s.new_patient.date_of_birth else None}),
+    "look_up_caller_record": lambda s, said: ("GetPatientDetails", {
+        "first_name": s.new_patient.first_name, "last_name": s.new_patient.last_name,
+        "date_of_birth": s.new_patient.date_of_birth.isoformat()
+        if s.new_patient.date_of_birth else None}),
     "register_new_patient": lambda s, said: ("CreatePatient", {
         "first_name": s.new_patient.first_name, "last_name": s.new_patient.last_name,
         "date_of_birth": s.new_patient.date_of_birth.isoformat()
@@ -155,6 +163,8 @@ async def engage(
         result = await tools.call(state, call[0], call[1])
     fields = _fields(session, tools, result, clinic, emergency_number)
     fields["next_step"] = lines.next_steps[_next_step(session)]
+    found = "found" if session.patient is not None else "not_found"
+    fields["lookup_result"] = lines.lookups[found].format_map(fields)
     if result is not None and not result.ok:
         key = "blocked" if result.error_class == "guard" else "system_down"
         return Engaged(lines.outcomes[key].format_map(fields), result)

@@ -135,22 +135,28 @@ class BookingEngine:
         to call). Raises NavigationError (or KeyError/ValueError) if the graph cannot
         be walked; the caller of this method switches to static prompt mode.
         """
-        nav_s = 0.0
         started = time.perf_counter()
         decision = await self.navigator.navigate(
             self.session, self.state, caller_text, self._today(), filler=filler
         )
-        nav_s += time.perf_counter() - started
-        while decision.pending_tool is not None:  # a tool_call state: its tool runs first
-            self._record(decision.hops)
-            await self.tools.call(decision.state, decision.pending_tool, {})
-            understand_targets(self.session, decision.turn)
-            started = time.perf_counter()
-            decision = await self.navigator.resume(self.session, decision.state, decision.turn)
-            nav_s += time.perf_counter() - started
+        decision, tool_s = await self._through_tool_states(decision)
+        nav_s = time.perf_counter() - started - tool_s  # the navigator's time, not the tools'
         self._record(decision.hops)
         self.state = decision.state
         return decision, nav_s * 1000
+
+    async def _through_tool_states(self, decision: NavDecision) -> tuple[NavDecision, float]:
+        """Run the tools of the tool_call states the walk stopped in, resuming after each;
+        the decision it ends on, and the seconds the tools took."""
+        tool_s = 0.0
+        while decision.pending_tool is not None:  # a tool_call state: its tool runs first
+            self._record(decision.hops)
+            started = time.perf_counter()
+            await self.tools.call(decision.state, decision.pending_tool, {})
+            tool_s += time.perf_counter() - started
+            understand_targets(self.session, decision.turn)
+            decision = await self.navigator.resume(self.session, decision.state, decision.turn)
+        return decision, tool_s
 
     def expected_field(self) -> str | None:
         """The structured field the caller is answering for (what the last action asked)."""
@@ -161,10 +167,12 @@ class BookingEngine:
         """The patient and clinic context for the system prompt, as the call knows it now."""
         return ambient_context(self.session, dialled=self.dialled_number)
 
-    def settle(self) -> NavDecision | None:
-        """After a write: the exit its outcome opens, recorded (None: the state stays)."""
+    async def settle(self) -> NavDecision | None:
+        """After a write: the exit its outcome opens, recorded (None: the state stays);
+        tool_call states on the way run their tools, as in a caller's turn."""
         after = settle(self.graph, self.session, self.state)
         if after is not None:
+            after, _ = await self._through_tool_states(after)
             self._record(after.hops)
             self.state = after.state
         return after
@@ -179,7 +187,7 @@ class BookingEngine:
             return Reply("")
         said = [await self._say(decision, caller_text)]
         decisions = [decision]
-        after = self.settle()
+        after = await self.settle()
         if after is not None:
             if after.action != decision.action:  # never the same thing twice in one reply
                 said.append(await self._say(after, caller_text))

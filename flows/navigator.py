@@ -92,7 +92,9 @@ QUESTIONS = frozenset({
     "price_question", "hours_question", "service_question", "practitioner_seniority_question",
 })
 SIDE_ANSWERS = frozenset({"answer_pricing", "answer_service_info", "answer_hours"})
-NAME_QUESTIONS = frozenset({"ask_first_name", "ask_last_name", "ask_shared_phone_full_name"})
+NAME_QUESTIONS = frozenset({
+    "ask_first_name", "ask_last_name", "ask_shared_phone_full_name", "ask_caller_full_name",
+})
 BIRTH_DATE_QUESTIONS = frozenset({
     "ask_date_of_birth", "ask_shared_phone_dob", "reask_shared_phone_dob",
 })
@@ -210,7 +212,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     "bookings": {"unknown", "none", "one", "many"},
     "targets": {"none", "one", "many"},
     "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off",
-                "confirmed", "corrected"},
+                "confirmed", "corrected", "identified"},
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",

@@ -250,6 +250,9 @@ class BookingTools:
             if len(found) == 1 and dob is not None and (named or mrn):
                 record = (await world.patients_by_ids(self.pool, found))[0]
                 self.world.identify(record)
+                session.upcoming = await db.upcoming_appointments(
+                    self.pool, record.id, self._now())
+                session.outcome = "identified"
                 return f"Identified the caller: {record.full_name}."
             if not found:
                 return "No single patient matches those details."

@@ -404,3 +404,21 @@ async def test_a_name_corrected_after_registration_is_corrected_on_the_record(db
         "SELECT payload FROM clinical_events WHERE call_id = $1 AND type = "
         "'registration_corrected'", uuid.UUID(caller.engine.session.call_id))
     assert event["payload"]["previous"] == {"last_name": "Marlowe"}
+
+
+async def test_a_patient_calling_from_another_number_is_found_by_name_and_birth_date(db, clinic):
+    caller = await call_from(db, clinic, "+15550100293")
+    asked = await caller.says("hi, what have I got booked in at the moment?")
+    assert "full name" in asked
+    await caller.says("David Okonkwo")
+    found = await caller.says("the twenty fifth of January, 1990")
+    assert found.startswith("Thank you, David, I've found your record. You have a blood test")
+
+
+async def test_no_record_under_that_name_offers_a_callback_without_writing_anything(db, clinic):
+    caller = await call_from(db, clinic, "+15550100292")
+    await caller.says("I need to cancel my appointment")
+    await caller.says("it's Dana Whitfield")
+    missing = await caller.says("May 5th 1970")
+    assert missing.startswith("I'm sorry, I can't find a record for Dana Whitfield")
+    assert caller.tool_calls("CancelAppt") == [] and caller.tool_calls("EscalateToHuman") == []

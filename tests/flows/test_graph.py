@@ -60,6 +60,7 @@ OUR_ACTIONS = {
     "acknowledge_record_update", "confirm_new_patient_details", "ask_details_correction",
     "reask_shared_phone_dob", "offer_help_when_stuck", "ask_to_confirm_appointment",
     "mark_appointment_confirmed", "confirm_corrected_details", "correct_registered_details",
+    "ask_caller_full_name", "look_up_caller_record",
 }
 
 
