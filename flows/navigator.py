@@ -184,6 +184,7 @@ PREDICATES: dict[str, Predicate] = {
     "callback_number_given": lambda s, t: s.callback_phone is not None,
     "settled_new": lambda s, t: s.progressed,
     "record_differs": lambda s, t: s.record_differs,
+    "time_changed": lambda s, t: s.time_wish_changed,
     "targets_just_booked": lambda s, t: bool(s.targets) and set(s.targets) <= {
         b.id for b in s.booked},
 }
@@ -219,8 +220,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
         "details_confirmed", "details_disputed",
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
         "stuck", "reason_given", "location_named", "callback_number_given", "settled_new",
-        "record_differs",
-        "targets_just_booked",
+        "record_differs", "targets_just_booked", "time_changed",
     )},
 }
 
@@ -251,9 +251,10 @@ def condition_problems(graph: ContextGraph) -> list[str]:
 
 def understand(session: BookingSession, turn: Turn, today: date) -> None:
     """Record in the session what this turn settles (never a write: that is the tools' job)."""
-    before = session.understood()
+    before, wish = session.understood(), session.time_wish
     _understand(session, turn, today)
     session.progressed = session.understood() != before
+    session.time_wish_changed = session.time_wish != wish
 
 
 def _understand(session: BookingSession, turn: Turn, today: date) -> None:

@@ -65,6 +65,7 @@ class BookingSession:
     last_action: str | None = None
     asked_in_a_row: int = 0  # turns in a row the agent did `last_action` and nothing new settled
     progressed: bool = False  # the caller's latest turn settled something new
+    time_wish_changed: bool = False  # ... and changed when they want to come in
     heard: list[str] = field(default_factory=list)  # the caller's turns, in order
     pending_requests: list[str] = field(default_factory=list)  # asked for, not yet handled
     # the world model: the identified caller's chart (ambient)
@@ -175,6 +176,11 @@ class BookingSession:
             "upcoming_bookings": None if self.upcoming is None else len(self.upcoming),
             "visit_reason": self.visit_reason,
         }
+
+    @property
+    def time_wish(self) -> tuple[Any, ...]:
+        """When the caller wants to come in, as far as they have said."""
+        return self.days, self.part_of_day, self.not_weekdays, self.practitioner, self.location
 
     def understood(self) -> tuple[Any, ...]:
         """Everything the caller's words can settle, to tell whether a turn settled any."""

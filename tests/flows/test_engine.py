@@ -422,3 +422,13 @@ async def test_no_record_under_that_name_offers_a_callback_without_writing_anyth
     missing = await caller.says("May 5th 1970")
     assert missing.startswith("I'm sorry, I can't find a record for Dana Whitfield")
     assert caller.tool_calls("CancelAppt") == [] and caller.tool_calls("EscalateToHuman") == []
+
+
+async def test_changing_the_time_at_the_read_back_searches_again_and_writes_nothing(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("could I book a physio for next Tuesday")
+    await caller.says("the first one")
+    again = await caller.says("ooh, sorry, can we do later in the day, the afternoon")
+    offered = [caller.engine.session.offered[r] for r in caller.engine.session.last_offer]
+    assert again.startswith("I have ") and all(s.starts_at.hour >= 12 for s in offered)
+    assert caller.tool_calls("CreateAppointment") == []
