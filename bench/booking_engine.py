@@ -54,7 +54,12 @@ SCRIPTS: dict[str, tuple[str | None, list[str]]] = {
     ]),
     "new caller registers and books": ("+15550100299", [
         "Hello, I need a flu shot", "Sam", "Nair", "February third nineteen ninety",
-        "whenever is soonest", "the first one", "yes", "that's all, bye",
+        "yes that's right", "whenever is soonest", "the first one", "yes", "that's all, bye",
+    ]),
+    "new caller says it all at once": ("+15550100298", [
+        "Hi, this is Jamie Cole, born July 9th 1972, can I get a physio at the end of the "
+        "week, mornings if poss?", "no, it's Reid, R-E-I-D", "yes that's right",
+        "the first one", "yes", "great, I'd better let you get on",
     ]),
     "shared phone reschedules": ("+15550100202", [
         "I want to reschedule my appointment", "Elena Alvarez",

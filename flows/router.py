@@ -165,6 +165,8 @@ def requests_in_order(caller_text: str, last_action: str | None = None) -> list[
     """The turn split where the caller asks for a second thing ("cancel Tuesday's and book
     me Friday instead" → two requests); one item when it asks for one thing."""
     parts = [p.strip() for p in _CLAUSE_JOIN.split(caller_text) if p and p.strip()]
+    if len(parts) < 2:
+        return [caller_text]
     requests: list[str] = []
     tasks: list[TaskKind | None] = []
     for part in parts:

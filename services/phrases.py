@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 
 def normalize(text: str) -> str:
@@ -16,8 +17,14 @@ def phrase_pattern(phrases: Iterable[str]) -> re.Pattern[str]:
     """One compiled alternation of the phrases as whole words, longest first.
 
     A phrase may carry a regular expression when it is written `re:<pattern>`; plain
-    phrases are matched literally.
+    phrases are matched literally. Compiled once per list (callers build them per turn
+    from the clinic's names and keywords).
     """
+    return _compiled(tuple(phrases))
+
+
+@lru_cache(maxsize=4096)
+def _compiled(phrases: tuple[str, ...]) -> re.Pattern[str]:
     alternatives = []
     for phrase in phrases:
         if phrase.startswith("re:"):

@@ -74,6 +74,7 @@ class RedFlagRecognizer:
     phrases: dict[str, re.Pattern[str] | None]
     near: dict[str, tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]]
     unless: dict[str, re.Pattern[str] | None]
+    any_word: re.Pattern[str]  # every word any flag needs: most turns have none of them
 
     @classmethod
     def from_rules(cls, rules: RedFlagRules) -> RedFlagRecognizer:
@@ -88,11 +89,17 @@ class RedFlagRecognizer:
                   for flag, rule in rules.flags.items()},
             unless={flag: phrase_pattern(rule.unless) if rule.unless else None
                     for flag, rule in rules.flags.items()},
+            any_word=phrase_pattern(sorted(
+                {p for rule in rules.flags.values() for p in rule.phrases}
+                | {w for rule in rules.flags.values() for pair in rule.near
+                   for g in pair for w in rules.groups[g]})),
         )
 
     def first(self, text: str) -> RedFlag | None:
         """The first red flag in the caller's words, or None."""
         spoken = _spoken(text)
+        if self.any_word.search(spoken) is None:
+            return None
         for flag, pattern in self.phrases.items():
             excuse = self.unless[flag]
             if excuse is not None and excuse.search(spoken):
