@@ -162,3 +162,12 @@ def test_the_companion_graph_runs_on_the_same_engine():
     assert graph.terminal_states == {"closing"}
     in_order = ("opening", "main", "winding_down", "closing")
     assert [phase for state in in_order for phase in graph.states[state].phases] == list(in_order)
+
+
+def test_every_action_of_the_booking_graph_has_a_deterministic_way_to_be_chosen():
+    graph = bundled_graph("clinic_booking")
+    chosen_somewhere = set()
+    for state in graph.states.values():
+        unconditional = [a for a in state.actions if a not in state.action_when]
+        chosen_somewhere |= set(state.action_when) | set(unconditional[:1])
+    assert set(graph.actions) - chosen_somewhere == set()
