@@ -129,6 +129,8 @@ ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
         "reason": "returning a call about the clinic's services", "message": said}),
     "mark_appointment_confirmed": lambda s, said: ("ConfirmAppointment", {
         "appointment_ref": _ref_of(s, s.targets[0]) if s.targets else ""}),
+    "crisis_support_first": lambda s, said: ("EscalateToHuman", {
+        "reason": "caller in crisis", "message": said, "urgent": True, "stay": True}),
     "red_flag_emergency_redirect": lambda s, said: (
         "EscalateToHuman", {"reason": "possible emergency", "message": said, "urgent": True}),
     "answer_pricing": lambda s, said: ("GetServicesAndPricing", {}),

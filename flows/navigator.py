@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from flows.graph import RETURN, ContextGraph, StateType
 from flows.router import (
+    CRISIS_ROUTE,
     NO_ROUTE,
     RED_FLAG_ROUTE,
     RouteDecision,
@@ -185,6 +186,8 @@ PREDICATES: dict[str, Predicate] = {
     "settled_new": lambda s, t: s.progressed,
     "record_differs": lambda s, t: s.record_differs,
     "time_changed": lambda s, t: s.time_wish_changed,
+    "in_crisis": lambda s, t: s.in_crisis,
+    "escalated": lambda s, t: s.crisis_escalated,
     "targets_just_booked": lambda s, t: bool(s.targets) and set(s.targets) <= {
         b.id for b in s.booked},
 }
@@ -220,7 +223,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
         "details_confirmed", "details_disputed",
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
         "stuck", "reason_given", "location_named", "callback_number_given", "settled_new",
-        "record_differs", "targets_just_booked", "time_changed",
+        "record_differs", "targets_just_booked", "time_changed", "in_crisis", "escalated",
     )},
 }
 
@@ -260,6 +263,8 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
 def _understand(session: BookingSession, turn: Turn, today: date) -> None:
     text, last = turn.text, session.last_action
     session.heard.append(text)
+    if turn.route.route == CRISIS_ROUTE:
+        session.in_crisis = True
     if turn.route.task is not None:
         if turn.route.task is not session.task or session.task_quote is None:
             session.task_quote = text
@@ -420,7 +425,7 @@ def read_turn(session: BookingSession, text: str) -> Turn:
     change the session: both navigator backends start every turn here. A turn asking for
     two things is taken one at a time: the first now, the rest once it is done."""
     route = route_turn(text, session.last_action)
-    if route.route != RED_FLAG_ROUTE:
+    if route.route not in (RED_FLAG_ROUTE, CRISIS_ROUTE):
         first, *later = requests_in_order(text, session.last_action)
         if later:
             session.pending_requests[:0] = later

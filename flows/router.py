@@ -103,6 +103,8 @@ class RouterRules(BaseModel):
 
 
 RED_FLAG_ROUTE = "red_flag"
+CRISIS_ROUTE = "crisis"  # a red flag of self-harm: the caller is kept on the line
+CRISIS_FLAGS = frozenset({"suicide"})
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ class Router:
         on this turn (earlier rules win ties)."""
         flag = self.red_flags.first(caller_text)
         if flag is not None:
-            return RouteDecision(RED_FLAG_ROUTE, Confidence.HIGH, (f"red_flag:{flag.flag}",),
+            route = CRISIS_ROUTE if flag.flag in CRISIS_FLAGS else RED_FLAG_ROUTE
+            return RouteDecision(route, Confidence.HIGH, (f"red_flag:{flag.flag}",),
                                  TaskKind.HANDOFF)
         text = normalize(caller_text)
         best: RouteRule | None = None

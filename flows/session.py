@@ -97,6 +97,8 @@ class BookingSession:
     registered: list[str] = field(default_factory=list)  # patient ids this call created
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
     transfer_to: str | None = None  # set by TransferCall; dialled after the goodbye plays
+    in_crisis: bool = False  # the caller spoke of ending their life: never hang up on them
+    crisis_escalated: bool = False  # the team was asked, urgently, to take this call
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
     # companion check-in calls: what earlier calls left, and what this one has done
     memories: list[Memory] = field(default_factory=list)  # newest first

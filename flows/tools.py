@@ -455,6 +455,9 @@ class BookingTools:
             reason=str(args.get("reason", "caller asked for a person")),
             message=str(args.get("message", "")), urgent=bool(args.get("urgent", False)),
         )
+        if args.get("stay"):  # a person is fetched while the agent stays on the line
+            session.crisis_escalated = True
+            return "Urgent request logged; stay with the caller until a person takes over."
         session.outcome = "handed_off"
         return "Callback request logged for the clinic team."
 

@@ -52,7 +52,7 @@ def test_the_booking_graph_has_every_canonical_state_phase_and_action_of_seed_00
     assert graph.terminal_states == {"closing"}
 
 
-OUR_STATES = {"confirming_attendance", "correcting_details"}
+OUR_STATES = {"confirming_attendance", "correcting_details", "crisis_support"}
 OUR_SUPER_STATES = {"corrections"}
 OUR_ACTIONS = {
     "greet", "ask_date_of_birth", "ask_preferred_time", "ask_service", "answer_pricing",
@@ -60,7 +60,7 @@ OUR_ACTIONS = {
     "acknowledge_record_update", "confirm_new_patient_details", "ask_details_correction",
     "reask_shared_phone_dob", "offer_help_when_stuck", "ask_to_confirm_appointment",
     "mark_appointment_confirmed", "confirm_corrected_details", "correct_registered_details",
-    "ask_caller_full_name", "look_up_caller_record",
+    "ask_caller_full_name", "look_up_caller_record", "crisis_support_first", "crisis_listen",
 }
 
 

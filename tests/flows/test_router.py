@@ -23,6 +23,7 @@ from flows.router import Confidence, RouterRules, TaskKind, route_turn
         ("It's for my daughter actually", "shared_phone", TaskKind.HANDOFF),
         ("No that's all, goodbye", "closing", None),
         ("I have chest pain and I can't breathe", "red_flag", TaskKind.HANDOFF),
+        ("some days I want to end it all", "crisis", TaskKind.HANDOFF),
     ],
 )
 def test_caller_words_pick_the_route_and_task(said, route, task):
@@ -41,7 +42,10 @@ def test_a_decision_carries_the_evidence_seed_002_shows():
 def test_what_the_agent_just_asked_is_evidence_too():
     after_readback = route_turn("yes that's right", last_action="final_slot_confirmation")
     assert after_readback.route == "confirmation"
-    assert after_readback.evidence == ("final_confirmation_prompt",)
+    assert after_readback.evidence == ("final_confirmation_prompt", "yes_no_terms")
+    leaving = route_turn("you know what, I'll sort it out some other time, bye",
+                         last_action="final_slot_confirmation")
+    assert leaving.route == "closing"
     choice = route_turn("the first one", last_action="propose_initial_slot")
     assert choice.route == "slot_choice"
     assert choice.evidence == ("two_slot_choice_prompt", "slot_choice_terms")
@@ -113,6 +117,6 @@ def test_goodbye_in_another_sense_does_not_end_the_call(said):
     assert route_turn(said).route != "closing"
 
 
-def test_a_farewell_because_they_mean_to_harm_themselves_is_a_red_flag():
+def test_a_farewell_because_they_mean_to_harm_themselves_is_a_crisis_not_a_goodbye():
     decision = route_turn("I just wanted to say this is goodbye, I won't be around much longer")
-    assert decision.route == "red_flag" and decision.task is TaskKind.HANDOFF
+    assert decision.route == "crisis" and decision.task is TaskKind.HANDOFF
