@@ -76,7 +76,7 @@ def identity_words(path: Path = WORDS_FILE) -> IdentityWords:
 
 def _tokens(text: str) -> list[str]:
     """Words and clause marks, lower case: 'Jamie Cole, born' → ['jamie', 'cole', ',', 'born']."""
-    return re.findall(r"[a-z][a-z'\-]*|\d+|[,.;:!?]", normalize(text))
+    return re.findall(r"[a-z][a-z'\-]*|\d+(?:st|nd|rd|th)?|[,.;:!?]", normalize(text))
 
 
 def _is_name_word(word: str, words: IdentityWords) -> bool:
@@ -94,11 +94,13 @@ def capitalized(word: str) -> str:
     return re.sub(r"(^|[-'])([a-z])", lambda m: m.group(1) + m.group(2).upper(), word)
 
 
-def introduced_name(text: str) -> list[str]:
+def introduced_name(text: str, *, asked: bool = False) -> list[str]:
     """The name a caller introduces themselves with ('this is Jamie Cole' → ['Jamie',
-    'Cole']), or [] when they did not."""
+    'Cole']), or [] when they did not. When their name was just asked for, "it's Dorothy"
+    is enough; otherwise one word after "it's" or "I'm" is as often a feeling."""
     words = identity_words()
     spoken = " ".join(_tokens(text))
+    found: list[list[str]] = []
     for cue in words.cues.finditer(spoken):
         after = spoken[cue.end():].split()
         name: list[str] = []
@@ -107,10 +109,17 @@ def introduced_name(text: str) -> list[str]:
                 break
             name.append(word)
         following = after[len(name)] if len(after) > len(name) else ""
-        weak = cue.group(0) in WEAK_CUES
+        weak = cue.group(0) in WEAK_CUES and not asked
         if name and (not weak or len(name) >= 2 or following in NAME_ENDINGS):
-            return [capitalized(w) for w in name]
-    return _name_then_here(spoken, words)
+            found.append(name)
+    if asked:  # "It's Winifred, love. Winifred Ash.": a sentence that is only a name
+        for sentence in re.split(r"[.!?;]", normalize(text)):
+            tokens = [t for t in _tokens(sentence) if t not in ",:"]
+            if 1 <= len(tokens) <= 3 and all(_is_name_word(t, words) for t in tokens):
+                found.append(tokens)
+    found.append([w.lower() for w in _name_then_here(spoken, words)])
+    best = max(found, key=len)  # the fullest form of the name they gave
+    return [capitalized(w) for w in best]
 
 
 def _name_then_here(spoken: str, words: IdentityWords) -> list[str]:
@@ -129,8 +138,7 @@ def answered_name(text: str) -> list[str]:
     """The name words of an answer to "what's your name?" ('it's Sam Nair' → ['Sam',
     'Nair']; 'Sam' → ['Sam']); an introduction wins, then the name-like words."""
     words = identity_words()
-    heard = introduced_name(text) or [
-        capitalized(w) for w in _tokens(text) if _is_name_word(w, words)][:3]
+    heard = introduced_name(text, asked=True) or short_name(text)
     spelled = spelled_words(text)
     if len(spelled) >= len(heard):
         return spelled[:3]
@@ -138,6 +146,20 @@ def answered_name(text: str) -> list[str]:
         closest = max(range(len(heard)), key=lambda i: _likeness(word, heard[i]))
         heard[closest] = word
     return heard
+
+
+# An answer longer than this many words is talk around a name, not the name itself.
+SHORT_ANSWER_WORDS = 6
+
+
+def short_name(text: str) -> list[str]:
+    """The name words of a short answer ('Obi.', 'no, Reid', 'Dorothy Baker please');
+    nothing from a longer one, where other words would be taken for names."""
+    words = identity_words()
+    tokens = [t for t in _tokens(text) if t not in ",.;:!?"]
+    if len(tokens) > SHORT_ANSWER_WORDS:
+        return []
+    return [capitalized(t) for t in tokens if _is_name_word(t, words)][:3]
 
 
 def spelled_words(text: str) -> list[str]:

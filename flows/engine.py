@@ -43,8 +43,9 @@ from services.world.index import WorldIndex
 from services.world.pms.base import PracticeSystem
 
 PREFETCH_TIMEOUT_S = 2.0
-# The agent's open question once a task is done; a request still waiting is taken up instead.
-OPEN_QUESTION = "ask_how_can_help"
+# What the agent says once a task is done; a request still waiting is taken up instead of
+# the open question (or right after the answer).
+TASK_DONE = {"ask_how_can_help": True, "answer_current_booking_status": False}
 CHART_TIMEOUT_S = 0.5
 
 
@@ -192,7 +193,8 @@ class BookingEngine:
             if after.action != decision.action:  # never the same thing twice in one reply
                 said.append(await self._say(after, caller_text))
             decisions.append(after)
-        if decisions[-1].action == OPEN_QUESTION and self.session.pending_requests:
+        done = TASK_DONE.get(decisions[-1].action)
+        if done is not None and self.session.pending_requests:
             next_request = self.session.pending_requests.pop(0)  # asked for in the same breath
             try:
                 decision, more_ms = await self.navigate_turn(next_request, filler=filler)
@@ -200,7 +202,11 @@ class BookingEngine:
                 self.fail(error)
                 return Reply("")
             nav_ms += more_ms
-            said[-1] = await self._say(decision, next_request)
+            line = await self._say(decision, next_request)
+            if done:  # the open question gives way to the request
+                said[-1] = line
+            else:
+                said.append(line)
             decisions.append(decision)
         return Reply(
             " ".join(line for line in said if line), decisions, nav_ms,

@@ -38,6 +38,7 @@ from flows.caller_identity import (
     closer_to_first,
     corrected_birth_date,
     introduced_name,
+    short_name,
     spelled_words,
     volunteered_birth_date,
     volunteered_phone,
@@ -64,6 +65,9 @@ MAX_HOPS = 12
 # The same question at most this many times in a row; the next time the graph's global
 # `stuck` exit is taken instead (a callback or a person is offered).
 MAX_SAME_QUESTION = 2
+# ... and at most this many times between two things getting done (a loop of two
+# questions, each answered in a way that leads back to the other, is stuck too).
+MAX_ASKED_BETWEEN_OUTCOMES = 3
 STUCK_EXIT = "stuck"
 # A check-in call winds down after this long (seed 003: nine minutes).
 LATE_IN_CALL_S = 9 * 60
@@ -269,8 +273,12 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
         if turn.route.task is not session.task or session.task_quote is None:
             session.task_quote = text
         session.task = turn.route.task
+    offer = [(ref, session.offered[ref]) for ref in session.last_offer]
+    other = slot_choice(text, offer) if last in FINAL_READBACK else None
     if last in FINAL_READBACK and session.picked_slot is not None:
-        if turn.answer is Answer.YES:
+        if other is not None and other != session.picked_slot:
+            session.picked_slot, session.confirmation = other, None  # "no, the other one"
+        elif turn.answer is Answer.YES:
             session.confirmation = Confirmation(session.picked_slot, text)
         elif turn.answer is Answer.NO:
             session.picked_slot = None
@@ -282,9 +290,7 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
     _understand_requests(session, turn)
     if last == "deliver_reminder" and session.reminder_in_focus and turn.answer is Answer.YES:
         session.confirmation = Confirmation(reminder_subject(session.reminder_in_focus.id), text)
-    rejecting = last in FINAL_READBACK and turn.answer is Answer.NO
-    if session.last_offer and not rejecting:
-        offer = [(ref, session.offered[ref]) for ref in session.last_offer]
+    if session.last_offer and last not in FINAL_READBACK:
         chosen = slot_choice(text, offer)
         if chosen is not None:
             session.picked_slot = chosen
@@ -338,7 +344,12 @@ def _understand_identity(session: BookingSession, turn: Turn, today: date) -> No
     last, details = session.last_action, session.new_patient
     before = (details.first_name, details.last_name, details.date_of_birth)
     asked_name = last in NAME_QUESTIONS or last in DETAILS_READBACK
-    names = answered_name(turn.text) if asked_name else introduced_name(turn.text)
+    if last in NAME_QUESTIONS:
+        names = answered_name(turn.text)
+    elif last in DETAILS_READBACK:  # "no, Reid", "it's Jaime actually"; not "yes, dear"
+        names = introduced_name(turn.text, asked=True) or short_name(turn.text)
+    else:
+        names = introduced_name(turn.text)
     if last == "ask_last_name" and names:
         details.last_name = names[-1]
     elif len(names) == 1 and details.first_name and last != "ask_first_name":
@@ -425,8 +436,11 @@ def read_turn(session: BookingSession, text: str) -> Turn:
     change the session: both navigator backends start every turn here. A turn asking for
     two things is taken one at a time: the first now, the rest once it is done."""
     route = route_turn(text, session.last_action)
+    if route.task is not None:  # a new request of their own replaces any still waiting
+        session.pending_requests.clear()
     if route.route not in (RED_FLAG_ROUTE, CRISIS_ROUTE):
-        first, *later = requests_in_order(text, session.last_action)
+        first, *later = requests_in_order(
+            text, session.last_action, lambda part: appointment_type(part, session.services))
         if later:
             session.pending_requests[:0] = later
             text, route = first, route_turn(first, session.last_action)
@@ -534,15 +548,17 @@ def walk(
 
 def _asked_too_often(graph: ContextGraph, session: BookingSession, action: str) -> bool:
     """Saying `action` now would repeat it past the limit (graphs with a `stuck` exit)."""
-    return (action == session.last_action and not session.progressed
-            and session.asked_in_a_row >= MAX_SAME_QUESTION
-            and any(e.name == STUCK_EXIT for e in graph.global_exits))
+    repeated = (action == session.last_action and not session.progressed
+                and session.asked_in_a_row >= MAX_SAME_QUESTION)
+    looping = session.asked_since_outcome.get(action, 0) >= MAX_ASKED_BETWEEN_OUTCOMES
+    return (repeated or looping) and any(e.name == STUCK_EXIT for e in graph.global_exits)
 
 
 def took_action(session: BookingSession, action: str) -> None:
     """The agent is about to do `action`: what it is about becomes the call's focus."""
     again = action == session.last_action and not session.progressed
     session.asked_in_a_row = session.asked_in_a_row + 1 if again else 1
+    session.asked_since_outcome[action] = session.asked_since_outcome.get(action, 0) + 1
     session.last_action = action
     if action == "deliver_reminder":
         session.reminder_in_focus = session.reminder_due
@@ -583,6 +599,8 @@ def settle(graph: ContextGraph, session: BookingSession, state: str) -> NavDecis
     turn = Turn("", NEUTRAL, Answer.UNCLEAR)
     chosen = None
     if session.outcome is not None:
+        session.asked_since_outcome.clear()  # something got done: a fresh count
+        session.progressed = False  # what the turn settled is used up by the write
         chosen = next(
             (e for e in graph.exits_of(state)
              if e.when and "outcome" in e.when and holds(e.when, session, turn)),

@@ -9,6 +9,7 @@ went. Plain functions: no I/O, microseconds per turn.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -164,19 +165,28 @@ _CLAUSE_JOIN = re.compile(r"(?:,|;|\.)?\s+\b(?:and then|and also|and|then|also|p
                           r"|(?:[.;]|, but)\s+")
 
 
-def requests_in_order(caller_text: str, last_action: str | None = None) -> list[str]:
+def requests_in_order(
+    caller_text: str, last_action: str | None = None,
+    subject: Callable[[str], object] = lambda _part: None,
+) -> list[str]:
     """The turn split where the caller asks for a second thing ("cancel Tuesday's and book
-    me Friday instead" → two requests); one item when it asks for one thing."""
+    me Friday instead", "a flu shot and then a blood test" → two requests); one item when
+    it asks for one thing. `subject` names what a part is about (the clinic's services):
+    two parts with the same task are two requests only when their subjects differ."""
     parts = [p.strip() for p in _CLAUSE_JOIN.split(caller_text) if p and p.strip()]
     if len(parts) < 2:
         return [caller_text]
     requests: list[str] = []
-    tasks: list[TaskKind | None] = []
+    asked: list[tuple[TaskKind | None, object]] = []
     for part in parts:
-        task = route_turn(part, last_action).task
-        if requests and (task is None or task in tasks or task is TaskKind.HANDOFF):
+        task, about = route_turn(part, last_action).task, subject(part)
+        task = task or (TaskKind.BOOK if about is not None else None)
+        same = any(t == task and (about is None or a in (None, about)) for t, a in asked)
+        if requests and (task is None or task is TaskKind.HANDOFF or same):
             requests[-1] = f"{requests[-1]} and {part}"  # more about the same request
+            if asked[-1][1] is None:
+                asked[-1] = (asked[-1][0], about)
             continue
         requests.append(part)
-        tasks.append(task)
-    return requests if len(requests) > 1 and None not in tasks else [caller_text]
+        asked.append((task, about))
+    return requests if len(requests) > 1 and None not in [t for t, _ in asked] else [caller_text]

@@ -64,6 +64,7 @@ class BookingSession:
     task_quote: str | None = None  # the caller's words that set the task (intent gate)
     last_action: str | None = None
     asked_in_a_row: int = 0  # turns in a row the agent did `last_action` and nothing new settled
+    asked_since_outcome: dict[str, int] = field(default_factory=dict)  # action → times said
     progressed: bool = False  # the caller's latest turn settled something new
     time_wish_changed: bool = False  # ... and changed when they want to come in
     heard: list[str] = field(default_factory=list)  # the caller's turns, in order

@@ -226,10 +226,9 @@ def slot_choice(text: str, offered: Sequence[tuple[str, Slot]]) -> str | None:
                 not meridiem or (meridiem == "pm") == (local.hour >= 12)
             ):
                 return ref
-    for ref, slot in offered:
-        if WEEKDAYS[slot.starts_at.weekday()] in words:
-            return ref
-        surname = slot.practitioner_name.split()[-1].lower()
-        if surname in words:
-            return ref
+    for said_of in (lambda s: WEEKDAYS[s.starts_at.weekday()],
+                    lambda s: s.practitioner_name.split()[-1].lower()):
+        named_ones = [ref for ref, slot in offered if said_of(slot) in words]
+        if len(named_ones) == 1:  # "the Friday one" says which only if one is on Friday
+            return named_ones[0]
     return None

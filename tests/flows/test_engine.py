@@ -444,3 +444,53 @@ async def test_a_caller_in_crisis_is_never_hung_up_on(db, clinic):
         assert not caller.last.end_call and "goodbye" not in said.lower()
     [request] = caller.tool_calls("EscalateToHuman")
     assert request.input["urgent"] and request.input["reason"] == "caller in crisis"
+
+
+async def test_two_different_visits_in_one_breath_are_booked_one_after_the_other(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    first = await caller.says("can I get a flu jab whenever's soonest and then a blood test "
+                              "too, any time")
+    await caller.says("the first one")
+    read_back = caller.heard[-1]
+    assert read_back.startswith("Just to confirm: a flu shot on")
+    second = await caller.says("yes")
+    assert "You're booked. Booked: Flu shot" in second and "I have " in second
+    assert first.startswith("I have ")
+    await caller.says("first one")
+    assert caller.heard[-1].startswith("Just to confirm: a blood test on")
+
+
+async def test_the_other_slot_at_the_read_back_is_read_back_instead(db, clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("I'd like a physio next week please")
+    await caller.says("the first one")
+    other = await caller.says("ah no, not that one, the second one please")
+    chosen = caller.engine.session.offered[caller.engine.session.picked_slot]
+    assert other.startswith("Just to confirm:") and caller.engine.session.confirmation is None
+    assert chosen.key == caller.engine.session.offered[
+        caller.engine.session.last_offer[1]].key
+    assert caller.tool_calls("CreateAppointment") == []
+
+
+async def test_asking_what_is_booked_then_to_cancel_one_is_answered_then_read_back(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    said = await caller.says("could you tell me when my next appointment is, and then cancel "
+                             "the follow-up")
+    assert said.startswith("You have a blood test") and said.endswith("Do you want me to "
+                                                                      "cancel it?")
+    assert "That's a follow-up visit" in said
+
+
+async def test_a_long_answer_to_the_name_question_keeps_only_the_name(db, clinic):
+    caller = await call_from(db, clinic, "+15550100291")
+    await caller.says("hello dear, I need a check-up")
+    await caller.says("oh, let me think now. It's Winifred, love. Winifred Ash.")
+    assert caller.engine.session.new_patient.first_name == "Winifred"
+    assert caller.engine.session.new_patient.last_name == "Ash"
+
+
+async def test_asking_to_find_another_time_is_a_reschedule_not_a_cancellation(db, clinic):
+    caller = await call_from(db, clinic, DAVID_PHONE)
+    said = await caller.says("I can't do my blood test on Monday now, could you find me "
+                             "another day?")
+    assert "cancel" not in said.lower() and caller.engine.session.task.value == "reschedule"
