@@ -263,6 +263,11 @@ class QuickRules:
     def pattern_count(self) -> int:
         return len(self._signals)
 
+    @property
+    def escalated_concepts(self) -> set[str]:
+        """The safety concepts some pattern escalates on its own (their keys)."""
+        return {s.escalate for s in self._signals if s.escalate is not None}
+
     def observe(self, text: str) -> Observation:
         text = text.replace("\u2019", "'").lower()
         signals: list[Signal] = []

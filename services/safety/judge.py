@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.model_answers import parse_answer
 from services.prompts import render_prompt
-from services.safety.concepts import SafetyConcept
+from services.safety.concepts import SafetyConcept, normalized
 
 INSTRUCTION = "You check a safety concern in a phone call transcript. Answer with JSON only."
 MAX_TOKENS = 120
@@ -56,7 +56,7 @@ class RulesJudge:
 
 
 def judge_by_rules(text: str, concept: SafetyConcept) -> Verdict:
-    text = text.replace("\u2019", "'")
+    text = normalized(text)
     if concept.reject is not None and concept.reject.search(text) and not (
             concept.confirm is not None and _confirmed_outside_reject(text, concept)):
         return Verdict(False, "an idiom, not a statement", "rules")

@@ -3,12 +3,15 @@ one line a suspended agent says."""
 
 import numpy as np
 import pytest
+import yaml
 
 from config import CrisisResource
 from services.safety.concepts import ConceptIndex, default_concepts
 from services.embeddings import LocalEmbedder
 from services.safety.judge import judge_by_rules
-from services.safety.monitor import holding_line
+from services.observers.quick import DATA_FILE as QUICK_PATTERNS
+from services.observers.quick import load_rules, quick_rules
+from services.safety.monitor import concepts_named_by, holding_line, soft_guidance
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +25,17 @@ def index() -> ConceptIndex:
 
 def near(index: ConceptIndex, text: str):
     vector = LocalEmbedder().embed_now([text])[0]
-    return index.assess(vector, escalate_at=0.85, candidate_at=0.45)
+    return index.assess(vector, escalate_at=0.85, candidate_at=0.45, text=text)
 
 
 def concept(key: str):
     return next(c for c in default_concepts() if c.key == key)
 
 
-def test_the_five_default_concepts_are_always_there():
+def test_the_default_concepts_are_always_there():
     assert [c.key for c in default_concepts()] == [
-        "suicidal_ideation", "self_harm", "domestic_violence", "adverse_drug_reaction",
-        "post_discharge_red_flag"]
+        "suicidal_ideation", "passive_ideation", "self_harm", "domestic_violence",
+        "adverse_drug_reaction", "post_discharge_red_flag"]
 
 
 def test_the_local_embedder_needs_no_network_and_gives_unit_vectors():
@@ -92,3 +95,62 @@ def test_a_non_crisis_concern_gets_the_plain_holding_line():
     line = holding_line(concept("domestic_violence"), emergency_number="911",
                         crisis_resources=[CrisisResource(name="the crisis line", phone="988")])
     assert "988" not in line and "9 8 8" not in line and "911" in line
+
+
+@pytest.mark.parametrize("text", [
+    "I've become nothing but a burden to my children",
+    "Honestly, I'm such a burden on everybody now",
+    "What's the point of it all these days",
+    "I really can't see any point in carrying on",
+    "My family would be better off if I was gone",
+    "They'd be happier without me, to be honest",
+    "Some nights I hope I go to sleep and never wake up",
+    "I wouldn't mind if I didn't wake up tomorrow",
+    "No one would even notice if I wasn't here",
+    "I'm so tired of life",
+    "I just wish I could vanish",
+])
+def test_passive_thoughts_of_death_reach_the_judge_and_are_a_soft_concern(index, text):
+    assessment = near(index, text)
+    reached = [n.concept.key for n in assessment.escalate + assessment.candidates]
+    assert "passive_ideation" in reached
+    passive = concept("passive_ideation")
+    assert passive.severity == "soft" and passive.crisis
+    assert judge_by_rules(text, passive).confirmed
+
+
+@pytest.mark.parametrize("text", [
+    "There's no point ringing back tomorrow, I'll just wait on the line",
+    "No point in me coming in before the results are back",
+    "What's the point of booking if she's on holiday?",
+    "We'd be better off going for the Thursday slot",
+    "You're better off calling the pharmacy directly",
+    "I'm tired of waiting for my results",
+    "I'd love a lie-in and not to wake up early on Saturday",
+])
+def test_everyday_talk_with_the_same_words_is_not_escalated(index, text):
+    assessment = near(index, text)
+    assert assessment.escalate == ()
+    assert not any(judge_by_rules(text, n.concept).confirmed for n in assessment.candidates)
+
+
+def test_a_crisis_farewell_is_named_by_the_quick_rules_for_the_safety_monitor():
+    named = concepts_named_by(quick_rules())
+    assert set(named) == {"suicidal_ideation"} and named["suicidal_ideation"].severity == "hard"
+
+
+def test_a_quick_rule_naming_an_unknown_safety_concept_is_refused(tmp_path):
+    data = yaml.safe_load(QUICK_PATTERNS.read_text())
+    data["categories"]["safety"]["patterns"][0]["escalate"] = "no_such_concept"
+    path = tmp_path / "patterns.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="no_such_concept"):
+        concepts_named_by(load_rules(path))
+
+
+def test_a_soft_crisis_concern_keeps_the_agent_with_the_caller():
+    crisis = soft_guidance(concept("passive_ideation"))
+    assert crisis.startswith("[SAFETY]") and "do not end the call" in crisis
+    assert "passive thoughts of death" in crisis
+    plain = soft_guidance(concept("adverse_drug_reaction"))
+    assert "adverse drug reaction" in plain and "do not end the call" not in plain
