@@ -202,8 +202,8 @@ def _any_of(patterns: list[str]) -> str:
     return _bounded("|".join(f"(?:{p})" for p in patterns))
 
 
-_WORD = re.compile(r"[a-z0-9']+")
-Verdict = Literal["said", "taken_back", "other_sense", "goes_on"]
+_WORD = re.compile(r"[\w']+")
+Verdict = Literal["said", "taken_back"]
 
 
 class FarewellRules:
@@ -217,17 +217,20 @@ class FarewellRules:
         leads = "|".join(f"(?:{p})" for p in spec.clause_leads)
         self._clause_start = re.compile(rf"(?:^|[^\w\s]|\b(?:{leads}))\W*$")
 
-    def verdict(self, text: str, match: re.Match[str], signal: Signal) -> Verdict:
+    def verdict(self, text: str, match: re.Match[str], signal: Signal) -> Verdict | None:
+        """"said", "taken_back" ("bye, oh wait"), or None: the word in another sense, or
+        a goodbye the turn goes on after."""
         start, end = match.span()
-        if any(a <= start < b for a, b in
-               (m.span() for m in self._other_senses.finditer(text))):
-            return "other_sense"
+        if any(start in range(*m.span()) for m in self._other_senses.finditer(text)):
+            return None
         if signal.clause_start and not self._clause_start.search(text[:start]):
-            return "other_sense"
+            return None
         if self._taken_back.search(text, end):
             return "taken_back"
         rest = self._closing.sub(" ", text[end:])
-        return "said" if len(_WORD.findall(rest)) <= self._tail_words else "goes_on"
+        if len(_WORD.findall(rest)) <= self._tail_words:
+            return "said"
+        return None
 
 
 class QuickRules:
@@ -280,9 +283,11 @@ class QuickRules:
                     signals.append(signal)
                 continue
             verdict = self.farewell.verdict(text, match, signal)
+            if verdict is None:
+                continue
             if signal.strength == "weak":
                 weak = signal if verdict == "said" else weak
-            elif verdict in ("said", "taken_back"):
+            else:
                 strong = verdict
                 if verdict == "said" and signal not in signals:
                     signals.append(signal)
@@ -324,8 +329,7 @@ def render_guidance(guidance: str, *, emergency_number: str) -> str:
 
 
 def load_rules(path: Path = DATA_FILE) -> QuickRules:
-    with path.open(encoding="utf-8") as handle:
-        return QuickRules(PatternFile.model_validate(yaml.safe_load(handle)))
+    return QuickRules(PatternFile.model_validate(yaml.safe_load(path.read_bytes())))
 
 
 @lru_cache(maxsize=1)

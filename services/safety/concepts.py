@@ -61,6 +61,13 @@ class ConceptFile(BaseModel):
     version: int
     concepts: list[ConceptSpec] = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _unique(self) -> ConceptFile:
+        keys = [c.key for c in self.concepts]
+        if len(set(keys)) != len(keys):
+            raise ValueError("safety concept keys must be unique")
+        return self
+
 
 @dataclass(frozen=True)
 class SafetyConcept:
@@ -99,11 +106,7 @@ def normalized(text: str) -> str:
 
 
 def load_concepts(path: Path = DATA_FILE) -> list[SafetyConcept]:
-    with path.open(encoding="utf-8") as handle:
-        spec = ConceptFile.model_validate(yaml.safe_load(handle))
-    keys = [c.key for c in spec.concepts]
-    if len(set(keys)) != len(keys):
-        raise ValueError("safety concept keys must be unique")
+    spec = ConceptFile.model_validate(yaml.safe_load(path.read_bytes()))
     return [SafetyConcept.from_spec(c) for c in spec.concepts]
 
 
@@ -137,7 +140,7 @@ class ConceptIndex:
     _matrices: list[np.ndarray] = field(default_factory=list)
 
     def add(self, concept: SafetyConcept, vectors: np.ndarray) -> None:
-        vectors = np.asarray(vectors, dtype=np.float32)
+        vectors = np.asarray(vectors)
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise ValueError(f"{concept.key}: embeddings of shape {vectors.shape}, "
                              f"expected (n, {self.dimension}) for {self.model}")
@@ -156,7 +159,7 @@ class ConceptIndex:
                text: str = "") -> Assessment:
         """`text`: the turn's words, for the concepts a turn can state in so many words."""
         near = [Nearness(c, float(np.max(m @ vector)))
-                for c, m in zip(self.concepts, self._matrices, strict=True)]
+                for c, m in zip(self.concepts, self._matrices)]
         near.sort(key=lambda n: n.similarity, reverse=True)
         return Assessment(
             escalate=tuple(n for n in near if n.similarity >= escalate_at),

@@ -50,6 +50,7 @@ def test_guidance_is_taken_out(text, spoken):
     ("Of course.</guidance> Tuesday at ten works.", "Of course. Tuesday at ten works."),
     ("</GUIDANCE>Right, let me look.", "Right, let me look."),
     ("All booked. </guidance", "All booked."),
+    ("All booked. <guid", "All booked."),
 ])
 def test_a_closing_tag_with_nothing_open_is_never_spoken(text, spoken):
     assert strip_guidance(text) == spoken
@@ -58,6 +59,9 @@ def test_a_closing_tag_with_nothing_open_is_never_spoken(text, spoken):
 @pytest.mark.parametrize(("text", "spoken"), [
     ("<guidance>outer <guidance>inner</guidance> still outer</guidance>Hi.", "Hi."),
     ("A<guidance>1<guidance>2<guidance>3</guidance></guidance></guidance> B", "A B"),
+    ("<guidance>a<guidance>b<guidance>c</guidance>d</guidance>e</guidance>Hi.", "Hi."),
+    ("Pick [<guidance>x</guidance>2].", "Pick [2]."),
+    ("1 <<guidance>x</guidance> 2", "1 < 2"),
     ("<guidance>x [HEALTH] <guidance>y</guidance> z</guidance>Done.", "Done."),
 ])
 def test_nested_guidance_does_not_leak(text, spoken):
@@ -72,6 +76,7 @@ def test_nested_guidance_does_not_leak(text, spoken):
     ("Okay.\nmain/low/empathetic | comfort: be kind | (sad)\nI'm sorry to hear that.",
      "Okay.\nI'm sorry to hear that."),
     ("[director GUIDANCE] main/medium/warm | REMIND: bring your card", ""),
+    ("[Director guidance] main/high/cheerful | x\nYes.\nSee you then.", "Yes.\nSee you then."),
 ])
 def test_the_directors_line_echoed_by_the_model_is_not_spoken(text, spoken):
     assert strip_guidance(text) == spoken
@@ -117,6 +122,25 @@ def test_speech_is_passed_on_at_once_and_only_a_possible_tag_waits():
     assert spoken.feed("1] for yes") == "[1] for yes"
     assert spoken.feed(" or [HEA") == " or "
     assert spoken.feed("LTH] no.") == "no."
+    assert spoken.removed_count == 2
+
+
+def test_text_with_nothing_to_take_out_passes_exactly_as_it_came():
+    assert streamed([" Sure", " thing,", " see you", " then."]) == " Sure thing, see you then."
+
+
+def test_a_labelled_tag_is_at_most_120_characters_long():
+    within = "[VOICE: " + "x" * 113 + "]"  # 120 characters between the brackets
+    beyond = "[VOICE: " + "x" * 114 + "]"
+    assert strip_guidance(f"{within} Hello.") == "Hello."
+    assert strip_guidance(f"{beyond} Hello.") == f"{beyond} Hello."
+
+
+def test_after_a_reply_ends_the_filter_is_ready_for_the_next():
+    spoken = GuidanceFilter()
+    assert spoken.feed("Fine.<guidance>never closed") + spoken.flush() == "Fine."
+    assert spoken.feed("[Director guidance] main/low/warm | x") + spoken.flush() == ""
+    assert spoken.feed("Next reply.") + spoken.flush() == "Next reply."
     assert spoken.removed_count == 2
 
 

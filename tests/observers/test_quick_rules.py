@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from services.observers.quick import DATA_FILE, load_rules, quick_rules, render_guidance
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def rules():
-    return quick_rules()
+    return load_rules()
 
 
 def test_pain_becomes_one_compact_health_guidance_line(rules):
@@ -36,6 +36,32 @@ def test_several_signals_are_ordered_most_urgent_first_and_capped_at_three_categ
     assert tags == ["HEALTH", "COGNITIVE", "EMOTION"]
 
 
+def test_two_categories_make_one_line_in_order_of_urgency(rules):
+    assert rules.observe("I'm worried about my chest pain").guidance == (
+        "[HEALTH] They mentioned chest pain. Ask if it is happening now; if so, tell them to "
+        "call emergency services. [EMOTION] They sound worried. Reassure them calmly and "
+        "explain what happens next.")
+
+
+def test_priority_not_the_order_in_the_file_decides_urgency(tmp_path):
+    reordered = load_rules(_write(tmp_path, lambda d: d.update(
+        categories=dict(reversed(list(d["categories"].items()))))))
+    said = "My dog is frightened of the smoke alarm going off"
+    assert reordered.observe(said).guidance == load_rules().observe(said).guidance
+    assert reordered.observe(said).signal_ids == ["home_danger", "anxious", "pet"]
+
+
+def test_signals_carry_what_the_pattern_file_says(rules):
+    (crisis,) = rules.observe("you won't hear from me again").signals
+    assert (crisis.category, crisis.tag, crisis.priority, crisis.tokens) == (
+        "safety", "SAFETY", 1, 300)
+    assert crisis.holds_call and crisis.escalate == "suicidal_ideation"
+    (night,) = rules.observe("night night").signals
+    assert night.clause_start and night.strength == "strong" and not night.holds_call
+    (sad,) = rules.observe("I've been so sad").signals
+    assert (sad.valence, sad.intensity) == (-0.6, 0.6)
+
+
 def test_emotion_signals_carry_valence_and_intensity(rules):
     (signal,) = rules.observe("Honestly I'm just so frustrated with all this").signals
     assert signal.id == "frustrated" and signal.valence < 0 and 0 < signal.intensity <= 1
@@ -53,6 +79,10 @@ def test_a_strong_goodbye_a_weak_one_and_one_taken_back(rules):
 
 def test_engagement_follows_how_much_the_caller_says(rules):
     assert rules.observe("Yes.").engagement == "low"
+    assert rules.observe("Yes, Tuesday please").engagement == "low"  # at most three words
+    assert rules.observe("Yes, Tuesday morning please").engagement == "medium"
+    assert rules.observe(" ".join(["word"] * 24)).engagement == "medium"
+    assert rules.observe(" ".join(["word"] * 25)).engagement == "high"  # at least 25
     assert rules.observe("I would like to come in on Tuesday if possible").engagement == "medium"
     assert rules.observe(" ".join(["word"] * 30)).engagement == "high"
 
@@ -114,6 +144,7 @@ def test_emotion_patterns_must_say_how_they_feel(tmp_path):
     "The nurse goes, 'bye then', and I'm left standing there with my bag",
     "We had a little goodbye party for my neighbour last week",
     "It was such a sad goodbye at the airport",
+    "Goodbye party tonight!",
     "I can't sleep at night since the operation",
     "I haven't had a good night's rest in weeks",
 ])
@@ -152,6 +183,10 @@ def test_a_real_farewell_after_talking_about_a_goodbye_is_still_caught(rules):
     "Thanks ever so much, bye!",
     "Mind how you go",
     "Gotta run, bye",
+    "thank you good night",
+    "okay night then",
+    "Cheerio, see you Friday at ten",
+    "I\u2019ll let you go now, dear",
 ])
 def test_everyday_closings_are_goodbyes(rules, text):
     assert rules.observe(text).goodbye == "strong"
@@ -179,9 +214,26 @@ def test_a_probable_ending_is_a_weak_goodbye_for_the_agent_to_check(rules, text)
     "Lovely talking to you, now can we sort out the Wednesday slot for my husband?",
     "I have to go to work at eight so could it be after five",
     "Take care of the booking for both of us, would you, for next Friday afternoon",
+    "There's nothing else wrong apart from my knee, can I book for Monday",
 ])
 def test_a_closing_inside_a_request_that_goes_on_is_not_a_goodbye(rules, text):
-    assert rules.observe(text).goodbye is None
+    observation = rules.observe(text)
+    assert observation.goodbye is None
+    assert "GOODBYE" not in (observation.guidance or "")
+
+
+def test_a_goodbye_guides_the_reply_by_how_sure_it_is(rules):
+    assert rules.observe("Cheerio!").guidance == (
+        "[GOODBYE] They are saying goodbye. Say a warm, brief goodbye.")
+    assert rules.observe("No, that's it for today").guidance == (
+        "[GOODBYE] They may be finishing. Check if there is anything else before saying "
+        "goodbye.")
+
+
+def test_a_goodbye_taken_back_after_an_earlier_one_in_the_same_turn_ends_nothing(rules):
+    observation = rules.observe("Okay, bye now. Bye, oh hang on, what time was it?")
+    assert observation.goodbye is None and observation.false_goodbye
+    assert "GOODBYE" not in (observation.guidance or "")
 
 
 # --- Safety: a farewell in a crisis, danger at home, scams -----------------------------
