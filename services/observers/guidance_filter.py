@@ -114,7 +114,6 @@ class GuidanceFilter:
 
     def __init__(self, tags: DirectiveTags | None = None) -> None:
         self._tags = tags or directive_tags()
-        self.removed_count = 0
         self.reset()
 
     def reset(self) -> None:
@@ -153,7 +152,7 @@ class GuidanceFilter:
                 return False
             self._line_start = False
             if headline:
-                self._removal(skip_line=True)
+                self._removal(open_guidance=False, skip_line=True)
                 return True
         start = _next_candidate(self._pending)
         if start:
@@ -210,14 +209,14 @@ class GuidanceFilter:
             pending[:1] == "<" and (OPEN_TAG.startswith(low) or CLOSE_TAG.startswith(low)))
         hidden = self._depth or self._skip_line or cut_tag
         if cut_tag:
-            self._removal()
+            self.removed_count += 1
         spoken = "" if hidden else self._emit(pending)
         removed = self.removed_count
         self.reset()
         self.removed_count = removed
         return spoken
 
-    def _removal(self, *, open_guidance: bool = False, skip_line: bool = False) -> None:
+    def _removal(self, *, open_guidance: bool, skip_line: bool) -> None:
         self._depth = int(open_guidance)
         self._skip_line = skip_line
         self._trim = self._after_space

@@ -296,7 +296,7 @@ class QuickRules:
             else None)
         if goodbye == "weak":
             signals.append(weak)
-        if strong == "taken_back" or any(s.holds_call for s in signals):
+        if any(s.holds_call for s in signals):
             goodbye = None
             signals = [s for s in signals if s.strength is None]
         signals.sort(key=lambda s: s.priority)

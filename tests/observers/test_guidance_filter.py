@@ -90,6 +90,7 @@ def test_the_directors_line_echoed_by_the_model_is_not_spoken(text, spoken):
     "[NOTE] is written on the form.",
     "That's 3 < 5 and 7 > 2.",
     "Press the [ key.",
+    "[VOICE: soft\nThat's all.",
     "It costs less than <5 minutes.",
     "main street is closed, so use the car park on the left.",
     "Closing time is six.",
@@ -134,6 +135,15 @@ def test_a_labelled_tag_is_at_most_120_characters_long():
     beyond = "[VOICE: " + "x" * 114 + "]"
     assert strip_guidance(f"{within} Hello.") == "Hello."
     assert strip_guidance(f"{beyond} Hello.") == f"{beyond} Hello."
+    spoken = GuidanceFilter()
+    assert spoken.feed(within[:-1]) == ""  # may still close within the limit
+    assert spoken.feed("x") == beyond[:-1]  # can no longer: it was speech
+
+
+def test_a_one_word_reply_that_could_start_a_headline_is_spoken_when_the_reply_ends():
+    spoken = GuidanceFilter()
+    assert spoken.feed("Opening") == ""
+    assert spoken.flush() == "Opening"
 
 
 def test_after_a_reply_ends_the_filter_is_ready_for_the_next():

@@ -230,6 +230,16 @@ def test_a_goodbye_guides_the_reply_by_how_sure_it_is(rules):
         "goodbye.")
 
 
+def test_a_probable_ending_taken_back_is_not_one(rules):
+    observation = rules.observe("Alright, thanks. Oh wait, one more thing about parking")
+    assert observation.goodbye is None
+
+
+def test_the_agents_advice_is_recognised_whatever_its_capitals(rules):
+    assert rules.advice.search("It's best to come ten minutes early.")
+    assert not rules.advice.search("It was the best day of the week.")
+
+
 def test_a_goodbye_taken_back_after_an_earlier_one_in_the_same_turn_ends_nothing(rules):
     observation = rules.observe("Okay, bye now. Bye, oh hang on, what time was it?")
     assert observation.goodbye is None and observation.false_goodbye

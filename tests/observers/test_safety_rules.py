@@ -266,6 +266,7 @@ def test_a_turn_that_states_a_concern_in_so_many_words_is_a_candidate_however_fa
 def test_a_workspace_concept_joins_a_copy_and_wrong_embeddings_are_refused(flat):
     extra = workspace_concept()
     joined = flat.with_concepts([(extra, np.stack([unit(np.pi)]))])
+    assert (joined.model, joined.dimension) == ("plane", 2)
     assert [c.key for c in joined.concepts] == [
         "suicidal_ideation", "passive_ideation", "gambling"]
     assert len(flat.concepts) == 2
