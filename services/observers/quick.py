@@ -236,17 +236,18 @@ class FarewellRules:
 class QuickRules:
     """The compiled pattern set; `observe` is pure and safe to share between calls.
 
-    All patterns are alternatives of one regular expression (most urgent category
-    first), scanned once per turn: where two patterns match the same words, the more
-    urgent one is the signal.
+    Each category's patterns are alternatives of one regular expression, the categories
+    scanned most urgent first: where two patterns match the same words, the more urgent
+    one is the signal (a later match over words already claimed is dropped).
     """
 
     def __init__(self, spec: PatternFile) -> None:
         self.spec = spec
         ordered = sorted(spec.categories.items(), key=lambda item: item[1].priority)
         self._signals: list[Signal] = []
-        alternatives: list[str] = []
+        self._scans: list[re.Pattern[str]] = []
         for name, category in ordered:
+            alternatives: list[str] = []
             for pattern in category.patterns:
                 alternatives.append(f"(?P<p{len(self._signals)}>{pattern.regex})")
                 self._signals.append(Signal(
@@ -254,10 +255,11 @@ class QuickRules:
                     pattern.tokens, pattern.valence, pattern.intensity, pattern.strength,
                     pattern.clause_start, pattern.holds_call, pattern.escalate,
                 ))
-        # The word boundaries outside the alternation: alternatives are tried only where
-        # a word starts (5x faster than each pattern bounded on its own). The text is
-        # lower-cased once instead of matching case-insensitively (2x faster again).
-        self._all = re.compile(_bounded("|".join(alternatives)))
+            # The word boundaries outside the alternation: alternatives are tried only
+            # where a word starts. One scan per category, not one for all: a smaller
+            # alternation keeps the engine's first-character check, twice as fast here.
+            # The text is lower-cased once instead of matching case-insensitively.
+            self._scans.append(re.compile(_bounded("|".join(alternatives))))
         self.farewell = FarewellRules(spec.farewell, [
             p.regex for p in spec.categories["goodbye"].patterns])
         self.advice = re.compile(_any_of(spec.advice), re.IGNORECASE)
@@ -271,13 +273,26 @@ class QuickRules:
         """The safety concepts some pattern escalates on its own (their keys)."""
         return {s.escalate for s in self._signals if s.escalate is not None}
 
+    def _matches(self, text: str) -> list[tuple[re.Match[str], Signal]]:
+        """Every pattern match in the turn, in the order said; words matched by a more
+        urgent category are not matched again."""
+        claimed: list[range] = []
+        found: list[tuple[re.Match[str], Signal]] = []
+        for scan in self._scans:
+            for match in scan.finditer(text):
+                span = range(*match.span())
+                if any(span.start in taken or taken.start in span for taken in claimed):
+                    continue
+                claimed.append(span)
+                found.append((match, self._signals[int(match.lastgroup[1:])]))
+        return sorted(found, key=lambda item: item[0].start())
+
     def observe(self, text: str) -> Observation:
         text = text.replace("\u2019", "'").lower()
         signals: list[Signal] = []
         strong: Verdict | None = None  # the last strong goodbye's verdict that counts
         weak: Signal | None = None
-        for match in self._all.finditer(text):
-            signal = self._signals[int(match.lastgroup[1:])]
+        for match, signal in self._matches(text):
             if signal.strength is None:
                 if signal not in signals:
                     signals.append(signal)
