@@ -268,6 +268,12 @@ def test_a_farewell_said_in_crisis_holds_the_call_and_escalates(rules, text):
         observation.guidance)
 
 
+def test_words_a_more_urgent_pattern_matched_are_not_matched_again(rules):
+    observation = rules.observe("Please tell my husband I love him, and my daughter")
+    # "my husband" is part of the farewell, "my daughter" is not
+    assert observation.signal_ids == ["crisis_farewell", "child"]
+
+
 def test_a_crisis_farewell_outweighs_any_goodbye_in_the_same_turn(rules):
     observation = rules.observe("Thanks for everything, bye forever, take care")
     assert observation.goodbye is None and observation.holds_call
