@@ -1,10 +1,11 @@
 # Two commands: `make run` serves the agent, `make test` runs every test.
+# `make mutation` (not part of `make test`) mutation-tests the observers' rules.
 # Both create ./.venv on first use (Python 3.11+, no root, no API keys).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: run test bench simulate clean-data
+.PHONY: run test bench simulate mutation clean-data
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -18,6 +19,13 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# Mutants of the quick rules, the guidance filter and the safety rules against their fast
+# tests ([tool.mutmut] in pyproject.toml); prints the survivors and the kill rate per file.
+mutation: $(VENV)/.installed
+	rm -rf mutants
+	$(VENV)/bin/mutmut run --max-children $${MUTATION_JOBS:-2} || true
+	$(PY) -m bench.mutation_report
 
 bench: $(VENV)/.installed
 	$(PY) -m bench.run_all

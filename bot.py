@@ -288,7 +288,8 @@ def observer_processors(
     side) and the silence monitor; before the navigator, the agent gate (a suspended
     agent answers nothing, a stale turn is not answered); after the LLM, the reply guard
     (a reply made stale by newer words is not played) and the guidance stripper."""
-    quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s)
+    quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s,
+                          emergency_number=settings.emergency_number)
     monitor = SafetyMonitor(
         session, safety, escalate_at=settings.safety_escalate_similarity,
         candidate_at=settings.safety_candidate_similarity,

@@ -95,7 +95,8 @@ async def bench_stage1(runs: int) -> dict:
             vector = services.embedder.embed_now([line])[0]
             index.assess(vector, escalate_at=0.85, candidate_at=0.45)
             times.append((time.perf_counter() - started) * 1e3)
-    return {"p50": percentile(times, 50), "p95": percentile(times, 95), "n": len(times)}
+    return {"p50": percentile(times, 50), "p95": percentile(times, 95), "n": len(times),
+            "concepts": len(index.concepts)}
 
 
 class PassThrough(FrameProcessor):
@@ -188,7 +189,7 @@ def render(result: dict) -> str:
         f"| quick observer, one utterance against all {rules['patterns']} patterns "
         f"({rules['n']} matches) | {rules['p50']:.0f} µs | {rules['p95']:.0f} µs | "
         "p95 < 200 µs |",
-        f"| safety stage 1 (local embedding + 5 concepts), off the frame path | "
+        f"| safety stage 1 (local embedding + {stage1['concepts']} concepts), off the frame path | "
         f"{stage1['p50']:.2f} ms | {stage1['p95']:.2f} ms | — |",
         f"| transcript in → reply out, 7 pass-through processors | {chain['bare_p50']:.2f} ms | "
         f"{chain['bare_p95']:.2f} ms | |",
@@ -202,8 +203,13 @@ def render(result: dict) -> str:
         "agent gate, the reply guard and the guidance stripper (a reply of six streamed chunks with a tag to "
         "take out). The model director and the safety judge are off the voice path by "
         "design and not measured here; their timeouts bound them (3 s each). The quick "
-        "observer's p95 is set by the longest lines (30+ words); on this shared VM, runs "
-        "disturbed by other jobs measured it at 290-565 µs, quiet runs at 175 µs.",
+        "observer's p95 is set by the longest lines (30+ words). Its patterns for natural "
+        "speech (closings, a farewell said in crisis, danger at home, scams; 40 → 43 "
+        "patterns, about 2.5 times the alternatives) are scanned one category at a time, "
+        "which keeps it as fast as the 40 patterns were in one scan: side by side on this "
+        "shared VM, 114 µs p50 / 284-354 µs p95 against 98-121 / 289-423 µs before. Runs "
+        "disturbed by other jobs measure the p95 above the 200 µs target; quiet runs of "
+        "the 40 patterns measured 175 µs.",
     ])
 
 

@@ -10,8 +10,11 @@ A strong goodbye ends the call `goodbye_delay_s` (3.5 s) later — not trusting 
 to call a tool for it — unless the caller keeps talking: any later words that are not
 themselves a goodbye cancel it, and if the caller or the agent is still speaking when
 the time comes, the end waits for them (bounded). "Bye — oh wait, one more thing" in
-one breath is a false goodbye and schedules nothing. While the end is scheduled,
-`conversation.goodbye_in_progress` holds the other layers back.
+one breath is a false goodbye and schedules nothing, and so is a farewell in a turn that
+holds the call open (a caller saying goodbye because they mean to harm themselves: the
+safety monitor escalates it; a goodbye already scheduled is called off). While the end is
+scheduled, `conversation.goodbye_in_progress` holds the other layers back. Guidance that
+names the emergency number gets the configured one (`EMERGENCY_NUMBER`), never another.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from processors.frames import EndCallFrame
 from services.call_session import CallSession, CompletionReason
-from services.observers.quick import Observation, QuickRules, quick_rules
+from services.observers.quick import Observation, QuickRules, quick_rules, render_guidance
 from services.prompts import render_prompt
 
 GOODBYE_DELAY_S = 3.5
@@ -51,10 +54,11 @@ def guidance_message(text: str) -> LLMMessagesAppendFrame:
 class QuickObserver(FrameProcessor):
     def __init__(
         self, session: CallSession, *, rules: QuickRules | None = None,
-        goodbye_delay_s: float = GOODBYE_DELAY_S, **kwargs,
+        goodbye_delay_s: float = GOODBYE_DELAY_S, emergency_number: str = "911", **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self._session = session
+        self._emergency_number = emergency_number
         self._rules = rules or quick_rules()
         self._goodbye_delay_s = goodbye_delay_s
         self._goodbye: asyncio.Task | None = None
@@ -108,13 +112,16 @@ class QuickObserver(FrameProcessor):
                 "observers/interrupted.txt", cut_off=interrupted.replace('"', "'"))))
             self._session.log.event("interruption_context", cut_off_chars=len(interrupted))
         if observation.guidance and not conversation.suspended:
-            await self.push_frame(guidance_message(observation.guidance))
+            await self.push_frame(guidance_message(render_guidance(
+                observation.guidance, emergency_number=self._emergency_number)))
             self._session.log.event(
                 "guidance", source="quick", categories=observation.categories,
                 signals=observation.signal_ids, engagement=observation.engagement,
                 tokens=observation.tokens,
             )
-        if observation.false_goodbye:
+        if observation.holds_call:
+            self._session.log.event("goodbye", action="held", why="safety signal")
+        elif observation.false_goodbye:
             self._session.log.event("goodbye", strength="strong", action="taken_back")
         elif observation.goodbye == "strong" and self._goodbye is None:
             self._schedule_goodbye(observation)

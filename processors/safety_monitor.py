@@ -5,6 +5,9 @@ Between the STT and the user aggregator (seed 000, "Conversation Monitor" and
 "Auto-Escalation"). Each final transcript is passed on first; its check runs in the
 background:
 
+0. Rules: a quick-observer pattern that names a concept (a farewell said because the
+   caller means to harm themselves) escalates that concept at once, with no embedding
+   and no judge — so it holds when both are down.
 1. Stage 1: the turn is embedded and compared with every concept (the defaults, always
    active, plus the workspace's own). At or above the escalation similarity (0.85) it
    escalates at once, without waiting for the judge — so safety holds when the judge is
@@ -35,9 +38,14 @@ from processors.frames import EndCallFrame
 from processors.quick_observer import guidance_message
 from processors.spoken_line import LineSpeaker
 from services.call_session import CallSession, CompletionReason
-from services.prompts import render_prompt
-from services.safety.concepts import ConceptIndex, Nearness
-from services.safety.monitor import SafetyServices, holding_line
+from services.observers.quick import QuickRules, quick_rules
+from services.safety.concepts import ConceptIndex, Nearness, SafetyConcept
+from services.safety.monitor import (
+    SafetyServices,
+    concepts_named_by,
+    holding_line,
+    soft_guidance,
+)
 
 
 class SafetyMonitor(LineSpeaker):
@@ -45,10 +53,13 @@ class SafetyMonitor(LineSpeaker):
         self, session: CallSession, services: SafetyServices, *,
         escalate_at: float = 0.85, candidate_at: float = 0.45, judge_timeout_s: float = 3.0,
         emergency_number: str = "911", crisis_resources: list[CrisisResource] | None = None,
-        transfer_number: str | None = None, index: ConceptIndex | None = None, **kwargs,
+        transfer_number: str | None = None, index: ConceptIndex | None = None,
+        rules: QuickRules | None = None, **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self._session = session
+        self._rules = rules or quick_rules()
+        self._rule_concepts = concepts_named_by(self._rules)
         self._services = services
         self._escalate_at = escalate_at
         self._candidate_at = candidate_at
@@ -71,6 +82,9 @@ class SafetyMonitor(LineSpeaker):
 
     async def _check(self, text: str) -> None:
         started = time.perf_counter()
+        for concept in self._named_by_rules(text):
+            await self._escalate(concept, text, similarity=None, judge="rules",
+                                 reason="the caller's words match a safety rule")
         try:
             index = self._index or await self._services.index()
             vector = (await self._services.embedder.embed([text]))[0]
@@ -80,10 +94,11 @@ class SafetyMonitor(LineSpeaker):
             self._session.log.event("safety_check", stage="embedding", error=type(error).__name__)
             return
         assessment = index.assess(vector, escalate_at=self._escalate_at,
-                                  candidate_at=self._candidate_at)
+                                  candidate_at=self._candidate_at, text=text)
         stage1_ms = round((time.perf_counter() - started) * 1000, 2)
         for near in assessment.escalate:
-            await self._escalate(near, text, judge=None, reason="similarity above the threshold")
+            await self._escalate(near.concept, text, similarity=round(near.similarity, 3),
+                                 judge=None, reason="similarity above the threshold")
             if near.concept.severity == "hard":
                 break
         for near in assessment.escalate:
@@ -105,7 +120,8 @@ class SafetyMonitor(LineSpeaker):
                 judge=None if verdict is None else verdict.judge,
             )
             if verdict is not None and verdict.confirmed:
-                await self._escalate(near, text, judge=verdict.judge, reason=verdict.reason)
+                await self._escalate(near.concept, text, similarity=round(near.similarity, 3),
+                                     judge=verdict.judge, reason=verdict.reason)
                 break
 
     async def _verdict(self, text: str, near: Nearness):
@@ -117,20 +133,25 @@ class SafetyMonitor(LineSpeaker):
                            f"({type(error).__name__})")
             return None
 
+    def _named_by_rules(self, text: str) -> list[SafetyConcept]:
+        """The concepts this turn's quick-observer signals escalate (the quick observer's
+        reading of the same words is reused)."""
+        seen = self._session.conversation.last_observation
+        observation = seen[1] if seen and seen[0] == text else self._rules.observe(text)
+        return [self._rule_concepts[key] for key in observation.escalations]
+
     async def _escalate(
-        self, near: Nearness, text: str, *, judge: str | None, reason: str
+        self, concept: SafetyConcept, text: str, *, similarity: float | None,
+        judge: str | None, reason: str,
     ) -> None:
-        concept = near.concept
         if concept.key in self._escalated:
             return
         self._escalated.add(concept.key)
         conversation = self._session.conversation
-        self._session.log.escalation(concept.key, concept.severity,
-                                     similarity=round(near.similarity, 3), judge=judge,
-                                     reason=reason)
+        self._session.log.escalation(concept.key, concept.severity, similarity=similarity,
+                                     judge=judge, reason=reason)
         if concept.severity == "soft":
-            await self.push_frame(guidance_message(
-                render_prompt("safety/soft_guidance.txt", concept=concept.name.lower())))
+            await self.push_frame(guidance_message(soft_guidance(concept)))
             return
         if conversation.suspended:
             return

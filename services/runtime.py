@@ -42,6 +42,7 @@ from services.providers import (
     build_verifier,
 )
 from services.safety.concepts import ConceptIndex
+from services.safety.monitor import concepts_named_by
 from services.turn_models import load_turn_models
 from services.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from services.world.after_call import verify_and_sync
@@ -166,7 +167,9 @@ class AppRuntime:
         runtime.graph = load_context_graph(settings)
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         load_emotion_data()  # tables, rules and the VADER lexicon, read once
-        quick_rules()  # the quick observer's patterns, compiled once
+        # The quick observer's patterns, compiled once; the safety concepts they escalate
+        # must exist (a misnamed one is refused here, not on the first call).
+        concepts_named_by(quick_rules())
         await runtime._prepare_safety()
         await runtime.ops.start()
         runtime.in_background(runtime._prepare_world(), name="world-index")

@@ -5,7 +5,10 @@ A concept is described by example utterances; its embeddings are computed once p
 embedder model (the defaults at start-up, a workspace's own concepts when they are
 created) and a turn's similarity to the concept is its best cosine similarity to any
 example. `assess` sorts the concepts a turn comes near into escalations (at or above the
-escalation threshold: no judge needed) and candidates (for the judge).
+escalation threshold: no judge needed) and candidates (for the judge). A concept whose
+confirm patterns are specific enough (`confirm_makes_candidate`) also makes a turn that
+states it in so many words a candidate, however far its embedding is: the judge still
+decides, but a paraphrase the embedder places far away is not lost before it is asked.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.patterns import valid_regex
 
@@ -38,11 +41,18 @@ class ConceptSpec(BaseModel):
     examples: list[str] = Field(min_length=1, max_length=50)
     confirm: list[str] = Field(default_factory=list)
     reject: list[str] = Field(default_factory=list)
+    confirm_makes_candidate: bool = False
 
     @field_validator("confirm", "reject")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
         return [valid_regex(pattern) for pattern in patterns]
+
+    @model_validator(mode="after")
+    def _candidate_needs_confirm(self) -> ConceptSpec:
+        if self.confirm_makes_candidate and not self.confirm:
+            raise ValueError(f"{self.key}: confirm_makes_candidate needs confirm patterns")
+        return self
 
 
 class ConceptFile(BaseModel):
@@ -50,6 +60,13 @@ class ConceptFile(BaseModel):
 
     version: int
     concepts: list[ConceptSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> ConceptFile:
+        keys = [c.key for c in self.concepts]
+        if len(set(keys)) != len(keys):
+            raise ValueError("safety concept keys must be unique")
+        return self
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,12 @@ class SafetyConcept:
     confirm: re.Pattern[str] | None = None
     reject: re.Pattern[str] | None = None
     workspace_id: str | None = None  # None: a default, always active
+    confirm_makes_candidate: bool = False
+
+    def stated_in(self, text: str) -> bool:
+        """The turn states this concept in so many words (a candidate on its own)."""
+        return (self.confirm_makes_candidate and self.confirm is not None
+                and self.confirm.search(normalized(text)) is not None)
 
     @classmethod
     def from_spec(cls, spec: ConceptSpec, workspace_id: str | None = None) -> SafetyConcept:
@@ -74,15 +97,16 @@ class SafetyConcept:
 
         return cls(spec.key, spec.name, spec.severity, spec.crisis, spec.description,
                    tuple(spec.examples), joined(spec.confirm), joined(spec.reject),
-                   workspace_id)
+                   workspace_id, spec.confirm_makes_candidate)
+
+
+def normalized(text: str) -> str:
+    """The turn as the concepts' patterns read it (typographic apostrophes made plain)."""
+    return text.replace("\u2019", "'")
 
 
 def load_concepts(path: Path = DATA_FILE) -> list[SafetyConcept]:
-    with path.open(encoding="utf-8") as handle:
-        spec = ConceptFile.model_validate(yaml.safe_load(handle))
-    keys = [c.key for c in spec.concepts]
-    if len(set(keys)) != len(keys):
-        raise ValueError("safety concept keys must be unique")
+    spec = ConceptFile.model_validate(yaml.safe_load(path.read_bytes()))
     return [SafetyConcept.from_spec(c) for c in spec.concepts]
 
 
@@ -116,7 +140,7 @@ class ConceptIndex:
     _matrices: list[np.ndarray] = field(default_factory=list)
 
     def add(self, concept: SafetyConcept, vectors: np.ndarray) -> None:
-        vectors = np.asarray(vectors, dtype=np.float32)
+        vectors = np.asarray(vectors)
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise ValueError(f"{concept.key}: embeddings of shape {vectors.shape}, "
                              f"expected (n, {self.dimension}) for {self.model}")
@@ -131,13 +155,15 @@ class ConceptIndex:
             index.add(concept, vectors)
         return index
 
-    def assess(self, vector: np.ndarray, *, escalate_at: float, candidate_at: float
-               ) -> Assessment:
+    def assess(self, vector: np.ndarray, *, escalate_at: float, candidate_at: float,
+               text: str = "") -> Assessment:
+        """`text`: the turn's words, for the concepts a turn can state in so many words."""
         near = [Nearness(c, float(np.max(m @ vector)))
-                for c, m in zip(self.concepts, self._matrices, strict=True)]
+                for c, m in zip(self.concepts, self._matrices)]
         near.sort(key=lambda n: n.similarity, reverse=True)
         return Assessment(
             escalate=tuple(n for n in near if n.similarity >= escalate_at),
-            candidates=tuple(n for n in near if candidate_at <= n.similarity < escalate_at),
+            candidates=tuple(n for n in near if n.similarity < escalate_at and (
+                n.similarity >= candidate_at or n.concept.stated_in(text))),
             best=near[0] if near else None,
         )

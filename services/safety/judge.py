@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.model_answers import parse_answer
 from services.prompts import render_prompt
-from services.safety.concepts import SafetyConcept
+from services.safety.concepts import SafetyConcept, normalized
 
 INSTRUCTION = "You check a safety concern in a phone call transcript. Answer with JSON only."
 MAX_TOKENS = 120
@@ -48,6 +48,13 @@ class SafetyJudge(Protocol):
     async def judge(self, text: str, concept: SafetyConcept) -> Verdict: ...
 
 
+# Why the offline judge decided as it did (the escalation record's reason).
+IDIOM = "an idiom, not a statement"
+STATEMENT = "a literal statement of the concern"
+NO_RULES = "no rules for this concept: near enough is confirmed"
+NO_STATEMENT = "no statement of the concern"
+
+
 class RulesJudge:
     name = "rules"
 
@@ -56,23 +63,22 @@ class RulesJudge:
 
 
 def judge_by_rules(text: str, concept: SafetyConcept) -> Verdict:
-    text = text.replace("\u2019", "'")
-    if concept.reject is not None and concept.reject.search(text) and not (
-            concept.confirm is not None and _confirmed_outside_reject(text, concept)):
-        return Verdict(False, "an idiom, not a statement", "rules")
-    if concept.confirm is not None and concept.confirm.search(text):
-        return Verdict(True, "a literal statement of the concern", "rules")
+    """A confirming phrase outside every rejected idiom confirms; an idiom alone does not;
+    a concept without confirm patterns is confirmed by being near enough (unless the
+    words are one of its idioms)."""
+    text = normalized(text)
+    rejected = [range(*m.span()) for m in concept.reject.finditer(text)] if (
+        concept.reject is not None) else []
     if concept.confirm is None:
-        return Verdict(True, "no rules for this concept: near enough is confirmed", "rules")
-    return Verdict(False, "no statement of the concern", "rules")
+        return _verdict(False, IDIOM) if rejected else _verdict(True, NO_RULES)
+    for phrase in concept.confirm.finditer(text):
+        if not any(phrase.start() in idiom for idiom in rejected):
+            return _verdict(True, STATEMENT)
+    return _verdict(False, IDIOM if rejected else NO_STATEMENT)
 
 
-def _confirmed_outside_reject(text: str, concept: SafetyConcept) -> bool:
-    """A confirming phrase that is not itself part of a rejected idiom."""
-    assert concept.confirm is not None and concept.reject is not None
-    rejected = [m.span() for m in concept.reject.finditer(text)]
-    return any(not any(a <= m.start() < b for a, b in rejected)
-               for m in concept.confirm.finditer(text))
+def _verdict(confirmed: bool, reason: str) -> Verdict:
+    return Verdict(confirmed, reason, RulesJudge.name)
 
 
 class _Answer(BaseModel):
@@ -81,7 +87,9 @@ class _Answer(BaseModel):
     reason: str = Field(default="", max_length=300)
 
 
-class ModelJudge:
+# The model judge is tested against fake providers (tests/services); the mutation run
+# covers the offline rules only.
+class ModelJudge:  # pragma: no mutate block
     name = "model"
 
     def __init__(self, ask, *, timeout_s: float) -> None:

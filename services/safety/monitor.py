@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from config import CrisisResource
 from services.embeddings import Embedder
+from services.observers.quick import QuickRules
 from services.prompts import render_prompt
 from services.safety.concepts import ConceptIndex, SafetyConcept, default_concepts
 from services.safety.judge import SafetyJudge
@@ -36,6 +37,23 @@ class SafetyServices:
                         index.add(concept, await self.embedder.embed(list(concept.examples)))
                     self._index = index
         return self._index
+
+
+def concepts_named_by(rules: QuickRules) -> dict[str, SafetyConcept]:
+    """The default concepts that quick-observer patterns escalate on their own, by key.
+    A key naming no default concept is refused: that rule would escalate nothing."""
+    concepts = {c.key: c for c in default_concepts()}
+    unknown = sorted(rules.escalated_concepts - concepts.keys())
+    if unknown:
+        raise ValueError(f"quick patterns escalate unknown safety concepts: {unknown}")
+    return {key: concepts[key] for key in rules.escalated_concepts}
+
+
+def soft_guidance(concept: SafetyConcept) -> str:
+    """Guidance for the LLM when a soft concern is raised and the call goes on: a crisis
+    concept (thoughts of death) also keeps the call open and the agent with the caller."""
+    prompt = "safety/soft_crisis_guidance.txt" if concept.crisis else "safety/soft_guidance.txt"
+    return render_prompt(prompt, concept=concept.name.lower())
 
 
 def holding_line(concept: SafetyConcept, *, emergency_number: str,

@@ -18,6 +18,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from processors.conversation_director import ConversationDirector
 from processors.frames import EndCallFrame, SpokenTextFrame
 from processors.guidance_stripper import GuidanceStripper
+from services.observers.guidance_filter import strip_guidance
 from processors.silence_monitor import SilenceMonitor
 from services.call_session import CompletionReason, SessionMode
 from services.observers.director import LocalDirector
@@ -58,6 +59,17 @@ async def test_a_spoken_line_is_cleaned_and_plain_speech_passes_untouched(writer
     )
     assert next(f for f in down if isinstance(f, TTSSpeakFrame)).text == "Goodbye now."
     assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "Option [1] is fine."
+
+
+async def test_an_echoed_director_line_and_a_stray_closing_tag_are_not_spoken(writer):
+    session = make_session(writer)
+    chunks = ("[Director gui", "dance] main/medium/warm | REMIND: x\nRi", "ght.</guid",
+              "ance> Press [1", "] to confirm.")
+    down, _ = await run_test(GuidanceStripper(session), frames_to_send=reply(*chunks))
+    spoken = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
+    assert spoken == "Right. Press [1] to confirm."
+    assert spoken == strip_guidance("".join(chunks))  # what the call record keeps
+    assert writer.events("guidance_stripped")[0].data == {"removed": 2, "where": "reply"}
 
 
 # --- Conversation director --------------------------------------------------------------

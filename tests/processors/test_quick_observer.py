@@ -95,3 +95,32 @@ async def test_what_the_caller_cut_off_goes_into_their_next_turn(writer):
     assert context.startswith("[INTERRUPTED]") and "Tuesday at nine or Wednesday" in context
     assert session.conversation.interrupted_reply is None
     assert writer.events("interruption_context")[0].data == {"cut_off_chars": 35}
+
+
+async def test_a_farewell_in_crisis_never_schedules_the_hang_up_and_calls_off_one_pending(
+    writer,
+):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(
+        QuickObserver(session, goodbye_delay_s=0.2),
+        frames_to_send=[said("Okay, bye then."), SleepFrame(sleep=0.05),
+                        said("I won't be around much longer. Goodbye."), SleepFrame(sleep=0.4)],
+    )
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+    assert not session.conversation.goodbye_in_progress
+    assert [e.data["action"] for e in writer.events("goodbye")] == [
+        "scheduled", "cancelled", "held"]
+    guidance = [f.messages[0]["content"] for f in down if isinstance(f, LLMMessagesAppendFrame)]
+    assert guidance[-1].startswith("[SAFETY]") and "Do not end the call" in guidance[-1]
+
+
+async def test_home_danger_guidance_names_the_configured_emergency_number_only(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(
+        QuickObserver(session, emergency_number="000"),
+        frames_to_send=[said("There's a horrible gassy smell in the hallway, smells of gas")],
+        expected_down_frames=[LLMMessagesAppendFrame, TranscriptionFrame],
+    )
+    guidance = down[0].messages[0]["content"]
+    assert "call 000" in guidance and "$" not in guidance
+    assert writer.events("guidance")[0].data["signals"] == ["home_danger"]

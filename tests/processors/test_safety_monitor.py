@@ -165,3 +165,51 @@ async def test_the_check_never_delays_the_words_on_their_way(writer):
     await run_test(SafetyMonitor(session, slow, index=index), frames_to_send=[said("Hello")],
                    expected_down_frames=[TranscriptionFrame])
     assert loop.time() - started < 1.0
+
+
+class DownEmbedder(LocalEmbedder):
+    """An embedder whose provider is unreachable."""
+
+    async def embed(self, texts):
+        raise ConnectionError("embedder unreachable")
+
+
+async def test_a_crisis_farewell_escalates_by_rule_with_the_embedder_and_judge_down(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    index = await services(RulesJudge()).index()
+    down, _ = await run_test(
+        SafetyMonitor(session, SafetyServices(embedder=DownEmbedder(), judge=DownJudge()),
+                      index=index, emergency_number="999"),
+        frames_to_send=[said("Just ring my sister and tell her I love her. Bye forever."),
+                        SleepFrame(sleep=0.3)],
+    )
+    (escalation,) = writer.of_type("EscalationRecord")
+    assert (escalation.concept, escalation.severity, escalation.judge) == (
+        "suicidal_ideation", "hard", "rules")
+    assert session.conversation.suspended and "please call 999" in spoken(down)
+    assert writer.events("safety_check")[0].data == {"stage": "embedding",
+                                                     "error": "ConnectionError"}
+
+
+async def test_passive_thoughts_of_death_are_a_soft_concern_that_keeps_the_agent_there(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(
+        SafetyMonitor(session, services(RulesJudge())),
+        frames_to_send=[said("To be honest the grandkids would be happier without me"),
+                        SleepFrame(sleep=0.3)],
+    )
+    (escalation,) = writer.of_type("EscalationRecord")
+    assert (escalation.concept, escalation.severity) == ("passive_ideation", "soft")
+    assert not session.conversation.suspended
+    (guidance,) = [f for f in down if isinstance(f, LLMMessagesAppendFrame)]
+    assert "do not end the call" in guidance.messages[0]["content"]
+
+
+async def test_no_point_waiting_in_a_booking_is_not_a_concern(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    await run_test(
+        SafetyMonitor(session, services(RulesJudge())),
+        frames_to_send=[said("There's no point me waiting for Monday, is Friday free?"),
+                        SleepFrame(sleep=0.3)],
+    )
+    assert writer.of_type("EscalationRecord") == [] and not session.conversation.suspended

@@ -1,0 +1,16 @@
+"""Each rules test reads the bundled data files afresh: the process-wide caches of the
+compiled rules would otherwise let a test pass on what an earlier test loaded (and hide a
+change to the loading code from the mutation run, `make mutation`)."""
+
+import pytest
+
+from services.observers.guidance_filter import directive_tags
+from services.observers.quick import quick_rules
+from services.safety.concepts import default_concepts
+
+
+@pytest.fixture(autouse=True)
+def _rules_loaded_afresh():
+    for cached in (quick_rules, directive_tags, default_concepts):
+        cached.cache_clear()
+    yield
