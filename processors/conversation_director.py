@@ -39,6 +39,7 @@ from services.observers.director import (
     DirectorView,
     condense,
     director_lines,
+    hold_wind_down,
 )
 from services.observers.quick import QuickRules, quick_rules
 
@@ -113,6 +114,9 @@ class ConversationDirector(LineSpeaker):
                                     backend=self._backend.name)
             return
         ms = round((time.perf_counter() - started) * 1000)
+        # The timer may have begun the wind-down while the analysis ran.
+        analysis = hold_wind_down(
+            analysis, view.winding_down or self._session.conversation.winding_down)
         self._cached = condense(analysis)
         a = analysis.analysis
         self._session.log.event(

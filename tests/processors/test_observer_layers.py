@@ -20,7 +20,7 @@ from processors.frames import EndCallFrame, SpokenTextFrame
 from processors.guidance_stripper import GuidanceStripper
 from processors.silence_monitor import SilenceMonitor
 from services.call_session import CompletionReason, SessionMode
-from services.observers.director import LocalDirector
+from services.observers.director import DirectorAnalysis, LocalDirector
 from services.observers.silence import SilenceSchedule
 from tests.fakes import make_session
 
@@ -134,6 +134,57 @@ async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(wr
     assert session.conversation.winding_down
     assert [e.data["action"] for e in writer.events("director")] == [
         "force_winding_down", "force_end"]
+
+
+class KeepTalkingModel:
+    """A model director that always says the call is in its main phase, after `delay_s`."""
+
+    name = "model"
+
+    def __init__(self, delay_s: float = 0.0, on_ask=None) -> None:
+        self.delay_s = delay_s
+        self.on_ask = on_ask
+
+    async def analyze(self, view):
+        if self.on_ask is not None:
+            self.on_ask()
+        await asyncio.sleep(self.delay_s)
+        return DirectorAnalysis.model_validate({
+            "analysis": {"call_phase": "main", "engagement_level": "high",
+                         "current_topic": "their holiday", "emotional_tone": "positive"},
+            "direction": {"stay_or_shift": "transition", "next_topic": "their family",
+                          "pacing_note": "good"},
+            "guidance": {"tone": "cheerful", "priority_action": "Open a new topic",
+                         "specific_instruction": "Ask about their family."},
+        })
+
+
+async def guidance_after_two_turns(session, backend) -> str:
+    down, _ = await run_test(
+        ConversationDirector(session, backend),
+        frames_to_send=[said("we went to the coast last week"), SleepFrame(sleep=0.15),
+                        said("and the weather was lovely")],
+        expected_down_frames=[TranscriptionFrame, LLMMessagesAppendFrame, TranscriptionFrame],
+    )
+    return down[1].messages[0]["content"]
+
+
+async def test_a_model_director_cannot_take_a_winding_down_call_out_of_it(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    session.conversation.winding_down = True
+    line = await guidance_after_two_turns(session, KeepTalkingModel())
+    assert line.startswith("[Director guidance] winding_down/high/cheerful | WINDING DOWN:")
+    assert "family" not in line
+
+
+async def test_the_wind_down_holds_when_the_timer_starts_it_during_an_analysis(writer):
+    session = make_session(writer, SessionMode.TEXT)
+
+    def timer_fires() -> None:
+        session.conversation.winding_down = True
+
+    line = await guidance_after_two_turns(session, KeepTalkingModel(0.05, on_ask=timer_fires))
+    assert "winding_down/" in line and "family" not in line
 
 
 async def test_no_forced_end_while_a_human_has_the_call(writer):
