@@ -47,6 +47,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
 from flows.engine import BookingEngine
+from flows.graph import DEFAULT_TIME_LIMIT, TimeLimitPolicy
 from processors.agent_gate import AgentGate
 from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
@@ -213,6 +214,7 @@ def build_call_pipeline(
     observers = observer_processors(
         session, settings, director or LocalDirector(),
         safety or SafetyServices(embedder=LocalEmbedder(), judge=RulesJudge()), safety_index,
+        time_limit=engine.graph.time_limit if engine is not None else DEFAULT_TIME_LIMIT,
     )
 
     processors: list[FrameProcessor] = [transport.input()]
@@ -282,6 +284,7 @@ def build_call_pipeline(
 def observer_processors(
     session: CallSession, settings: Settings, director: DirectorBackend,
     safety: SafetyServices, safety_index: ConceptIndex | None = None,
+    time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT,
 ) -> IntelligenceLayers:
     """The conversation observers (seeds 000, 003): beside the STT, the quick observer
     (signals, programmatic goodbye), the safety monitor, the director (advice from the
@@ -299,7 +302,8 @@ def observer_processors(
     director_layer = ConversationDirector(
         session, director, timeout_s=settings.director_timeout_s,
         wind_down_s=settings.director_wind_down_s, force_end_s=settings.director_force_end_s,
-        closing_end_s=settings.director_closing_end_s,
+        closing_end_s=settings.director_closing_end_s, time_limit=time_limit,
+        transfer_number=settings.human_transfer_number,
     )
     silence = SilenceMonitor(session, schedule=SilenceSchedule(
         checkins_s=tuple(settings.silence_checkins_s),

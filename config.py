@@ -328,8 +328,9 @@ class Settings(BaseSettings):
     )
     director_force_end_s: float = Field(
         default=720.0, gt=0,
-        description="Call time after which the director ends the call with a short closing "
-        "line (12 min), unless a goodbye is under way or a human has the call.",
+        description="The call's time limit (12 min): the director then does what the "
+        "context graph's `time_limit` says (escalate to a person, offer a call back, or end "
+        "with a short closing line), unless a goodbye is under way or a human has the call.",
     )
     director_closing_end_s: float = Field(
         default=480.0, gt=0,

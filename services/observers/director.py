@@ -200,6 +200,7 @@ class DirectorLines:
     winding_down: str
     winding_down_state: str  # what the model is told once the call is winding down
     force_end: str
+    time_limit: dict[str, str]  # said at the time limit, by step (escalate, transfer, ...)
 
 
 @lru_cache(maxsize=1)
@@ -209,8 +210,12 @@ def director_lines(path: Path = PROMPTS_DIR / "director" / "lines.yaml") -> Dire
     needed = {"opening", "main", "concerned", "sad", "disengaged", "winding_down", "closing"}
     if missing := needed - local.keys():
         raise ValueError(f"prompts/director/lines.yaml lacks local lines: {sorted(missing)}")
+    time_limit = {key: str(line) for key, line in raw["time_limit"].items()}
+    needed = {"escalate", "transfer", "offer_callback", "callback_confirmed", "carry_on"}
+    if missing := needed - time_limit.keys():
+        raise ValueError(f"prompts/director/lines.yaml lacks time_limit lines: {sorted(missing)}")
     return DirectorLines(str(raw["instruction"]), local, str(raw["winding_down"]),
-                         str(raw["winding_down_state"]), str(raw["force_end"]))
+                         str(raw["winding_down_state"]), str(raw["force_end"]), time_limit)
 
 
 class LocalDirector:

@@ -156,3 +156,17 @@ def test_the_companion_graph_runs_on_the_same_engine():
     assert graph.terminal_states == {"closing"}
     in_order = ("opening", "main", "winding_down", "closing")
     assert [phase for state in in_order for phase in graph.states[state].phases] == list(in_order)
+
+
+def test_each_graph_says_what_happens_at_the_time_limit_and_clinic_calls_are_never_cut_off():
+    assert bundled_graph("clinic_booking").time_limit == "escalate"
+    assert bundled_graph("companion_checkin").time_limit == "end"
+    assert parse_graph(tiny()).time_limit == "escalate"  # unsaid: a person takes over
+    offered = {**tiny(), "time_limit": "offer_callback"}
+    assert parse_graph(offered).time_limit == "offer_callback"
+
+
+@pytest.mark.parametrize("policy", ["hang_up", "END", "", None, 720])
+def test_an_unknown_time_limit_policy_is_refused_at_load(policy):
+    error = rejected({**tiny(), "time_limit": policy})
+    assert error.startswith("tiny.yaml: time_limit:")

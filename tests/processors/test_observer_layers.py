@@ -3,6 +3,7 @@
 import asyncio
 import time
 
+import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
@@ -118,7 +119,8 @@ async def test_a_director_timeout_means_no_guidance_and_an_event(writer):
 
 async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(writer):
     session = make_session(writer, SessionMode.TEXT)
-    director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2)
+    director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2,
+                                    time_limit="end")
     import processors.conversation_director as module
 
     module.FORCE_END_DELAY_S, saved = 0.05, module.FORCE_END_DELAY_S
@@ -133,7 +135,7 @@ async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(wr
     assert "WINDING DOWN" in down[0].messages[0]["content"]
     assert session.conversation.winding_down
     assert [e.data["action"] for e in writer.events("director")] == [
-        "force_winding_down", "force_end"]
+        "force_winding_down", "time_limit", "force_end"]
 
 
 class KeepTalkingModel:
@@ -272,3 +274,90 @@ async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
     down, _ = await run_test(monitor, frames_to_send=[SleepFrame(sleep=0.5)])
     await task
     assert writer.events("silence_checkin") == []
+
+
+# --- The time limit: the graph's policy ---------------------------------------------------
+
+
+def director_at_limit(session, policy, transfer_number=None) -> ConversationDirector:
+    return ConversationDirector(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1,
+                                time_limit=policy, transfer_number=transfer_number)
+
+
+def spoken(down) -> list[str]:
+    return [f.text for f in down if isinstance(f, LLMTextFrame)]
+
+
+async def test_a_clinic_call_at_the_limit_is_escalated_not_cut_off(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "escalate"),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+    assert "asked someone from our team" in spoken(down)[0]
+    (escalation,) = writer.events("escalation")
+    assert escalation.data["concept"] == "call_time_limit"
+    assert escalation.data["severity"] == "soft"
+    (limit,) = [e.data for e in writer.events("director") if e.data["action"] == "time_limit"]
+    assert (limit["policy"], limit["step"]) == ("escalate", "escalate")
+
+
+async def test_with_a_transfer_number_the_escalated_caller_is_put_through(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "escalate", "+15550100999"),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert "putting you through" in spoken(down)[0]
+    assert down[-1].reason == CompletionReason.TRANSFERRED.value
+    assert session.transfer_to == "+15550100999"
+    assert writer.events("transfer_requested")[0].data == {"state": "time_limit"}
+
+
+async def offer_then_answer(writer, answer: str):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "offer_callback"),
+                             frames_to_send=[SleepFrame(sleep=0.3), said(answer),
+                                             SleepFrame(sleep=0.1)])
+    return session, down
+
+
+@pytest.mark.parametrize("answer", ["Yes please", "yeah, that'd be good",
+                                    "Could you ring me back tomorrow instead?", "ok sure"])
+async def test_a_caller_who_takes_the_call_back_is_promised_it_and_the_call_ends(writer,
+                                                                                 answer):
+    _, down = await offer_then_answer(writer, answer)
+    lines = spoken(down)
+    assert "call you back to finish this?" in lines[0]
+    assert "will call you back" in lines[1]
+    assert not any(isinstance(f, TranscriptionFrame) for f in down)  # not the agent's turn
+    assert isinstance(down[-1], EndCallFrame)
+    assert writer.events("callback_requested")[0].data == {"source": "time_limit"}
+    assert writer.events("escalation")[0].data["concept"] == "call_time_limit"
+
+
+@pytest.mark.parametrize("answer", ["No thanks", "nah, let's keep going",
+                                    "no need to call me back, we're nearly done"])
+async def test_a_caller_who_would_rather_carry_on_carries_on(writer, answer):
+    _, down = await offer_then_answer(writer, answer)
+    assert spoken(down)[1] == "No problem, let's carry on."
+    assert not any(isinstance(f, (EndCallFrame, TranscriptionFrame)) for f in down)
+    assert writer.events("escalation") == []
+
+
+async def test_a_caller_who_just_goes_on_talking_is_answered_by_the_agent(writer):
+    _, down = await offer_then_answer(writer, "what about the Thursday afternoon slot then")
+    assert [f.text for f in down if isinstance(f, TranscriptionFrame)] == [
+        "what about the Thursday afternoon slot then"]
+    assert len(spoken(down)) == 1 and not any(isinstance(f, EndCallFrame) for f in down)
+    offer = [e.data for e in writer.events("director") if e.data["action"] == "callback_offer"]
+    assert offer == [{"action": "callback_offer", "answer": "not_answered"}]
+
+
+@pytest.mark.parametrize("policy", ["end", "offer_callback"])
+async def test_a_call_that_raised_a_safety_concern_is_escalated_at_the_limit(writer, policy):
+    session = make_session(writer, SessionMode.TEXT)
+    session.log.escalation("self_harm", "soft", similarity=0.6, judge="rules", reason="x")
+    down, _ = await run_test(director_at_limit(session, policy),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+    assert "asked someone from our team" in spoken(down)[0]
+    assert [e.data["concept"] for e in writer.events("escalation")] == [
+        "self_harm", "call_time_limit"]
