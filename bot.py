@@ -61,6 +61,7 @@ from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.guidance_stripper import GuidanceStripper
 from processors.quick_observer import QuickObserver
 from processors.reply_guard import ReplyGuard
+from processors.reply_watchdog import SilentReplyWatchdog
 from processors.safety_monitor import SafetyMonitor
 from processors.semantic_barge_in import SemanticBargeInStrategy
 from processors.silence_monitor import SilenceMonitor
@@ -215,6 +216,7 @@ def build_call_pipeline(
         session, settings, director or LocalDirector(),
         safety or SafetyServices(embedder=LocalEmbedder(), judge=RulesJudge()), safety_index,
         time_limit=engine.graph.time_limit if engine is not None else DEFAULT_TIME_LIMIT,
+        can_regenerate=llm is not None,
     )
 
     processors: list[FrameProcessor] = [transport.input()]
@@ -284,13 +286,15 @@ def build_call_pipeline(
 def observer_processors(
     session: CallSession, settings: Settings, director: DirectorBackend,
     safety: SafetyServices, safety_index: ConceptIndex | None = None,
-    time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT,
+    time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT, can_regenerate: bool = False,
 ) -> IntelligenceLayers:
     """The conversation observers (seeds 000, 003): beside the STT, the quick observer
     (signals, programmatic goodbye), the safety monitor, the director (advice from the
     side) and the silence monitor; before the navigator, the agent gate (a suspended
     agent answers nothing, a stale turn is not answered); after the LLM, the reply guard
-    (a reply made stale by newer words is not played) and the guidance stripper."""
+    (a reply made stale by newer words is not played), the guidance stripper and the
+    silent-reply watchdog (an answer never heard: one retry, then a fallback line;
+    `can_regenerate`: an engage LLM can be asked again)."""
     quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s)
     monitor = SafetyMonitor(
         session, safety, escalate_at=settings.safety_escalate_similarity,
@@ -312,7 +316,10 @@ def observer_processors(
     return IntelligenceLayers(before_context=[quick, monitor, director_layer, silence],
                               before_llm=[AgentGate(
                                   session, transfer_number=settings.human_transfer_number)],
-                              after_llm=[ReplyGuard(session), GuidanceStripper(session)])
+                              after_llm=[ReplyGuard(session), GuidanceStripper(session),
+                                         SilentReplyWatchdog(
+                                             session, bound_s=settings.reply_watchdog_s,
+                                             can_regenerate=can_regenerate)])
 
 
 def emotion_processors(

@@ -351,6 +351,12 @@ class Settings(BaseSettings):
         default=10.0, gt=0,
         description="Silence after the last check-in before the agent says goodbye and hangs up.",
     )
+    reply_watchdog_s: float = Field(
+        default=4.0, gt=0, le=30,
+        description="A caller turn whose answer is not heard this long after it was handed "
+        "to the agent gets one retry; as long again without it, a short fallback line "
+        "(never silence). Paused while a tool runs.",
+    )
     turn_max_silence_s: float = Field(
         default=1.5, gt=0, le=5,
         description="Longest silence before a turn the end-of-turn model thinks unfinished "
