@@ -77,6 +77,8 @@ from services.emotion.providers import (
     TextEmotionProvider,
 )
 from services.local_tts import EspeakTTSService
+from services.observers.deferred_turns import MAX_AGE_S as DEFERRED_MAX_AGE_S
+from services.observers.deferred_turns import DeferredTurns
 from services.observers.director import DirectorBackend, LocalDirector
 from services.observers.silence import SilenceSchedule
 from services.prompts import render_prompt
@@ -140,9 +142,11 @@ class CallPipeline:
 
 
 def user_aggregator_params(
-    session: CallSession, turn_max_silence_s: float = 1.5
+    session: CallSession, turn_max_silence_s: float = 1.5,
+    deferred_turn_max_age_s: float = DEFERRED_MAX_AGE_S,
 ) -> LLMUserAggregatorParams:
-    """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines."""
+    """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines.
+    A short answer said over the agent is kept at most `deferred_turn_max_age_s`."""
     if session.is_audio:
         vad = SharedSileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
         turn_model = SharedSmartTurnAnalyzerV3(params=SmartTurnParams(stop_secs=turn_max_silence_s))
@@ -150,8 +154,10 @@ def user_aggregator_params(
             vad_analyzer=vad,
             user_turn_strategies=UserTurnStrategies(
                 # Voice activity starts a turn while the agent is silent; while it speaks,
-                # only words (or a second of speech) interrupt it.
-                start=[SemanticBargeInStrategy(session)],
+                # only words (or a second of speech) interrupt it, and a short answer is
+                # kept until it has finished.
+                start=[SemanticBargeInStrategy(
+                    session, deferred=DeferredTurns(max_age_s=deferred_turn_max_age_s))],
                 stop=[TurnAnalyzerUserTurnStopStrategy(turn_analyzer=turn_model)],
             ),
         )
@@ -200,7 +206,8 @@ def build_call_pipeline(
 
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(
-        context, user_params=user_aggregator_params(session, settings.turn_max_silence_s)
+        context, user_params=user_aggregator_params(
+            session, settings.turn_max_silence_s, settings.deferred_turn_max_age_s)
     )
     user_aggregator, assistant_aggregator = aggregators
     chosen = layers(session)

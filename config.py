@@ -351,6 +351,12 @@ class Settings(BaseSettings):
         default=10.0, gt=0,
         description="Silence after the last check-in before the agent says goodbye and hangs up.",
     )
+    deferred_turn_max_age_s: float = Field(
+        default=8.0, gt=0, le=60,
+        description="A short answer the caller says while the agent is still talking "
+        "(\"yes\", \"Tuesday\") is answered once the agent has finished, unless it is "
+        "older than this by then.",
+    )
     reply_watchdog_s: float = Field(
         default=4.0, gt=0, le=30,
         description="A caller turn whose answer is not heard this long after it was handed "
