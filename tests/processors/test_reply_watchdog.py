@@ -30,11 +30,14 @@ from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
+from processors.graph_navigator import GraphNavigator
 from processors.guidance_stripper import GuidanceStripper
 from processors.reply_watchdog import SilentReplyWatchdog
 from services.call_session import SessionMode
 from services.observers.reply_watch import ReplyWatch
 from tests.fakes import ScriptedLLM, make_session
+from tests.processors.test_graph_navigator import ScriptedEngine, caller_says
+from tests.processors.test_graph_navigator import reply as engine_reply
 
 BOUND_S = 4.0
 FALLBACK = "I'm sorry, I didn't manage to answer that just now."
@@ -215,3 +218,23 @@ async def test_a_model_that_answers_only_in_notes_is_asked_again_and_heard(write
     said_last = context.get_messages()[-1]
     assert said_last["role"] == "assistant"
     assert "We open at nine on Saturdays." in str(said_last["content"])
+
+
+async def test_the_offline_engines_line_that_never_plays_is_said_again_then_a_fallback(writer):
+    """The offline engine answers the turn; no audio ever comes back (the voice failed):
+    its line is said once more, then the fallback line."""
+    session = make_session(writer)
+    clock = FakeClock()
+    session.conversation.clock = clock
+    engine = ScriptedEngine(engine_reply("Which day would suit you best?"))
+    watchdog = SilentReplyWatchdog(session, bound_s=BOUND_S, can_regenerate=False, poll_s=0.01)
+    down, _ = await run_test(
+        Pipeline([GraphNavigator(session, engine), GuidanceStripper(session), watchdog,
+                  ClockHand(clock)]),
+        frames_to_send=[caller_turn("I'd like to book a check-up"),
+                        caller_says("I'd like to book a check-up"), SleepFrame(sleep=0.05),
+                        *later(4.5), *later(4.5)])
+    lines = said(down)
+    assert lines[:2] == ["Which day would suit you best?", "Which day would suit you best?"]
+    assert lines[2].startswith(FALLBACK)
+    assert steps(writer) == [("retry", "repeat"), ("fallback", None)]
