@@ -47,6 +47,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from config import Settings
 from flows.engine import BookingEngine
+from flows.graph import DEFAULT_TIME_LIMIT, TimeLimitPolicy
 from processors.agent_gate import AgentGate
 from processors.audio_taps import CallerAudioEnd, agent_audio_tap
 from processors.call_controller import CallController
@@ -60,6 +61,7 @@ from processors.greeting import GreetingPlayer, PrerenderedSpeech
 from processors.guidance_stripper import GuidanceStripper
 from processors.quick_observer import QuickObserver
 from processors.reply_guard import ReplyGuard
+from processors.reply_watchdog import SilentReplyWatchdog
 from processors.safety_monitor import SafetyMonitor
 from processors.semantic_barge_in import SemanticBargeInStrategy
 from processors.silence_monitor import SilenceMonitor
@@ -75,6 +77,8 @@ from services.emotion.providers import (
     TextEmotionProvider,
 )
 from services.local_tts import EspeakTTSService
+from services.observers.deferred_turns import MAX_AGE_S as DEFERRED_MAX_AGE_S
+from services.observers.deferred_turns import DeferredTurns
 from services.observers.director import DirectorBackend, LocalDirector
 from services.observers.silence import SilenceSchedule
 from services.prompts import render_prompt
@@ -138,9 +142,11 @@ class CallPipeline:
 
 
 def user_aggregator_params(
-    session: CallSession, turn_max_silence_s: float = 1.5
+    session: CallSession, turn_max_silence_s: float = 1.5,
+    deferred_turn_max_age_s: float = DEFERRED_MAX_AGE_S,
 ) -> LLMUserAggregatorParams:
-    """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines."""
+    """Turn detection: Silero VAD + smart-turn v3 for audio, a short timeout for typed lines.
+    A short answer said over the agent is kept at most `deferred_turn_max_age_s`."""
     if session.is_audio:
         vad = SharedSileroVADAnalyzer(params=VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
         turn_model = SharedSmartTurnAnalyzerV3(params=SmartTurnParams(stop_secs=turn_max_silence_s))
@@ -148,8 +154,10 @@ def user_aggregator_params(
             vad_analyzer=vad,
             user_turn_strategies=UserTurnStrategies(
                 # Voice activity starts a turn while the agent is silent; while it speaks,
-                # only words (or a second of speech) interrupt it.
-                start=[SemanticBargeInStrategy(session)],
+                # only words (or a second of speech) interrupt it, and a short answer is
+                # kept until it has finished.
+                start=[SemanticBargeInStrategy(
+                    session, deferred=DeferredTurns(max_age_s=deferred_turn_max_age_s))],
                 stop=[TurnAnalyzerUserTurnStopStrategy(turn_analyzer=turn_model)],
             ),
         )
@@ -198,7 +206,8 @@ def build_call_pipeline(
 
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(
-        context, user_params=user_aggregator_params(session, settings.turn_max_silence_s)
+        context, user_params=user_aggregator_params(
+            session, settings.turn_max_silence_s, settings.deferred_turn_max_age_s)
     )
     user_aggregator, assistant_aggregator = aggregators
     chosen = layers(session)
@@ -213,6 +222,8 @@ def build_call_pipeline(
     observers = observer_processors(
         session, settings, director or LocalDirector(),
         safety or SafetyServices(embedder=LocalEmbedder(), judge=RulesJudge()), safety_index,
+        time_limit=engine.graph.time_limit if engine is not None else DEFAULT_TIME_LIMIT,
+        can_regenerate=llm is not None,
     )
 
     processors: list[FrameProcessor] = [transport.input()]
@@ -282,12 +293,15 @@ def build_call_pipeline(
 def observer_processors(
     session: CallSession, settings: Settings, director: DirectorBackend,
     safety: SafetyServices, safety_index: ConceptIndex | None = None,
+    time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT, can_regenerate: bool = False,
 ) -> IntelligenceLayers:
     """The conversation observers (seeds 000, 003): beside the STT, the quick observer
     (signals, programmatic goodbye), the safety monitor, the director (advice from the
     side) and the silence monitor; before the navigator, the agent gate (a suspended
     agent answers nothing, a stale turn is not answered); after the LLM, the reply guard
-    (a reply made stale by newer words is not played) and the guidance stripper."""
+    (a reply made stale by newer words is not played), the guidance stripper and the
+    silent-reply watchdog (an answer never heard: one retry, then a fallback line;
+    `can_regenerate`: an engage LLM can be asked again)."""
     quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s,
                           emergency_number=settings.emergency_number)
     monitor = SafetyMonitor(
@@ -300,7 +314,8 @@ def observer_processors(
     director_layer = ConversationDirector(
         session, director, timeout_s=settings.director_timeout_s,
         wind_down_s=settings.director_wind_down_s, force_end_s=settings.director_force_end_s,
-        closing_end_s=settings.director_closing_end_s,
+        closing_end_s=settings.director_closing_end_s, time_limit=time_limit,
+        transfer_number=settings.human_transfer_number,
     )
     silence = SilenceMonitor(session, schedule=SilenceSchedule(
         checkins_s=tuple(settings.silence_checkins_s),
@@ -309,7 +324,10 @@ def observer_processors(
     return IntelligenceLayers(before_context=[quick, monitor, director_layer, silence],
                               before_llm=[AgentGate(
                                   session, transfer_number=settings.human_transfer_number)],
-                              after_llm=[ReplyGuard(session), GuidanceStripper(session)])
+                              after_llm=[ReplyGuard(session), GuidanceStripper(session),
+                                         SilentReplyWatchdog(
+                                             session, bound_s=settings.reply_watchdog_s,
+                                             can_regenerate=can_regenerate)])
 
 
 def emotion_processors(

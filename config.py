@@ -328,8 +328,9 @@ class Settings(BaseSettings):
     )
     director_force_end_s: float = Field(
         default=720.0, gt=0,
-        description="Call time after which the director ends the call with a short closing "
-        "line (12 min), unless a goodbye is under way or a human has the call.",
+        description="The call's time limit (12 min): the director then does what the "
+        "context graph's `time_limit` says (escalate to a person, offer a call back, or end "
+        "with a short closing line), unless a goodbye is under way or a human has the call.",
     )
     director_closing_end_s: float = Field(
         default=480.0, gt=0,
@@ -349,6 +350,18 @@ class Settings(BaseSettings):
     silence_goodbye_after_s: float = Field(
         default=10.0, gt=0,
         description="Silence after the last check-in before the agent says goodbye and hangs up.",
+    )
+    deferred_turn_max_age_s: float = Field(
+        default=8.0, gt=0, le=60,
+        description="A short answer the caller says while the agent is still talking "
+        "(\"yes\", \"Tuesday\") is answered once the agent has finished, unless it is "
+        "older than this by then.",
+    )
+    reply_watchdog_s: float = Field(
+        default=4.0, gt=0, le=30,
+        description="A caller turn whose answer is not heard this long after it was handed "
+        "to the agent gets one retry; as long again without it, a short fallback line "
+        "(never silence). Paused while a tool runs.",
     )
     turn_max_silence_s: float = Field(
         default=1.5, gt=0, le=5,

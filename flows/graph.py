@@ -7,6 +7,11 @@ with guards. `load_graph` validates everything a call would otherwise trip over
 mid-conversation (unknown references, unreachable states, no terminal state, a child
 widening its parent's tools) and names the offending state in the error.
 
+`time_limit` says what happens when a call reaches the director's time limit: `escalate`
+(a person from the team is asked to take over; the default, so a call is never simply
+cut off), `offer_callback` (the caller chooses a call back or carrying on) or `end`
+(a short closing line and the end).
+
 Tool lists are written as entries: a tool name, a named tool set, or `-Name` to remove
 a tool (`[BASE_TOOLS, -CreatePatient]`). A state without `tools` inherits its
 super-state's set; a state with `tools` may only narrow it.
@@ -28,6 +33,10 @@ GRAPHS_DIR = Path(__file__).parent / "graphs"
 
 # An exit to this target goes back to the state the side-loop was entered from.
 RETURN = "@return"
+
+# What a call does at the director's time limit (see the module docstring).
+TimeLimitPolicy = Literal["escalate", "offer_callback", "end"]
+DEFAULT_TIME_LIMIT: TimeLimitPolicy = "escalate"
 
 
 class StateType(StrEnum):
@@ -165,6 +174,7 @@ class ContextGraph(_Strict):
     version: int = Field(ge=1)
     description: str
     initial_state: str
+    time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT
     phases: dict[str, str]
     actions: dict[str, ActionSpec]
     tools: dict[str, ToolSpec]

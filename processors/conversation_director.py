@@ -10,11 +10,15 @@ final transcript it
    the fast model, or the rules offline). Nothing waits for it: a slow or failed
    analysis (a timeout, an error, junk) only means the next turn has no guidance.
 
-Time fallbacks run on their own timer: winding down at `wind_down_s` (9 min), a short
-closing line and the end at `force_end_s` (12 min, 3 s after the line is queued), and
-when the analysis calls the phase closing after `closing_end_s` (8 min), the end 5 s
-later. A goodbye in progress or a call handed to a human holds all of this back. Every
-decision is a `director` event.
+Time fallbacks run on their own timer: winding down at `wind_down_s` (9 min); at the
+time limit `force_end_s` (12 min) the context graph's `time_limit` policy
+(services/observers/time_limit.py): a person from the team is asked to take over
+(`escalate`, put through when there is a transfer number), the caller is offered a call
+back (`offer_callback`: a yes ends the call with a promise of the call back, a no goes
+on), or a short closing line and the end 3 s later (`end`). A call that raised a safety
+escalation is never ended or offered a call back at the limit. When the analysis calls
+the phase closing after `closing_end_s` (8 min), the end 5 s later. A goodbye in progress
+or a call handed to a human holds all of this back. Every decision is a `director` event.
 """
 
 from __future__ import annotations
@@ -33,14 +37,17 @@ from pipecat.processors.frame_processor import FrameDirection
 from processors.frames import EndCallFrame
 from processors.quick_observer import guidance_message
 from processors.spoken_line import LineSpeaker
+from flows.graph import DEFAULT_TIME_LIMIT, TimeLimitPolicy
 from services.call_session import CallSession, CompletionReason
 from services.observers.director import (
     DirectorBackend,
     DirectorView,
     condense,
     director_lines,
+    hold_wind_down,
 )
 from services.observers.quick import QuickRules, quick_rules
+from services.observers.time_limit import TIME_LIMIT_CONCEPT, offer_answers, time_limit_step
 
 FORCE_END_DELAY_S = 3.0
 CLOSING_END_DELAY_S = 5.0
@@ -52,8 +59,12 @@ class ConversationDirector(LineSpeaker):
         self, session: CallSession, backend: DirectorBackend, *,
         timeout_s: float = DEFAULT_TIMEOUT_S, wind_down_s: float = 540.0,
         force_end_s: float = 720.0, closing_end_s: float = 480.0,
+        time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT, transfer_number: str | None = None,
         rules: QuickRules | None = None, **kwargs,
     ) -> None:
+        """`time_limit`: the call's context graph policy at `force_end_s`;
+        `transfer_number`: where an escalated call is put through (None: the team is
+        asked to take over and the agent keeps helping)."""
         super().__init__(**kwargs)
         self._session = session
         self._backend = backend
@@ -61,11 +72,14 @@ class ConversationDirector(LineSpeaker):
         self._wind_down_s = wind_down_s
         self._force_end_s = force_end_s
         self._closing_end_s = closing_end_s
+        self._time_limit = time_limit
+        self._transfer_number = transfer_number
         self._rules = rules or quick_rules()
         self._cached: str | None = None
         self._analysis: asyncio.Task | None = None
         self._fallbacks: asyncio.Task | None = None
         self._ending = False
+        self._callback_offered = False  # waiting for the answer to the call-back offer
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -80,10 +94,13 @@ class ConversationDirector(LineSpeaker):
     async def _on_turn(self, frame: TranscriptionFrame) -> None:
         text = frame.text
         conversation = self._session.conversation
+        offered, self._callback_offered = self._callback_offered, False
         if conversation.holding_back:
             self._cached = None
             await self.push_frame(frame)
             return
+        if offered and await self._answered_offer(text):
+            return  # the answer to the director's own question is not the agent's turn
         if self._cached:
             line, self._cached = self._cached, None
             await self.push_frame(guidance_message(f"[Director guidance] {line}"))
@@ -113,6 +130,9 @@ class ConversationDirector(LineSpeaker):
                                     backend=self._backend.name)
             return
         ms = round((time.perf_counter() - started) * 1000)
+        # The timer may have begun the wind-down while the analysis ran.
+        analysis = hold_wind_down(
+            analysis, view.winding_down or self._session.conversation.winding_down)
         self._cached = condense(analysis)
         a = analysis.analysis
         self._session.log.event(
@@ -137,9 +157,52 @@ class ConversationDirector(LineSpeaker):
         while True:
             await asyncio.sleep(max(0.0, self._force_end_s - conversation.elapsed_s()))
             if not conversation.holding_back:
-                await self._end("time_limit", FORCE_END_DELAY_S, line=director_lines().force_end)
+                await self._at_time_limit()
                 return
             await asyncio.sleep(1.0)  # a human has the call, or it is ending: look again
+
+    async def _at_time_limit(self) -> None:
+        """The graph's policy at the time limit, made more careful by the call so far."""
+        session = self._session
+        step = time_limit_step(self._time_limit, escalated=session.log.escalations > 0,
+                               can_transfer=self._transfer_number is not None
+                               and session.transfer_to is None)
+        session.log.event("director", action="time_limit", policy=self._time_limit, step=step,
+                          after_s=round(session.conversation.elapsed_s()))
+        lines = director_lines().time_limit
+        if step == "end":
+            await self._end("time_limit", FORCE_END_DELAY_S, line=director_lines().force_end)
+        elif step == "offer_callback":
+            self._callback_offered = True
+            await self.say_line(lines["offer_callback"], own_line=True)
+        else:
+            session.log.escalation(TIME_LIMIT_CONCEPT, "soft", similarity=None, judge=None,
+                                   reason="the call reached its time limit")
+            await self.say_line(lines[step], own_line=True)
+            if step == "transfer":
+                session.transfer_to = self._transfer_number  # dialled after the line plays
+                session.log.event("transfer_requested", state="time_limit")
+                await self.push_frame(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))
+
+    async def _answered_offer(self, text: str) -> bool:
+        """The caller's reply to the call-back offer: True when it answered it (a yes ends
+        the call with the promise of a call back, a no goes on); anything else is their
+        conversation going on and goes to the agent."""
+        answer = offer_answers().answer(text)
+        session = self._session
+        session.log.event("director", action="callback_offer", answer=answer)
+        lines = director_lines().time_limit
+        if answer == "not_answered":
+            return False
+        if answer == "declined":
+            await self.say_line(lines["carry_on"], own_line=True)
+            return True
+        session.log.event("callback_requested", source="time_limit")
+        session.log.escalation(TIME_LIMIT_CONCEPT, "soft", similarity=None, judge=None,
+                               reason="the caller asked to be called back")
+        await self.say_line(lines["callback_confirmed"], own_line=True)
+        await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
+        return True
 
     async def _end(self, why: str, delay_s: float, *, line: str | None) -> None:
         if self._ending:

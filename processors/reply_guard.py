@@ -51,6 +51,7 @@ class ReplyGuard(FrameProcessor):
               and direction is FrameDirection.DOWNSTREAM):
             self._in_reply, self._heard, self._dropping = True, False, False
             self._own_line = bool(frame.metadata.get(OWN_LINE))
+            conversation.agent_replies += 1
             self._reply_for = conversation.answering
         elif isinstance(frame, InterruptionFrame):
             if self._in_reply and not self._heard and not self._own_line:

@@ -77,6 +77,7 @@ class CallLog:
         self._tool_seq = itertools.count(1)
         self._escalation_seq = itertools.count(1)
         self._started = time.monotonic()
+        self.escalations = 0  # escalations recorded on this call so far
 
     def restart_clock(self) -> None:
         """Call time zero is when the media stream starts, not when the record was made."""
@@ -97,8 +98,10 @@ class CallLog:
 
     def escalation(self, concept: str, severity: str, *, similarity: float | None,
                    judge: str | None, reason: str | None) -> None:
-        """A safety escalation: on the call and in the operator queue, plus its event."""
+        """An escalation (safety, or the time limit): on the call and in the operator queue,
+        plus its event."""
         at_ms = self.elapsed_ms()
+        self.escalations += 1
         self._submit(EscalationRecord(
             call_id=self.call_id, seq=next(self._escalation_seq), concept=concept,
             severity=severity, similarity=similarity, judge=judge, reason=reason, at_ms=at_ms,

@@ -4,7 +4,9 @@ gave no signal.
 1. a vocal burst in the last 5 s with confidence >= 0.5 (a caller who just laughed
    hears warmth at once);
 2. the caller's prosody: the dominant emotion with a score >= 0.25, through the
-   Emotion → Response matrix;
+   Emotion → Response matrix, once at least two segments were heard (the same rule
+   as steering: one angry segment is not enough to change the voice; a burst, above,
+   keeps its own rule);
 3. proactive topic sensitivity: what the agent is about to say touches one of the
    workspace's `sensitive_topics` (healthcare defaults) → sympathetic, before any
    distress shows;
@@ -68,7 +70,7 @@ def choose_tone(
                 and burst.confidence >= BURST_CONFIDENCE and burst.kind in rules.bursts):
             return ToneChoice(rules.bursts[burst.kind].tone, ToneLevel.BURST,
                               f"{burst.kind} ({rules.bursts[burst.kind].state})")
-        if snapshot.dominant is not None and snapshot.dominant_score >= PROSODY_SCORE:
+        if snapshot.steerable and snapshot.dominant_score >= PROSODY_SCORE:
             response = rules.response_for(snapshot.dominant, snapshot.valence, snapshot.arousal)
             return ToneChoice(response.tone, ToneLevel.PROSODY, snapshot.dominant)
     topic = mentions_sensitive_topic(upcoming_text, sensitive_topics)

@@ -12,6 +12,10 @@ One typed object (no dict of string keys), each field with one writer:
 - `answering`: the agent gate, as it lets a caller turn through (the supersede guard).
 - `interrupted_reply`: the call recorder, when the caller cuts the agent off; the quick
   observer turns it into the next turn's interruption context and clears it.
+- `agent_replies`: the reply guard, as each reply of the agent begins (a short answer the
+  caller said over an earlier reply is out of date once a newer one began).
+- `final_transcripts` is taken back by one (`not_a_turn`) by the barge-in strategy when
+  words under the agent's voice were only a backchannel: they never make a reply stale.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class ConversationState:
     barge_ins: int = 0
     final_transcripts: int = 0  # caller transcripts finalized so far
     answering: int = 0  # the count the agent's current reply answers
+    agent_replies: int = 0  # replies the agent has begun
     interrupted_reply: str | None = None  # what the agent was saying when cut off
     # The quick observer's reading of the latest caller words (the director reuses it).
     last_observation: tuple[str, Observation] | None = None
@@ -52,6 +57,11 @@ class ConversationState:
     def restart_clock(self) -> None:
         """Call time starts with the media stream (as `CallLog.restart_clock`)."""
         self.started_at = self.clock()
+
+    def not_a_turn(self, transcripts: int = 1) -> None:
+        """Finalized words that turned out to be only a backchannel under the agent's
+        voice: they do not count as newer caller words."""
+        self.final_transcripts = max(0, self.final_transcripts - transcripts)
 
     @property
     def holding_back(self) -> bool:

@@ -12,7 +12,8 @@ the same `DirectorAnalysis`:
   offline and instant.
 
 `condense` turns an analysis into the one line the LLM sees, e.g.
-`main/medium/warm | REMIND: Take medication | (concerned)`.
+`main/medium/warm | REMIND: Take medication | (concerned)`. `hold_wind_down` keeps a
+call the timer put into winding down there, whichever backend answered.
 """
 
 from __future__ import annotations
@@ -139,6 +140,23 @@ def parse_analysis(raw: str) -> DirectorAnalysis:
 
 
 _PHASE_LABELS = {"winding_down": "WINDING DOWN", "closing": "CLOSING"}
+WRAPPING_UP: tuple[Phase, ...] = ("winding_down", "closing")
+
+
+def hold_wind_down(analysis: DirectorAnalysis, winding_down: bool) -> DirectorAnalysis:
+    """Once the call is winding down, no analysis takes it out of it: an earlier phase
+    becomes winding down, with the wind-down advice instead of the analysis's own."""
+    if not winding_down or analysis.analysis.call_phase in WRAPPING_UP:
+        return analysis
+    action, instruction = director_lines().local["winding_down"]
+    return analysis.model_copy(update={
+        "analysis": analysis.analysis.model_copy(update={"call_phase": "winding_down"}),
+        "direction": analysis.direction.model_copy(
+            update={"stay_or_shift": "wrap_up", "next_topic": None,
+                    "pacing_note": "time_to_close"}),
+        "guidance": analysis.guidance.model_copy(
+            update={"priority_action": action, "specific_instruction": instruction}),
+    })
 
 
 def condense(analysis: DirectorAnalysis) -> str:
@@ -180,7 +198,9 @@ class DirectorLines:
     instruction: str
     local: dict[str, tuple[str, str]]
     winding_down: str
+    winding_down_state: str  # what the model is told once the call is winding down
     force_end: str
+    time_limit: dict[str, str]  # said at the time limit, by step (escalate, transfer, ...)
 
 
 @lru_cache(maxsize=1)
@@ -190,8 +210,12 @@ def director_lines(path: Path = PROMPTS_DIR / "director" / "lines.yaml") -> Dire
     needed = {"opening", "main", "concerned", "sad", "disengaged", "winding_down", "closing"}
     if missing := needed - local.keys():
         raise ValueError(f"prompts/director/lines.yaml lacks local lines: {sorted(missing)}")
+    time_limit = {key: str(line) for key, line in raw["time_limit"].items()}
+    needed = {"escalate", "transfer", "offer_callback", "callback_confirmed", "carry_on"}
+    if missing := needed - time_limit.keys():
+        raise ValueError(f"prompts/director/lines.yaml lacks time_limit lines: {sorted(missing)}")
     return DirectorLines(str(raw["instruction"]), local, str(raw["winding_down"]),
-                         str(raw["force_end"]))
+                         str(raw["winding_down_state"]), str(raw["force_end"]), time_limit)
 
 
 class LocalDirector:
@@ -274,6 +298,7 @@ class ModelDirector:
         prompt = render_prompt(
             "director/analyze.md", clinic_name=view.clinic_name,
             elapsed=f"{minutes} min {seconds:02d} s",
+            call_state=director_lines().winding_down_state if view.winding_down else "open",
             summary=view.tracker.summary() or "(nothing yet)",
             transcript=view.tracker.transcript(last=TRANSCRIPT_TURNS) or "(no turns yet)",
             latest=view.latest.replace('"', "'"),

@@ -113,6 +113,35 @@ def test_a_sensitive_topic_softens_the_voice_before_any_distress():
     assert tone(None, text="Your invoice for billing").tone == "sympathetic"
 
 
+@pytest.mark.parametrize("first_segment", [
+    {"Anger": 0.9},  # one furious segment
+    {"Annoyance": 0.7, "Anger": 0.5},  # irritated, then angry, in one breath
+    {"Distress": 0.8},  # one distressed segment
+])
+def test_one_segment_of_prosody_does_not_change_the_voice_tone(first_segment):
+    state = EmotionalState(clock=lambda: 100.0)
+    state.add(EmotionReading(Source.PROSODY, first_segment, 99.0))
+    choice = tone(state.snapshot(), previous="warm")
+    assert (choice.tone, choice.level) == ("warm", ToneLevel.MOMENTUM)
+    assert tone(state.snapshot()).level is ToneLevel.WORKSPACE
+
+
+def test_the_second_segment_of_the_same_feeling_changes_the_tone():
+    state = EmotionalState(clock=lambda: 100.0)
+    state.add(EmotionReading(Source.PROSODY, {"Anger": 0.7}, 97.0))
+    state.add(EmotionReading(Source.PROSODY, {"Anger": 0.6, "Contempt": 0.2}, 99.0))
+    choice = tone(state.snapshot(), previous="warm")
+    assert (choice.tone, choice.level) == ("calm", ToneLevel.PROSODY)
+
+
+def test_a_burst_keeps_its_own_rule_with_a_single_segment_heard():
+    state = EmotionalState(clock=lambda: 100.0)
+    state.add(EmotionReading(Source.PROSODY, {"Anger": 0.9}, 98.0))
+    state.add(EmotionReading(Source.BURST, {"Laugh": 0.8}, 99.0))
+    choice = tone(state.snapshot(), previous="calm")
+    assert (choice.tone, choice.level) == ("enthusiastic", ToneLevel.BURST)
+
+
 def test_a_weak_signal_keeps_last_turns_tone_then_the_workspace_then_neutral():
     weak = snapshot("Joy", score=0.2, valence=0.8)
     assert (tone(weak, previous="calm").tone, tone(weak, previous="calm").level) == (

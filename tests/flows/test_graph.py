@@ -171,3 +171,17 @@ def test_every_action_of_the_booking_graph_has_a_deterministic_way_to_be_chosen(
         unconditional = [a for a in state.actions if a not in state.action_when]
         chosen_somewhere |= set(state.action_when) | set(unconditional[:1])
     assert set(graph.actions) - chosen_somewhere == set()
+
+
+def test_each_graph_says_what_happens_at_the_time_limit_and_clinic_calls_are_never_cut_off():
+    assert bundled_graph("clinic_booking").time_limit == "escalate"
+    assert bundled_graph("companion_checkin").time_limit == "end"
+    assert parse_graph(tiny()).time_limit == "escalate"  # unsaid: a person takes over
+    offered = {**tiny(), "time_limit": "offer_callback"}
+    assert parse_graph(offered).time_limit == "offer_callback"
+
+
+@pytest.mark.parametrize("policy", ["hang_up", "END", "", None, 720])
+def test_an_unknown_time_limit_policy_is_refused_at_load(policy):
+    error = rejected({**tiny(), "time_limit": policy})
+    assert error.startswith("tiny.yaml: time_limit:")

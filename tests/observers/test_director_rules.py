@@ -7,7 +7,9 @@ import pytest
 from services.observers.director import (
     DirectorAnalysis,
     DirectorView,
+    ModelDirector,
     condense,
+    hold_wind_down,
     local_analysis,
     parse_analysis,
 )
@@ -98,3 +100,45 @@ def test_the_rules_follow_a_goodbye_and_a_forced_wind_down():
 def test_the_rules_and_the_model_answer_in_the_same_shape():
     analysis = local_analysis(view("Tuesday works", talked("Hi", "checkup")))
     assert DirectorAnalysis.model_validate(analysis.model_dump()) == analysis
+
+
+def model_answer(phase: str, shift: str = "transition", instruction: str = "Ask about x.") -> str:
+    answer = json.loads(json.dumps(ANSWER))
+    answer["analysis"]["call_phase"] = phase
+    answer["direction"].update(stay_or_shift=shift, next_topic="their garden")
+    answer["reminder"]["should_deliver"] = False
+    answer["guidance"].update(priority_action="Explore", specific_instruction=instruction)
+    return json.dumps(answer)
+
+
+@pytest.mark.parametrize("phase", ["opening", "rapport", "main"])
+def test_a_model_answer_cannot_take_a_winding_down_call_back_to_an_earlier_phase(phase):
+    held = hold_wind_down(parse_analysis(model_answer(phase)), winding_down=True)
+    assert held.analysis.call_phase == "winding_down"
+    assert (held.direction.stay_or_shift, held.direction.pacing_note) == ("wrap_up",
+                                                                          "time_to_close")
+    assert held.direction.next_topic is None
+    line = condense(held)
+    assert line.startswith("winding_down/") and "WINDING DOWN" in line
+    assert "Ask about" not in line  # the model's new-topic advice is not passed on
+
+
+def test_a_model_answer_that_is_already_wrapping_up_or_not_wound_down_is_kept():
+    closing = parse_analysis(model_answer("closing", "wrap_up", "Say goodbye warmly."))
+    assert hold_wind_down(closing, winding_down=True) == closing
+    main = parse_analysis(model_answer("main"))
+    assert hold_wind_down(main, winding_down=False) == main
+
+
+async def test_the_model_director_is_told_the_call_is_winding_down():
+    prompts: list[str] = []
+
+    async def ask(prompt: str) -> str:
+        prompts.append(prompt)
+        return model_answer("main")
+
+    director = ModelDirector(ask, timeout_s=1.0)
+    await director.analyze(view("and another thing about my garden", talked("a", "b")))
+    await director.analyze(view("and my neighbour too", talked("a", "b"), winding_down=True))
+    assert "Call state: open" in prompts[0]
+    assert "Call state: winding down" in prompts[1]

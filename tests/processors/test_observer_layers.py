@@ -3,6 +3,7 @@
 import asyncio
 import time
 
+import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
@@ -21,7 +22,7 @@ from processors.guidance_stripper import GuidanceStripper
 from services.observers.guidance_filter import strip_guidance
 from processors.silence_monitor import SilenceMonitor
 from services.call_session import CompletionReason, SessionMode
-from services.observers.director import LocalDirector
+from services.observers.director import DirectorAnalysis, LocalDirector
 from services.observers.silence import SilenceSchedule
 from tests.fakes import make_session
 
@@ -130,7 +131,8 @@ async def test_a_director_timeout_means_no_guidance_and_an_event(writer):
 
 async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(writer):
     session = make_session(writer, SessionMode.TEXT)
-    director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2)
+    director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2,
+                                    time_limit="end")
     import processors.conversation_director as module
 
     module.FORCE_END_DELAY_S, saved = 0.05, module.FORCE_END_DELAY_S
@@ -145,7 +147,58 @@ async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(wr
     assert "WINDING DOWN" in down[0].messages[0]["content"]
     assert session.conversation.winding_down
     assert [e.data["action"] for e in writer.events("director")] == [
-        "force_winding_down", "force_end"]
+        "force_winding_down", "time_limit", "force_end"]
+
+
+class KeepTalkingModel:
+    """A model director that always says the call is in its main phase, after `delay_s`."""
+
+    name = "model"
+
+    def __init__(self, delay_s: float = 0.0, on_ask=None) -> None:
+        self.delay_s = delay_s
+        self.on_ask = on_ask
+
+    async def analyze(self, view):
+        if self.on_ask is not None:
+            self.on_ask()
+        await asyncio.sleep(self.delay_s)
+        return DirectorAnalysis.model_validate({
+            "analysis": {"call_phase": "main", "engagement_level": "high",
+                         "current_topic": "their holiday", "emotional_tone": "positive"},
+            "direction": {"stay_or_shift": "transition", "next_topic": "their family",
+                          "pacing_note": "good"},
+            "guidance": {"tone": "cheerful", "priority_action": "Open a new topic",
+                         "specific_instruction": "Ask about their family."},
+        })
+
+
+async def guidance_after_two_turns(session, backend) -> str:
+    down, _ = await run_test(
+        ConversationDirector(session, backend),
+        frames_to_send=[said("we went to the coast last week"), SleepFrame(sleep=0.15),
+                        said("and the weather was lovely")],
+        expected_down_frames=[TranscriptionFrame, LLMMessagesAppendFrame, TranscriptionFrame],
+    )
+    return down[1].messages[0]["content"]
+
+
+async def test_a_model_director_cannot_take_a_winding_down_call_out_of_it(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    session.conversation.winding_down = True
+    line = await guidance_after_two_turns(session, KeepTalkingModel())
+    assert line.startswith("[Director guidance] winding_down/high/cheerful | WINDING DOWN:")
+    assert "family" not in line
+
+
+async def test_the_wind_down_holds_when_the_timer_starts_it_during_an_analysis(writer):
+    session = make_session(writer, SessionMode.TEXT)
+
+    def timer_fires() -> None:
+        session.conversation.winding_down = True
+
+    line = await guidance_after_two_turns(session, KeepTalkingModel(0.05, on_ask=timer_fires))
+    assert "winding_down/" in line and "family" not in line
 
 
 async def test_no_forced_end_while_a_human_has_the_call(writer):
@@ -233,3 +286,90 @@ async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
     down, _ = await run_test(monitor, frames_to_send=[SleepFrame(sleep=0.5)])
     await task
     assert writer.events("silence_checkin") == []
+
+
+# --- The time limit: the graph's policy ---------------------------------------------------
+
+
+def director_at_limit(session, policy, transfer_number=None) -> ConversationDirector:
+    return ConversationDirector(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1,
+                                time_limit=policy, transfer_number=transfer_number)
+
+
+def spoken(down) -> list[str]:
+    return [f.text for f in down if isinstance(f, LLMTextFrame)]
+
+
+async def test_a_clinic_call_at_the_limit_is_escalated_not_cut_off(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "escalate"),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+    assert "asked someone from our team" in spoken(down)[0]
+    (escalation,) = writer.events("escalation")
+    assert escalation.data["concept"] == "call_time_limit"
+    assert escalation.data["severity"] == "soft"
+    (limit,) = [e.data for e in writer.events("director") if e.data["action"] == "time_limit"]
+    assert (limit["policy"], limit["step"]) == ("escalate", "escalate")
+
+
+async def test_with_a_transfer_number_the_escalated_caller_is_put_through(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "escalate", "+15550100999"),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert "putting you through" in spoken(down)[0]
+    assert down[-1].reason == CompletionReason.TRANSFERRED.value
+    assert session.transfer_to == "+15550100999"
+    assert writer.events("transfer_requested")[0].data == {"state": "time_limit"}
+
+
+async def offer_then_answer(writer, answer: str):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "offer_callback"),
+                             frames_to_send=[SleepFrame(sleep=0.3), said(answer),
+                                             SleepFrame(sleep=0.1)])
+    return session, down
+
+
+@pytest.mark.parametrize("answer", ["Yes please", "yeah, that'd be good",
+                                    "Could you ring me back tomorrow instead?", "ok sure"])
+async def test_a_caller_who_takes_the_call_back_is_promised_it_and_the_call_ends(writer,
+                                                                                 answer):
+    _, down = await offer_then_answer(writer, answer)
+    lines = spoken(down)
+    assert "call you back to finish this?" in lines[0]
+    assert "will call you back" in lines[1]
+    assert not any(isinstance(f, TranscriptionFrame) for f in down)  # not the agent's turn
+    assert isinstance(down[-1], EndCallFrame)
+    assert writer.events("callback_requested")[0].data == {"source": "time_limit"}
+    assert writer.events("escalation")[0].data["concept"] == "call_time_limit"
+
+
+@pytest.mark.parametrize("answer", ["No thanks", "nah, let's keep going",
+                                    "no need to call me back, we're nearly done"])
+async def test_a_caller_who_would_rather_carry_on_carries_on(writer, answer):
+    _, down = await offer_then_answer(writer, answer)
+    assert spoken(down)[1] == "No problem, let's carry on."
+    assert not any(isinstance(f, (EndCallFrame, TranscriptionFrame)) for f in down)
+    assert writer.events("escalation") == []
+
+
+async def test_a_caller_who_just_goes_on_talking_is_answered_by_the_agent(writer):
+    _, down = await offer_then_answer(writer, "what about the Thursday afternoon slot then")
+    assert [f.text for f in down if isinstance(f, TranscriptionFrame)] == [
+        "what about the Thursday afternoon slot then"]
+    assert len(spoken(down)) == 1 and not any(isinstance(f, EndCallFrame) for f in down)
+    offer = [e.data for e in writer.events("director") if e.data["action"] == "callback_offer"]
+    assert offer == [{"action": "callback_offer", "answer": "not_answered"}]
+
+
+@pytest.mark.parametrize("policy", ["end", "offer_callback"])
+async def test_a_call_that_raised_a_safety_concern_is_escalated_at_the_limit(writer, policy):
+    session = make_session(writer, SessionMode.TEXT)
+    session.log.escalation("self_harm", "soft", similarity=0.6, judge="rules", reason="x")
+    down, _ = await run_test(director_at_limit(session, policy),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+    assert "asked someone from our team" in spoken(down)[0]
+    assert [e.data["concept"] for e in writer.events("escalation")] == [
+        "self_harm", "call_time_limit"]

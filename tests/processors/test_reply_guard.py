@@ -118,3 +118,37 @@ async def test_the_agents_own_lines_are_never_stale(writer):
     down, _ = await run_test(ReplyGuard(session), frames_to_send=reply_frames(
         "I'm bringing in a person from our team.", own_line=True))
     assert spoken(down) == ["I'm bringing in a person from our team."]
+
+
+async def test_each_reply_the_agent_begins_is_counted(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    await run_test(ReplyGuard(session), frames_to_send=[
+        *reply_frames("Which day suits you?"), *reply_frames("Still there?", own_line=True)])
+    assert session.conversation.agent_replies == 2
+
+
+class BackchannelReader(FrameProcessor):
+    """What the barge-in strategy does with "mm-hm" under the agent's voice."""
+
+    def __init__(self, session) -> None:
+        super().__init__()
+        self._session = session
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TranscriptionFrame) and frame.text == "mm-hm":
+            self._session.conversation.not_a_turn()
+            return
+        await self.push_frame(frame, direction)
+
+
+async def test_a_backchannel_does_not_make_the_coming_reply_stale(writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(
+        Pipeline([QuickObserver(session), BackchannelReader(session), AgentGate(session),
+                  SlowLLM(0.3), ReplyGuard(session)]),
+        frames_to_send=[said("Tuesday"), SleepFrame(sleep=0.05), *turn("Tuesday"),
+                        SleepFrame(sleep=0.1), said("mm-hm"), SleepFrame(sleep=0.4)],
+    )
+    assert spoken(down) == ["About Tuesday: noted."]
+    assert writer.events("superseded_reply") == []

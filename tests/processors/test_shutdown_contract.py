@@ -128,8 +128,10 @@ CASES = {
     "caller's goodbye": (say_goodbye, {}, CompletionReason.AGENT_HANGUP, False),
     "maximum duration": (wait, {"max_call_duration_s": 3.0}, CompletionReason.MAX_DURATION,
                          False),
-    "director's time limit": (wait, {"director_wind_down_s": 2.0, "director_force_end_s": 2.5},
-                              CompletionReason.AGENT_HANGUP, False),
+    # A clinic call is never cut off at the time limit: a person takes over.
+    "director's time limit": (wait, {"director_wind_down_s": 2.0, "director_force_end_s": 2.5,
+                                     "human_transfer_number": "+15550100999"},
+                              CompletionReason.TRANSFERRED, False),
     "silent caller": (wait, {"silence_checkins_s": [0.3, 0.3, 0.3],
                              "silence_goodbye_after_s": 0.3}, CompletionReason.CALLER_SILENT,
                       False),

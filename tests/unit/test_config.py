@@ -159,12 +159,22 @@ def test_observer_and_safety_settings_parse_from_the_environment(monkeypatch):
     assert settings.human_transfer_number == "+15550100999"
 
 
+def test_turn_taking_bounds_parse_from_the_environment(monkeypatch):
+    monkeypatch.setenv("REPLY_WATCHDOG_S", "6")
+    monkeypatch.setenv("DEFERRED_TURN_MAX_AGE_S", "5.5")
+    settings = Settings(_env_file=None)
+    assert (settings.reply_watchdog_s, settings.deferred_turn_max_age_s) == (6.0, 5.5)
+
+
 @pytest.mark.parametrize("values", [
     {"silence_checkins_s": "0,10"},
     {"director_wind_down_s": 800, "director_force_end_s": 720},
     {"safety_candidate_similarity": 0.9, "safety_escalate_similarity": 0.85},
     {"crisis_resources": [{"name": "made up", "phone": "call us"}]},
     {"human_transfer_number": "911"},
+    {"reply_watchdog_s": 0},
+    {"reply_watchdog_s": 90},
+    {"deferred_turn_max_age_s": -1},
 ])
 def test_inconsistent_observer_settings_are_refused_at_start(values):
     with pytest.raises(ValueError):
