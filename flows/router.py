@@ -18,10 +18,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.observers.quick import quick_rules
 from services.phrases import normalize, phrase_pattern
 from services.safety.red_flags import RedFlagRecognizer, default_red_flags
 
 RULES_FILE = Path(__file__).parent / "data" / "router_rules.yaml"
+# The term list that is not phrases but the quick observer's farewell rules.
+FAREWELL_TERMS = "caller_closing"
 
 
 class Confidence(StrEnum):
@@ -93,8 +96,11 @@ class RouterRules(BaseModel):
 
     @model_validator(mode="after")
     def _terms_exist(self) -> RouterRules:
+        if FAREWELL_TERMS in self.terms:
+            raise ValueError(f"{FAREWELL_TERMS!r} is the farewell rules, not a term list")
         for rule in self.rules:
-            missing = [name for name in rule.terms + rule.absent if name not in self.terms]
+            missing = [name for name in rule.terms + rule.absent
+                       if name not in self.terms and name != FAREWELL_TERMS]
             if missing:
                 raise ValueError(f"rule {rule.route!r}: unknown term lists {missing}")
         empty = [name for name, phrases in self.terms.items() if not phrases]
@@ -105,7 +111,6 @@ class RouterRules(BaseModel):
 
 RED_FLAG_ROUTE = "red_flag"
 CRISIS_ROUTE = "crisis"  # a red flag of self-harm: the caller is kept on the line
-CRISIS_FLAGS = frozenset({"suicide"})
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ class Router:
         return cls(tuple(rules.rules), patterns, red_flags)
 
     def matches(self, term_list: str, text: str) -> bool:
+        if term_list == FAREWELL_TERMS:
+            return says_farewell(text)
         return self.patterns[term_list].search(text) is not None
 
     def route(self, caller_text: str, last_action: str | None = None) -> RouteDecision:
@@ -127,7 +134,7 @@ class Router:
         on this turn (earlier rules win ties)."""
         flag = self.red_flags.first(caller_text)
         if flag is not None:
-            route = CRISIS_ROUTE if flag.flag in CRISIS_FLAGS else RED_FLAG_ROUTE
+            route = CRISIS_ROUTE if flag.crisis else RED_FLAG_ROUTE
             return RouteDecision(route, Confidence.HIGH, (f"red_flag:{flag.flag}",),
                                  TaskKind.HANDOFF)
         text = normalize(caller_text)
@@ -144,6 +151,12 @@ class Router:
         if best is None:
             return NO_ROUTE
         return RouteDecision(best.route, best.confidence, best.evidence, best.task)
+
+
+@lru_cache(maxsize=64)
+def says_farewell(text: str) -> bool:
+    """The caller is leaving: a goodbye the quick observer's farewell rules accept."""
+    return quick_rules().observe(text).goodbye is not None
 
 
 def load_router(path: Path = RULES_FILE) -> Router:

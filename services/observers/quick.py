@@ -26,12 +26,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.patterns import valid_regex
+from services.safety.red_flags import red_flag
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "quick_patterns.yaml"
 
 # One guidance line names at most this many categories (the most urgent first).
 MAX_GUIDANCE_CATEGORIES = 3
 DEFAULT_TOKENS = 150
+# The pattern whose guidance a medical red flag said in everyday words also gets.
+EMERGENCY_SIGNAL = "emergency"
+URGENT_CATEGORIES = frozenset({"safety", "health"})  # their own guidance says it already
 
 GoodbyeStrength = Literal["strong", "weak"]
 Engagement = Literal["low", "medium", "high"]
@@ -135,6 +139,8 @@ class PatternFile(BaseModel):
         goodbye = self.categories.get("goodbye")
         if goodbye is None or not any(p.strength == "strong" for p in goodbye.patterns):
             raise ValueError("a goodbye category with a strong goodbye pattern is required")
+        if EMERGENCY_SIGNAL not in ids:
+            raise ValueError(f"a pattern with id {EMERGENCY_SIGNAL!r} is required")
         for name, category in self.categories.items():
             for pattern in category.patterns:
                 if (pattern.strength is not None) != (name == "goodbye"):
@@ -260,6 +266,7 @@ class QuickRules:
             # alternation keeps the engine's first-character check, twice as fast here.
             # The text is lower-cased once instead of matching case-insensitively.
             self._scans.append(re.compile(_bounded("|".join(alternatives))))
+        self._emergency = next(s for s in self._signals if s.id == EMERGENCY_SIGNAL)
         self.farewell = FarewellRules(spec.farewell, [
             p.regex for p in spec.categories["goodbye"].patterns])
         self.advice = re.compile(_any_of(spec.advice), re.IGNORECASE)
@@ -314,6 +321,10 @@ class QuickRules:
         if any(s.holds_call for s in signals):
             goodbye = None
             signals = [s for s in signals if s.strength is None]
+        medical = red_flag(text)  # symptoms no pattern named, in everyday words
+        if medical is not None and not medical.crisis and not any(
+                s.category in URGENT_CATEGORIES for s in signals):
+            signals.append(self._emergency)
         signals.sort(key=lambda s: s.priority)
         words = len(text.split())
         engagement: Engagement = (

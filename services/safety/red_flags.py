@@ -29,6 +29,7 @@ class FlagRule(BaseModel):
     phrases: list[str] = Field(default_factory=list)
     near: list[tuple[str, str]] = Field(default_factory=list)
     unless: list[str] = Field(default_factory=list)  # words that explain it away
+    crisis: bool = False  # self-harm: a person is needed, and the call is never ended
 
     @model_validator(mode="after")
     def _has_evidence(self) -> FlagRule:
@@ -64,6 +65,7 @@ class RedFlag:
 
     flag: str
     evidence: str
+    crisis: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class RedFlagRecognizer:
     near: dict[str, tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]]
     unless: dict[str, re.Pattern[str] | None]
     any_word: re.Pattern[str]  # every word any flag needs: most turns have none of them
+    crisis: frozenset[str]
 
     @classmethod
     def from_rules(cls, rules: RedFlagRules) -> RedFlagRecognizer:
@@ -89,6 +92,7 @@ class RedFlagRecognizer:
                   for flag, rule in rules.flags.items()},
             unless={flag: phrase_pattern(rule.unless) if rule.unless else None
                     for flag, rule in rules.flags.items()},
+            crisis=frozenset(flag for flag, rule in rules.flags.items() if rule.crisis),
             any_word=phrase_pattern(sorted(
                 {p for rule in rules.flags.values() for p in rule.phrases}
                 | {w for rule in rules.flags.values() for pair in rule.near
@@ -106,11 +110,11 @@ class RedFlagRecognizer:
                 continue
             for match in pattern.finditer(spoken) if pattern else ():
                 if not self._negated(spoken, match.start()):
-                    return RedFlag(flag, match.group(0))
+                    return RedFlag(flag, match.group(0), flag in self.crisis)
             for left, right in self.near[flag]:
                 evidence = self._close_together(spoken, left, right)
                 if evidence is not None:
-                    return RedFlag(flag, evidence)
+                    return RedFlag(flag, evidence, flag in self.crisis)
         return None
 
     def _close_together(

@@ -7,10 +7,11 @@ import pytest
 from services.observers.guidance_filter import directive_tags
 from services.observers.quick import quick_rules
 from services.safety.concepts import default_concepts
+from services.safety.red_flags import default_red_flags
 
 
 @pytest.fixture(autouse=True)
 def _rules_loaded_afresh():
-    for cached in (quick_rules, directive_tags, default_concepts):
+    for cached in (quick_rules, directive_tags, default_concepts, default_red_flags):
         cached.cache_clear()
     yield

@@ -374,3 +374,31 @@ def test_the_farewell_tail_is_a_setting_of_the_pattern_file(tmp_path):
     strict = load_rules(_write(tmp_path, lambda d: d["farewell"].update(tail_words=1)))
     assert strict.observe(said).goodbye is None
     assert strict.observe("Bye then, dear").goodbye == "strong"  # closing words are free
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["there's a heaviness on my chest and my left arm has gone numb",
+     "his face has sort of slipped on one side",
+     "I keep gasping for air, it's getting worse"],
+)
+def test_a_red_flag_in_everyday_words_gets_the_emergency_guidance(said):
+    observation = quick_rules().observe(said)
+    assert "emergency" in observation.signal_ids
+    assert "$emergency_number" in observation.guidance
+
+
+def test_a_crisis_or_no_symptom_gets_no_emergency_guidance_from_the_red_flags():
+    assert "emergency" not in quick_rules().observe("my knee's been stiff for weeks").signal_ids
+    crisis = quick_rules().observe("I just want to end it all")
+    assert "emergency" not in crisis.signal_ids
+
+
+def test_the_patterns_must_name_the_emergency_the_red_flags_fall_back_on(tmp_path):
+    data = yaml.safe_load(DATA_FILE.read_text())
+    safety = data["categories"]["safety"]["patterns"]
+    data["categories"]["safety"]["patterns"] = [p for p in safety if p["id"] != "emergency"]
+    path = tmp_path / "patterns.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValidationError, match="'emergency' is required"):
+        load_rules(path)
