@@ -60,6 +60,7 @@ from flows.time_preferences import (
 from flows.time_preferences import warm_up as warm_up_time_words
 from flows.understanding import appointment_type, date_of_birth, named, slot_choice
 from services.affirmation import Answer, classify_answer
+from services.slots import Slot
 
 MAX_HOPS = 12
 # The same question at most this many times in a row; the next time the graph's global
@@ -96,6 +97,7 @@ class NavigationError(RuntimeError):
 QUESTIONS = frozenset({
     "price_question", "hours_question", "service_question", "practitioner_seniority_question",
 })
+SLOT_QUESTIONS = frozenset({"propose_initial_slot", "clarify_two_slot_choice"})
 SIDE_ANSWERS = frozenset({"answer_pricing", "answer_service_info", "answer_hours"})
 NAME_QUESTIONS = frozenset({
     "ask_first_name", "ask_last_name", "ask_shared_phone_full_name", "ask_caller_full_name",
@@ -291,7 +293,7 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
     if last == "deliver_reminder" and session.reminder_in_focus and turn.answer is Answer.YES:
         session.confirmation = Confirmation(reminder_subject(session.reminder_in_focus.id), text)
     if session.last_offer and last not in FINAL_READBACK:
-        chosen = slot_choice(text, offer)
+        chosen = slot_choice(text, offer) or _any_will_do(text, offer, last, today)
         if chosen is not None:
             session.picked_slot = chosen
     if last in SIDE_ANSWERS and session.task is None and session.appointment_type is not None \
@@ -318,6 +320,18 @@ def _understand(session: BookingSession, turn: Turn, today: date) -> None:
     session.practitioner = named(text, session.practitioners) or session.practitioner
     session.location = named(text, [loc.name for loc in session.locations]) or session.location
     understand_targets(session, turn)
+
+
+def _any_will_do(text: str, offer: list[tuple[str, Slot]], last: str | None,
+                 today: date) -> str | None:
+    """Asked to choose, the caller says again the day they want, and every time offered is
+    on it: the earliest, to be read back for their yes."""
+    if last not in SLOT_QUESTIONS:
+        return None
+    days = preferred_days(text, today)
+    if days is None or not all(days[0] <= slot.starts_at.date() <= days[1] for _, slot in offer):
+        return None
+    return offer[0][0]
 
 
 def _understand_requests(session: BookingSession, turn: Turn) -> None:

@@ -494,3 +494,14 @@ async def test_asking_to_find_another_time_is_a_reschedule_not_a_cancellation(db
     said = await caller.says("I can't do my blood test on Monday now, could you find me "
                              "another day?")
     assert "cancel" not in said.lower() and caller.engine.session.task.value == "reschedule"
+
+
+async def test_saying_the_day_again_when_every_time_offered_is_on_it_reads_the_first_back(db,
+                                                                                         clinic):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    offer = await caller.says("a flu jab on Friday please")
+    offered = [caller.engine.session.offered[r] for r in caller.engine.session.last_offer]
+    assert offer.startswith("I have ") and {s.starts_at.weekday() for s in offered} == {4}
+    read_back = await caller.says("like I said, Friday's what I'm after")
+    assert read_back.startswith("Just to confirm: a flu shot on Friday")
+    assert caller.tool_calls("CreateAppointment") == []
