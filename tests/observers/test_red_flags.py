@@ -94,3 +94,33 @@ def test_a_flag_with_no_evidence_is_refused_at_load(tmp_path):
 
 def test_the_bundled_rules_load():
     assert RedFlagRules.model_validate(yaml.safe_load(RULES_FILE.read_text())).flags
+
+
+def test_a_flag_explained_away_does_not_hide_another_in_the_same_turn():
+    found = red_flag("I can't breathe through my nose, and now my husband has collapsed")
+    assert found is not None and found.flag == "unconscious"
+
+
+def test_a_phrase_s_evidence_is_the_phrase_said():
+    found = red_flag("my son's having a seizure")
+    assert (found.flag, found.evidence, found.crisis) == ("seizure", "seizure", False)
+    assert red_flag("I want to end it all").crisis
+
+
+def test_two_words_count_as_near_up_to_the_window_and_no_further():
+    assert red_flag("my chest one two three four five pain") is not None  # 6 words apart
+    assert red_flag("my chest one two three four five six pain") is None  # 7 words apart
+
+
+def test_a_negated_mention_does_not_hide_a_later_one():
+    found = red_flag("no chest pain yesterday, but today my chest is so tight")
+    assert found is not None and found.evidence == "chest is so tight"
+
+
+def test_a_contraction_is_read_as_its_words():
+    assert red_flag("her face's drooping").evidence == "face is drooping"
+
+
+def test_with_no_negation_reach_nothing_is_negated(tmp_path):
+    path = _rules_with(tmp_path, lambda d: d.update(negation_reach=0))
+    assert load_red_flags(path).first("no chest pain") is not None
