@@ -214,14 +214,19 @@ class CallScript(BaseModel):
     @field_validator("from_number", "to_number", mode="before")
     @classmethod
     def _quoted_number(cls, value: object) -> object:
-        """YAML reads an unquoted +1555… as an integer and drops the plus."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            # pydantic reports ValueError (not TypeError) as a validation error
-            raise ValueError('write phone numbers in quotes, e.g. "+15550100100"')  # noqa: TRY004
-        return value
+        return quoted_phone_number(value)
 
 
-def _error_location(loc: tuple[Any, ...]) -> str:
+def quoted_phone_number(value: object) -> object:
+    """YAML reads an unquoted +1555… as an integer and drops the plus: say so."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        # pydantic reports ValueError (not TypeError) as a validation error
+        raise ValueError('write phone numbers in quotes, e.g. "+15550100100"')  # noqa: TRY004
+    return value
+
+
+def error_location(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as a file path reader writes it: turns[2].say."""
     path = ""
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
@@ -243,7 +248,7 @@ def load_script(path: str | Path) -> CallScript:
         return CallScript.model_validate(data)
     except ValidationError as error:
         problems = "; ".join(
-            f"{_error_location(err['loc'])}: {err['msg']}" for err in error.errors()
+            f"{error_location(err['loc'])}: {err['msg']}" for err in error.errors()
         )
         raise ScriptError(f"script {path}: {problems}") from error
 
@@ -1069,7 +1074,8 @@ async def _run_leg(
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     """`main.py simulate` options."""
     parser.add_argument(
-        "script", type=Path, help="caller script (YAML), e.g. scenarios/barge_in.yaml"
+        "script", type=Path, nargs="?", default=None,
+        help="caller script (YAML), e.g. scenarios/barge_in.yaml",
     )
     parser.add_argument("--json", action="store_true", help="print the call summary as JSON")
     parser.add_argument(
@@ -1117,6 +1123,8 @@ async def main_simulate(args: argparse.Namespace, settings: Settings | None = No
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     try:
+        if args.script is None:
+            raise ScriptError("give a caller script, or --persona PATH")
         script = load_script(args.script)
         settings = settings or Settings()
         api_key, token = resolve_credentials(args, settings)
