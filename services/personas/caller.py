@@ -122,8 +122,11 @@ class RuleCaller:
         progress.lines += 1
         ask = classify(" ".join(heard))
         progress.asked[ask.kind] += 1
-        if progress.lines > self.persona.max_lines or self._heard_again(ask.text):
+        self._move_on_if_answered(ask)
+        looping = self._heard_again(ask.text) and ask.kind != "crisis_hold"  # holding is no loop
+        if progress.lines > self.persona.max_lines or looping:
             return self._finish(self.phrases.say("give_up_stuck"))
+        slipped = progress.to_correct  # a slip on the line before, to put right on this one
         if progress.lines == 1 and ask.kind not in ("crisis_hold", "emergency_advice"):
             line = self._opening(ask)
         else:
@@ -134,7 +137,7 @@ class RuleCaller:
             progress.finished = True
             return None
         line = self._blurted(line)
-        if progress.to_correct is not None and progress.lines > 1:
+        if slipped is not None and progress.to_correct == slipped:
             line = f"{self._correction_next_line()} {line}"
         return self.phrases.around(line, rambling=self.persona.has("rambling"),
                                    interrupting=interrupting)
@@ -191,14 +194,17 @@ class RuleCaller:
         said = [self._clause(task) for task in tasks]
         if len(said) == 1:
             return said[0]
+        instead = tasks[0].kind == "cancel" and tasks[1].kind == "book"
         return ", and then ".join([", ".join(said[:-1]), said[-1]]) + (
-            " instead" if tasks[0].kind in ("cancel", "reschedule") else "")
+            " instead" if instead else "")
 
     def _opening(self, ask: AgentAsk) -> str:
         """The first line: what they are calling for, the way this caller puts it."""
         tasks = self.persona.tasks
         first = tasks[0]
         prefix = self.phrases.say("returned_call") + " " if ask.kind == "returned_call" else ""
+        if self.persona.opening:
+            return prefix + self.persona.opening
         if first.kind in ("emergency", "crisis") and first.say_at == 1:
             return prefix + self.phrases.say(f"opening_{first.kind}", **self._values(first))
         if first.kind in ("emergency", "crisis"):  # the words come later
@@ -241,7 +247,7 @@ class RuleCaller:
             return right
         self.progress.given_wrong.add(name)
         if self.rng.random() < 0.5:
-            return self.phrases.say("correction_same_line", wrong=wrong,
+            return self.phrases.say("correction_same_line", sentence=False, wrong=wrong,
                                     right=self._corrected(name, right))
         self.progress.to_correct = name
         return wrong
@@ -306,11 +312,14 @@ class RuleCaller:
             if self.persona.changes_mind == "gives_up":
                 return self._finish(self.phrases.say("gives_up"))
             return self.phrases.say("not_that_one")
-        wanted = task.prefer.day
+        wanted, avoided = task.prefer.day, task.prefer.not_day
         heard_days = {offer.weekday for offer in ask.offers}
         if wanted and heard_days and wanted not in heard_days and not progress.rejected_day:
             progress.rejected_day = True
             return self.phrases.say("wrong_day", day=wanted.capitalize())
+        if avoided and avoided in heard_days and not progress.rejected_day:
+            progress.rejected_day = True
+            return self.phrases.say("cannot_do_day", day=avoided.capitalize())
         if ask.offers and not self._soon_enough(ask.offers[0]) and not progress.rejected_far:
             progress.rejected_far = True
             return self.phrases.say("too_far")
@@ -330,10 +339,9 @@ class RuleCaller:
     def _confirm_details(self, ask: AgentAsk) -> str | None:
         facts = self.persona.caller
         corrections = self.persona.corrections
-        slips = [getattr(corrections, name) for name in ("first_name", "last_name")
-                 if corrections is not None and getattr(corrections, name)]
-        for name, slip in zip(("first_name", "last_name"), slips, strict=False):
-            if _mentions(ask.text, slip) and not _mentions(ask.text, getattr(facts, name)):
+        for name in ("first_name", "last_name"):
+            slip = getattr(corrections, name) if corrections is not None else None
+            if slip and _mentions(ask.text, slip) and not _mentions(ask.text, getattr(facts, name)):
                 self.progress.to_correct = None
                 right = getattr(facts, name)
                 return self.phrases.say("correction_no_to_readback",
@@ -366,11 +374,14 @@ class RuleCaller:
             candidates = [i for i in candidates if offers[i] != progress.chosen] or candidates
         matching = [i for i in candidates
                     if (wanted_day is None or offers[i].weekday == wanted_day)
+                    and offers[i].weekday != task.prefer.not_day
                     and (wanted_part is None or offers[i].part_of_day == wanted_part)
                     and self._soon_enough(offers[i])]
         if wanted_day and not matching and not progress.asked_other_time:
             progress.asked_other_time = True
             return self.phrases.say("other_time", day=wanted_day.capitalize())
+        if not matching:  # nothing they wanted: they settle for what is there
+            progress.rejected_day = progress.rejected_far = True
         index = (matching or candidates)[0]
         progress.chosen = offers[index]
         return self.phrases.say("choose", choice=self._choice_words(offers, index))
@@ -440,7 +451,7 @@ class RuleCaller:
     def _message(self, ask: AgentAsk) -> str | None:
         if self.task.kind in HAND_OVER_TASKS or self.task.message:
             return self.phrases.say("message", **self._values())
-        return self.phrases.say("reason", **self._values())
+        return self._restate()
 
     def _transfer_offer(self, ask: AgentAsk) -> str | None:
         return self.phrases.say("transfer_yes")
@@ -474,7 +485,8 @@ class RuleCaller:
         slip = self._wrong_value("day")
         if slip is not None and wanted:
             self.progress.given_wrong.add("day")
-            return self.phrases.say("correction_same_line", wrong=slip, right=wanted.capitalize())
+            return self.phrases.say("correction_same_line", wrong=slip,
+                                    right=wanted.capitalize()) + "."
         if task.when:
             return self.phrases.say("when", **self._values())
         if wanted:
@@ -532,6 +544,15 @@ class RuleCaller:
             self._mark_current_done()
             return True
         return False
+
+    def _move_on_if_answered(self, ask: AgentAsk) -> None:
+        """An information task the agent just answered is done; when the agent already
+        asks about the next task, the caller is on that one."""
+        progress = self.progress
+        if not self._mark_answered(ask) or progress.task_index + 1 >= len(self.persona.tasks):
+            return
+        if ask.kind not in ("anything_else", "how_can_help", "carry_on", "goodbye", "other"):
+            progress.task_index += 1
 
     def _next_or_done(self) -> str:
         progress = self.progress

@@ -18,13 +18,21 @@ repeated questions as the record counts them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from services.affirmation import Answer, classify_answer
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
 from services.personas.model import Outcome, Persona, Task
 from services.personas.questions import classify
+from services.phrases import normalize, phrase_pattern
+
+EXPLICIT_YES_FILE = Path(__file__).resolve().parent / "data" / "explicit_yes.yaml"
 
 BOOKING_WRITES = ("CreateAppointment", "RescheduleAppointment", "CancelAppt",
                   "CancelAppointments", "ConfirmAppointment")
@@ -112,6 +120,26 @@ def repeated_questions(events: list[dict[str, Any]]) -> tuple[int, int]:
     return int(total), longest
 
 
+class ExplicitYes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    explicit: list[str] = Field(min_length=1)
+    not_yes: list[str] = Field(min_length=1)
+
+
+@lru_cache(maxsize=1)
+def _yes_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    phrases = ExplicitYes.model_validate(yaml.safe_load(EXPLICIT_YES_FILE.read_text()))
+    return phrase_pattern(phrases.explicit), phrase_pattern(phrases.not_yes)
+
+
+def explicit_yes(text: str) -> bool:
+    """Whether a caller's words are an explicit, unqualified yes."""
+    spoken = normalize(text)
+    yes, not_yes = _yes_patterns()
+    return bool(yes.search(spoken)) and not not_yes.search(spoken)
+
+
 def unconfirmed_writes(turns: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[str]:
     """Each booking write not right after an explicit caller yes to the agent's read-back."""
     problems = []
@@ -125,7 +153,7 @@ def unconfirmed_writes(turns: list[dict[str, Any]], tools: list[dict[str, Any]])
         read_back = agent is not None and classify(agent.get("text") or "").kind in READ_BACKS
         if not read_back:
             problems.append(f"{tool['name']} was written without a read-back to the caller")
-        elif classify_answer(caller.get("text") or "") is not Answer.YES:
+        elif not explicit_yes(caller.get("text") or ""):
             problems.append(f"{tool['name']} was written although the caller did not say yes")
     return problems
 
@@ -176,7 +204,7 @@ def outcome_problems(persona: Persona, record: dict[str, Any], tools: list[dict[
 def _outcome_problem(persona: Persona, task: Task, outcome: Outcome, record: dict[str, Any],
                      tools: list[dict[str, Any]], agent_turns: list[str]) -> str | None:
     names = [t["name"] for t in tools]
-    service = persona.expect.service
+    service = task.type
     if outcome in ("booked", "rescheduled", "cancelled", "cancelled_all"):
         done = [t for t in tools if t["name"] in WRITES_FOR[outcome]]
         if not done:

@@ -81,6 +81,7 @@ class Preference(_Strict):
     read-back. Empty: any time will do."""
 
     day: Weekday | None = None
+    not_day: Weekday | None = Field(default=None, description="A day they cannot do.")
     part_of_day: PartOfDay | None = None
     within_days: int | None = Field(
         default=None, ge=0, le=90,
@@ -94,6 +95,11 @@ class Task(_Strict):
     kind: TaskKind
     service: str | None = Field(
         default=None, description="What they call the appointment they want: 'a flu jab'."
+    )
+    type: str | None = Field(
+        default=None,
+        description="The clinic's name for the appointment type the task is about ('Flu "
+        "shot'): a booking, move or cancellation must be of this type.",
     )
     reason: str | None = Field(default=None, description="Why they need it, if asked.")
     appointment: str | None = Field(
@@ -136,10 +142,9 @@ class Corrections(_Strict):
 
 class PersonaExpectation(_Strict):
     """What the call record must show. `outcome`: one per task, in order (a single value
-    for a one-task call). `service`: the appointment type a booking must be for."""
+    for a one-task call)."""
 
     outcome: list[Outcome] = Field(min_length=1)
-    service: str | None = None
     completion_reason: list[str] | None = Field(
         default=None, description="Acceptable completion reasons (default: by outcome)."
     )
@@ -159,6 +164,9 @@ class Persona(_Strict):
     to_number: str = Field(default=DEMO_CLINIC_NUMBER, alias="to", pattern=E164)
     seed: int | None = Field(default=None, description="Default: derived from the name.")
     caller: CallerFacts
+    opening: str | None = Field(
+        default=None, description="Their first words, when what they say first is the point."
+    )
     tasks: list[Task] = Field(min_length=1, max_length=4)
     habits: list[Habit] = Field(default_factory=list)
     corrections: Corrections | None = None

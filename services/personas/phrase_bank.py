@@ -7,6 +7,7 @@ said another way when the bank has one, as people do.
 from __future__ import annotations
 
 import random
+import re
 import string
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "phrases.yaml"
 Style = Literal["plain", "terse", "rambling"]
+# A value that opens a sentence ("Booking. {service}.") starts with a capital.
+_SENTENCE_START = re.compile(r"([.!?] +)([a-z])")
 PLACEHOLDERS = frozenset({
     "first", "last", "full", "dob", "service", "reason", "when", "appointment", "message",
     "words", "phone", "spelled", "choice", "day", "wrong", "right", "clauses", "side",
@@ -83,7 +86,8 @@ class PhraseBank:
         fresh = [text for text in options if text != self._last.get(key)] or options
         chosen = self._rng.choice(fresh)
         self._last[key] = chosen
-        said = chosen.format_map(_Values(values))
+        said = _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(),
+                                   chosen.format_map(_Values(values)))
         return _capitalized(said) if sentence else said
 
     def around(self, line: str, *, rambling: bool, interrupting: bool) -> str:
@@ -94,7 +98,7 @@ class PhraseBank:
         if rambling and self._rng.random() < 0.35:
             line = f"{line} {self._rng.choice(self._file.rambling_after)}"
         if interrupting:
-            line = f"{self._rng.choice(self._file.interrupting_before)} {line[0].lower()}{line[1:]}"
+            line = f"{self._rng.choice(self._file.interrupting_before)} {line}"
         return line
 
 
