@@ -415,7 +415,8 @@ class RuleCaller:
         values = self._values()
         values["last"] = self._given("last_name", values["last"])
         values["full"] = f"{values['first']} {values['last']}"
-        spelled = self.persona.has("spells_name") and values["last"] == self.persona.caller.last_name
+        own = values["last"] == self.persona.caller.last_name  # a slip is not spelled out
+        spelled = self.persona.has("spells_name") and own
         line = self.phrases.say("full_name_spelled" if spelled else "full_name", **values)
         return self._volunteer(line, "date_of_birth")
 

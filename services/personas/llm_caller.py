@@ -102,7 +102,7 @@ class LlmCaller:
         for number, task in enumerate(persona.tasks, 1):
             details = {k: v for k, v in task.model_dump(exclude_defaults=True).items()
                        if k not in ("kind", "say_at")}
-            tasks.append(f"{number}. {task.kind}: {details}" if details else f"{number}. {task.kind}")
+            tasks.append(f"{number}. {task.kind}" + (f": {details}" if details else ""))
         habits = "; ".join(HABIT_WORDS[h] for h in persona.habits) or "plainly and politely"
         return render_prompt(
             "personas/caller.md", facts="\n".join(described), tasks="\n".join(tasks),

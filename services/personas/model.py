@@ -220,7 +220,8 @@ def load_persona(path: str | Path) -> Persona:
     except OSError as error:
         raise PersonaError(f"cannot read persona {path}: {error.strerror}") from error
     except yaml.YAMLError as error:
-        raise PersonaError(f"persona {path} is not valid YAML: {error}".replace("\n", " ")) from error
+        said = str(error).replace("\n", " ")
+        raise PersonaError(f"persona {path} is not valid YAML: {said}") from error
     if not isinstance(data, dict):
         raise PersonaError(f"persona {path} must be a mapping with name, from, caller, tasks")
     try:

@@ -103,8 +103,15 @@ class PatternError(ValueError):
     """The question patterns file does not follow its model."""
 
 
+Patterns = list[tuple[AskKind, re.Pattern[str]]]
+
+
+def _compiled(group: dict[str, list[str]]) -> Patterns:
+    return [(kind, phrase_pattern(phrases)) for kind, phrases in group.items()]  # type: ignore[misc]
+
+
 @lru_cache(maxsize=1)
-def _patterns() -> tuple[list[tuple[AskKind, re.Pattern[str]]], list[tuple[AskKind, re.Pattern[str]]]]:
+def _patterns() -> tuple[Patterns, Patterns]:
     try:
         data = QuestionPatterns.model_validate(yaml.safe_load(DATA_FILE.read_text()))
     except ValidationError as error:
@@ -113,8 +120,7 @@ def _patterns() -> tuple[list[tuple[AskKind, re.Pattern[str]]], list[tuple[AskKi
     unknown = [kind for kind in data.kinds() if kind not in known]
     if unknown:
         raise PatternError(f"{DATA_FILE}: unknown kinds {unknown}")
-    compile_all = lambda group: [(kind, phrase_pattern(phrases)) for kind, phrases in group.items()]  # noqa: E731
-    return compile_all(data.statements), compile_all(data.questions)
+    return _compiled(data.statements), _compiled(data.questions)
 
 
 def sentences(text: str) -> list[str]:

@@ -150,6 +150,7 @@ class ObserverWords:
         if text:
             self._said.append((float(message.get("ts") or 0.0), text))
             self._arrived.set()
+            self._timeline.note("agent_said", text)
 
 
 def websocket_url(base_url: str, path: str) -> str:

@@ -42,12 +42,14 @@ def ordinal(number: int) -> str:
 
 def ordinal_digits(number: int) -> str:
     """9 → '9th', 22 → '22nd'."""
-    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    teens = 10 <= number % 100 <= 20
+    suffix = "th" if teens else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
     return f"{number}{suffix}"
 
 
 def year_words(year: int) -> str:
-    """1972 → 'nineteen seventy-two', 2005 → 'two thousand five', 1900 → 'nineteen hundred'."""
+    """1972 → 'nineteen seventy-two', 2005 → 'two thousand five', 1900 → 'nineteen
+    hundred'."""
     century, rest = divmod(year, 100)
     if 2000 <= year < 2010:
         return "two thousand" + (f" {cardinal(rest)}" if rest else "")
