@@ -18,12 +18,10 @@ from datetime import date
 
 from services.personas.model import DobStyle, Persona, Task
 from services.personas.phrase_bank import PhraseBank, Style
-from services.personas.questions import AgentAsk, Offer, classify
+from services.personas.questions import AgentAsk, Offer, answers, classify
 from services.personas.spoken import say_date_of_birth, say_phone, spell
 
 BOOKING_TASKS = ("book", "reschedule")
-# Said once the agent has answered these; nothing to confirm.
-INFORMATION_TASKS = ("upcoming", "price", "hours")
 HAND_OVER_TASKS = ("callback", "person")
 # How many times in a row the caller says "sorry?" or repeats themselves before giving up.
 STUCK_LIMIT = 3
@@ -32,13 +30,6 @@ SAME_TURN_LIMIT = 3
 HOLD_LINES = 2  # lines a caller waits on hold for a person before hanging up
 _CASUAL_DOB_STYLES: tuple[DobStyle, ...] = ("long", "ordinal_of", "slashes",
                                              "month_words_short_year")
-_ANSWERED = {
-    "upcoming": ("you have", "your next", "you're booked", "you are booked", "coming up"),
-    "price": ("$", "dollar", "costs", "price"),
-    "hours": ("open", "close", "hours"),
-    "callback": ("call you back", "passed that on", "pass that on", "get back to you"),
-    "person": ("call you back", "passed that on", "put you through", "transfer"),
-}
 
 
 @dataclass
@@ -539,9 +530,7 @@ class RuleCaller:
 
     def _mark_answered(self, ask: AgentAsk) -> bool:
         """An information or hand-over task is done once the agent's words answer it."""
-        task = self.task
-        cues = _ANSWERED.get(task.kind)
-        if cues and any(cue in ask.text.lower() for cue in cues):
+        if answers(self.task.kind, ask.text):
             self._mark_current_done()
             return True
         return False

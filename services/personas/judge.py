@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.personas.model import Outcome, Persona, Task
-from services.personas.questions import classify
+from services.personas.questions import answers, classify
 from services.phrases import normalize, phrase_pattern
 
 EXPLICIT_YES_FILE = Path(__file__).resolve().parent / "data" / "explicit_yes.yaml"
@@ -49,11 +49,6 @@ WRITES_FOR: dict[Outcome, tuple[str, ...]] = {
 }
 DEFAULT_ENDINGS = ("agent_hangup", "transferred")
 CALLER_ENDINGS = ("caller_hangup", "caller_disconnected")
-ANSWER_CUES = {
-    "upcoming": ("you have", "your next", "you're booked", "coming up"),
-    "price": ("$", "dollar"),
-    "hours": ("open",),
-}
 
 
 @dataclass
@@ -226,8 +221,8 @@ def _outcome_problem(persona: Persona, task: Task, outcome: Outcome, record: dic
         wrote = [n for n in names if n in BOOKING_WRITES + HAND_OVER_WRITES]
         return f"expected nothing written: {', '.join(wrote)}" if wrote else None
     if outcome in ("told_upcoming", "answered"):
-        cues = ANSWER_CUES.get(task.kind, ANSWER_CUES["upcoming"])
-        if not any(cue in text.lower() for text in agent_turns for cue in cues):
+        asked = task.kind if task.kind in ("price", "hours") else "upcoming"
+        if not any(answers(asked, text) for text in agent_turns):
             return f"expected the {task.kind} question answered: the agent never answered it"
         return None
     return None

@@ -55,6 +55,7 @@ class QuestionPatterns(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     statements: dict[str, list[str]] = Field(min_length=1)
+    answers: dict[str, list[str]] = Field(min_length=1)
     questions: dict[str, list[str]] = Field(min_length=1)
 
     def kinds(self) -> list[str]:
@@ -111,7 +112,7 @@ def _compiled(group: dict[str, list[str]]) -> Patterns:
 
 
 @lru_cache(maxsize=1)
-def _patterns() -> tuple[Patterns, Patterns]:
+def _data() -> QuestionPatterns:
     try:
         data = QuestionPatterns.model_validate(yaml.safe_load(DATA_FILE.read_text()))
     except ValidationError as error:
@@ -120,7 +121,25 @@ def _patterns() -> tuple[Patterns, Patterns]:
     unknown = [kind for kind in data.kinds() if kind not in known]
     if unknown:
         raise PatternError(f"{DATA_FILE}: unknown kinds {unknown}")
+    return data
+
+
+@lru_cache(maxsize=1)
+def _patterns() -> tuple[Patterns, Patterns]:
+    data = _data()
     return _compiled(data.statements), _compiled(data.questions)
+
+
+@lru_cache(maxsize=1)
+def _answer_patterns() -> dict[str, re.Pattern[str]]:
+    return {task: phrase_pattern(phrases) for task, phrases in _data().answers.items()}
+
+
+def answers(task_kind: str, text: str) -> bool:
+    """Whether the agent's words answer (or hand over) a request of this kind that needs
+    no write: upcoming bookings, a price, opening hours, a callback, a person."""
+    pattern = _answer_patterns().get(task_kind)
+    return pattern is not None and bool(pattern.search(normalize(text)))
 
 
 def sentences(text: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.personas.questions import classify, offers_in, sentences
+from services.personas.questions import answers, classify, offers_in, sentences
 
 # Each kind with wordings no single engine uses: the offline lines, a model's, a person's.
 PARAPHRASES = {
@@ -113,3 +113,18 @@ def test_offered_times_are_read_in_order_with_their_day_hour_and_date():
 def test_a_title_does_not_end_a_sentence():
     assert sentences("I have Monday with Dr. Patel. Which would you like?") == [
         "I have Monday with Dr Patel.", "Which would you like?"]
+
+
+@pytest.mark.parametrize(("task", "said", "answered"), [
+    ("price", "A flu shot is $30. Shall we carry on?", True),
+    ("price", "That one costs thirty dollars.", True),
+    ("price", "What kind of appointment would you like?", False),
+    ("hours", "We're open Monday to Friday, 8 to 5.", True),
+    ("upcoming", "Your next appointment is a blood test on Monday.", True),
+    ("upcoming", "You've got nothing booked with us at the moment, no appointments.", True),
+    ("upcoming", "Is there anything else I can help you with?", False),
+    ("callback", "I've passed that on, and someone will call you back.", True),
+    ("book", "You're booked.", False),  # a booking is judged by its write, not by words
+])
+def test_the_caller_knows_when_a_request_that_needs_no_write_was_answered(task, said, answered):
+    assert answers(task, said) is answered
