@@ -100,7 +100,8 @@ def render(report: dict) -> str:
         f"- **Task success: {totals['succeeded']}/{totals['total']} personas "
         f"({100 * totals['success_rate']:.0f}%)** (target ≥ 95%)",
         f"- Writes without an explicit yes to their read-back: **{totals['unconfirmed_writes']}**"
-        " (target 0)",
+        f" (target 0); writes the agent attempted that a guard refused: "
+        f"{totals['blocked_writes']}",
         f"- Repeated agent questions: {totals['repeated_questions']} in all; calls where one "
         f"question was asked three or more times in a row: **{loops}** (target 0)",
         f"- Caller turns per task: p50 {percentile(turns, 50):.1f}, p95 {percentile(turns, 95):.1f}"

@@ -66,6 +66,7 @@ class Verdict:
     unconfirmed_writes: int
     completion_reason: str | None
     writes: list[str] = field(default_factory=list)
+    blocked_writes: int = 0  # booking writes the agent tried and a guard refused
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -74,7 +75,7 @@ class Verdict:
             "turns_per_task": round(self.turns_per_task, 2),
             "repeated_questions": self.repeated_questions,
             "longest_repeat": self.longest_repeat,
-            "unconfirmed_writes": self.unconfirmed_writes,
+            "unconfirmed_writes": self.unconfirmed_writes, "blocked_writes": self.blocked_writes,
             "completion_reason": self.completion_reason, "writes": self.writes,
         }
 
@@ -87,11 +88,15 @@ def judge(persona: Persona, record: dict[str, Any] | None, *, problem: str | Non
                        None)
     turns = record.get("turns") or []
     tools = [t for t in record.get("tool_calls") or [] if t.get("succeeded")]
+    blocked = [t["name"] for t in record.get("tool_calls") or []
+               if t.get("name") in BOOKING_WRITES and t.get("error_class") == "guard"]
     events = record.get("events") or []
     caller_turns = sum(1 for t in turns if t.get("speaker_role") == "caller")
     reasons = [problem] if problem else []
     unconfirmed = unconfirmed_writes(turns, tools)
     reasons += unconfirmed
+    reasons += [f"the agent tried {name} and a guard refused it (it took something else for "
+                "a yes, or wrote out of turn)" for name in blocked]
     reasons += outcome_problems(persona, record, tools)
     reasons += patient_problems(persona, tools)
     reasons += ending_problems(persona, record.get("completion_reason"))
@@ -103,6 +108,7 @@ def judge(persona: Persona, record: dict[str, Any] | None, *, problem: str | Non
         unconfirmed_writes=len(unconfirmed), completion_reason=record.get("completion_reason"),
         writes=[t["name"] for t in tools if t["name"] in BOOKING_WRITES + HAND_OVER_WRITES
                 + ("CreatePatient",)],
+        blocked_writes=len(blocked),
     )
 
 

@@ -268,6 +268,7 @@ def summary(runs: list[PersonaRun]) -> dict[str, Any]:
         "total": len(runs), "succeeded": succeeded,
         "success_rate": round(succeeded / len(runs), 3) if runs else 0.0,
         "unconfirmed_writes": sum(run.verdict.unconfirmed_writes for run in runs),
+        "blocked_writes": sum(run.verdict.blocked_writes for run in runs),
         "repeated_questions": sum(run.verdict.repeated_questions for run in runs),
     }
 

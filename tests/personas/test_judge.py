@@ -87,6 +87,16 @@ def test_a_booking_written_after_anything_but_an_explicit_yes_is_unconfirmed():
         assert "the caller did not say yes" in verdict.reasons[0]
 
 
+def test_a_booking_write_a_guard_refused_is_reported():
+    record = booked(answer="Not that one, the other one please.")
+    record.tools[-1].update(succeeded=False, error_class="guard")
+
+    verdict = judge(persona(), record.ended())
+
+    assert verdict.blocked_writes == 1 and verdict.unconfirmed_writes == 0
+    assert "a guard refused it" in verdict.reasons[0]
+
+
 def test_a_booking_written_without_a_read_back_is_unconfirmed():
     verdict = judge(persona(), booked(read_back="Lovely, Friday at 8 AM then.").ended())
 
