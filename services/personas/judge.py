@@ -95,8 +95,9 @@ def judge(persona: Persona, record: dict[str, Any] | None, *, problem: str | Non
     reasons = [problem] if problem else []
     unconfirmed = unconfirmed_writes(turns, tools)
     reasons += unconfirmed
-    reasons += [f"the agent tried {name} and a guard refused it (it took something else for "
-                "a yes, or wrote out of turn)" for name in blocked]
+    reasons += [f"the agent tried {name} and a guard refused it {blocked.count(name)} time(s) "
+                "(it took something else for a yes, or wrote out of turn)"
+                for name in dict.fromkeys(blocked)]
     reasons += outcome_problems(persona, record, tools)
     reasons += patient_problems(persona, tools)
     reasons += ending_problems(persona, record.get("completion_reason"))
