@@ -371,6 +371,9 @@ class RuleCaller:
         if wanted_day and not matching and not progress.asked_other_time:
             progress.asked_other_time = True
             return self.phrases.say("other_time", day=wanted_day.capitalize())
+        if not any(self._soon_enough(offers[i]) for i in candidates) and not progress.rejected_far:
+            progress.rejected_far = True
+            return self.phrases.say("too_far")
         if not matching:  # nothing they wanted: they settle for what is there
             progress.rejected_day = progress.rejected_far = True
         index = (matching or candidates)[0]

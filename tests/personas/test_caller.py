@@ -118,6 +118,19 @@ def test_a_caller_who_wants_it_soon_turns_down_a_date_months_away():
     assert "sooner" in answer
 
 
+def test_a_caller_who_wants_it_soon_asks_for_sooner_when_only_far_times_are_offered():
+    rules = caller(tasks=[{"kind": "book", "service": "a flu shot",
+                           "prefer": {"within_days": 21}}])
+    call(rules)
+    far = "I have Friday, July 9 at 8 AM or Friday, July 9 at 8:15 AM. Which would you like?"
+
+    first = rules.respond([far])
+    second = rules.respond([f"Sorry, that's all I have. {far}"])
+
+    assert "sooner" in first
+    assert "first" in second or "Friday" in second  # offered nothing else, they settle
+
+
 def test_a_caller_who_changes_their_mind_says_no_once_then_takes_the_other_time():
     rules = caller(habits=["changes_mind"], changes_mind="other_slot")
     call(rules, "I have Monday, March 3 at 9 AM or Wednesday, March 5 at 9 AM. Which would "
