@@ -72,7 +72,7 @@ class RuleCaller:
         self.dob_style: DobStyle = facts.dob_style or (
             "bare_numbers" if persona.has("dob_as_numbers")
             else self.rng.choice(_CASUAL_DOB_STYLES))
-        self._answers: dict[str, Callable[[AgentAsk], str | None]] = {
+        self._replies: dict[str, Callable[[AgentAsk], str | None]] = {
             "crisis_hold": self._on_hold, "emergency_advice": self._on_emergency_advice,
             "goodbye": self._on_goodbye, "keep_move_cancel": self._keep_move_cancel,
             "confirm_cancel": self._confirm_cancel, "confirm_booking": self._confirm_booking,
@@ -121,7 +121,7 @@ class RuleCaller:
         if progress.lines == 1 and ask.kind not in ("crisis_hold", "emergency_advice"):
             line = self._opening(ask)
         else:
-            line = self._answers[ask.kind](ask)
+            line = self._replies[ask.kind](ask)
             if ask.kind != "other" and line is not None:
                 progress.stuck = 0
         if line is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.personas.model import Outcome, Persona, Task
-from services.personas.questions import answers, classify
+from services.personas.questions import answers, classify, offers_in
 from services.phrases import normalize, phrase_pattern
 
 EXPLICIT_YES_FILE = Path(__file__).resolve().parent / "data" / "explicit_yes.yaml"
@@ -214,6 +214,8 @@ def _outcome_problem(persona: Persona, task: Task, outcome: Outcome, record: dic
         if service and outcome != "cancelled_all" and not any(
                 service.lower() in str(t.get("output") or "").lower() for t in done):
             return f"expected {outcome} for a {service}: the write was for something else"
+        if outcome in ("booked", "rescheduled"):
+            return _when_problem(task, outcome, done, record.get("started_at"))
         return None
     if outcome == "callback_logged":
         return None if any(n in HAND_OVER_WRITES for n in names) else (
@@ -232,6 +234,27 @@ def _outcome_problem(persona: Persona, task: Task, outcome: Outcome, record: dic
         if not any(answers(asked, text) for text in agent_turns):
             return f"expected the {task.kind} question answered: the agent never answered it"
         return None
+    return None
+
+
+def _when_problem(task: Task, outcome: Outcome, done: list[dict[str, Any]],
+                  started_at: object) -> str | None:
+    """A booking on a day the caller said they cannot do, or further out than they wanted
+    (the clinic offers times within two weeks, so "soon" can always be met)."""
+    try:
+        called = datetime.fromisoformat(str(started_at)).date()
+    except ValueError:
+        return None
+    wanted = task.prefer
+    for tool in done:
+        for offer in offers_in(str(tool.get("output") or ""))[:1]:
+            day = offer.on_or_after(called)
+            if wanted.not_day and offer.weekday == wanted.not_day:
+                return f"{outcome} on a {offer.weekday.capitalize()}, the day the caller cannot do"
+            if wanted.within_days is not None and day is not None and (
+                    (day - called).days > wanted.within_days):
+                return (f"{outcome} {(day - called).days} days out; the caller wanted it within "
+                        f"{wanted.within_days}")
     return None
 
 

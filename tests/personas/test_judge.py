@@ -52,7 +52,8 @@ class Record:
         repeats = sum(1 for e in self.events if e["type"] == "question_repeated")
         self.event("call_ended", reason=reason, repeated_questions=repeats)
         return {"id": "call-1", "completion_reason": reason, "turns": self.turns,
-                "tool_calls": self.tools, "events": self.events}
+                "tool_calls": self.tools, "events": self.events,
+                "started_at": "2031-03-03T10:00:00+00:00"}  # a Monday
 
 
 def booked(answer: str = "Yes please.", read_back: str = READ_BACK) -> Record:
@@ -121,6 +122,23 @@ def test_a_booking_of_another_type_or_for_another_name_fails():
     assert "the write was for something else" in judge(persona(), wrong_type.ended()).reasons[0]
     assert judge(persona(), wrong_name.ended()).reasons == [
         "registered under another name than the caller's"]
+
+
+def test_a_booking_further_out_than_the_caller_wanted_or_on_a_day_they_cannot_do_fails():
+    soon = persona(tasks=[{"kind": "book", "service": "a flu shot", "type": "Flu shot",
+                           "prefer": {"within_days": 21}}])
+    not_friday = persona(tasks=[{"kind": "book", "service": "a flu shot", "type": "Flu shot",
+                                 "prefer": {"not_day": "friday"}}])
+    months_away = booked()
+    months_away.tools[-1]["output"] = "Booked: Flu shot with Tom Becker, Friday, July 9 at 8 AM."
+    next_week = booked()
+    next_week.tools[-1]["output"] = "Booked: Flu shot with Tom Becker, Friday, March 7 at 8 AM."
+
+    assert judge(soon, months_away.ended()).reasons == [
+        "booked 128 days out; the caller wanted it within 21"]
+    assert judge(soon, next_week.ended()).success
+    assert judge(not_friday, next_week.ended()).reasons == [
+        "booked on a Friday, the day the caller cannot do"]
 
 
 def test_writes_no_task_asked_for_fail_the_call():
