@@ -6,6 +6,7 @@
     python main.py api-key create --workspace W   print a new API key once
     python main.py api-key list|revoke KEY --workspace W
     python main.py simulate SCRIPT.yaml [...]     play a caller against a running service
+    python main.py simulate --persona PATH [...]  play personas (a file or a folder), judged
 """
 
 from __future__ import annotations
@@ -286,6 +287,7 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from services.personas.run import add_persona_arguments
     from services.simulator import add_simulate_arguments
 
     parser = argparse.ArgumentParser(prog="main.py", description="Clinic voice agent")
@@ -307,7 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_argument("path")
     store.add_argument("--workspace", default="demo")
     store.add_argument("--service", default=None, help="only for this service (by name)")
-    add_simulate_arguments(sub.add_parser("simulate", help="play a caller script"))
+    simulate = sub.add_parser("simulate", help="play a caller script or personas")
+    add_simulate_arguments(simulate)
+    add_persona_arguments(simulate)
     verify = sub.add_parser("verify-call", help="verify a call's writes again and sync them")
     verify.add_argument("call_id")
     queue = sub.add_parser("review-queue", help="list flagged events awaiting a person")
@@ -351,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
             return verify_call(settings, args.call_id)
         if command == "review-queue":
             return review_queue(settings, args.workspace, args.limit)
+        if command == "simulate" and args.persona is not None:
+            from services.personas.run import run_persona_command
+
+            return run_persona_command(args)
         if command == "simulate":
             from services.simulator import run_simulate
 

@@ -281,7 +281,10 @@ class CallRecorder(BaseObserver):
         text = agent.text()
         if not text:
             return
-        self._session.conversation.tracker.agent_said(text)
+        repeated = self._session.conversation.tracker.agent_said(text)
+        if repeated is not None:  # counts only: the question may carry the caller's name
+            self._session.log.event("question_repeated", in_a_row=repeated.in_a_row,
+                                    total=repeated.total)
         self._session.log.turn(
             speaker_id="agent",
             speaker_role="agent",

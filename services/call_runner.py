@@ -391,7 +391,8 @@ async def finish_call(
     ended = datetime.now(UTC)
     if session.bad_messages:
         session.log.event("bad_input_total", count=session.bad_messages)
-    session.log.event("call_ended", reason=reason.value)
+    session.log.event("call_ended", reason=reason.value,
+                      repeated_questions=session.conversation.tracker.repeated_questions)
     if session.emotion is not None:
         session.log.update_call(emotional_summary=session.emotion.summary_record())
     session.log.update_call(

@@ -348,8 +348,18 @@ class TwilioMessages:
 
 
 @dataclass(frozen=True)
+class LineCue:
+    """When the caller's next line goes: once the agent is done (after a pause), or
+    barging in while it speaks; `wait_s` is the longest wait for the agent."""
+
+    pause_s: float
+    barge_in: bool
+    wait_s: float
+
+
+@dataclass(frozen=True)
 class CallerLine:
-    """One scripted caller line, already synthesized to μ-law frames."""
+    """One caller line, already synthesized to μ-law frames (none on a text call)."""
 
     number: int
     text: str
@@ -357,6 +367,48 @@ class CallerLine:
     pause_s: float
     barge_in: bool
     wait_s: float
+
+    @property
+    def cue(self) -> LineCue:
+        return LineCue(self.pause_s, self.barge_in, self.wait_s)
+
+
+class Caller(Protocol):
+    """Who speaks on the caller's side of a leg: first when the next line goes (`next_cue`,
+    None: no more lines), then, once that moment has come, the line itself from what the
+    agent said since the caller last spoke (`next_line`, None: hang up now instead).
+    `hangup_after_s`: after the last line, hang up this long after it instead of waiting
+    for the agent to finish."""
+
+    hangup_after_s: float | None
+
+    def next_cue(self) -> LineCue | None: ...
+
+    async def next_line(self, number: int, heard: list[str]) -> CallerLine | None: ...
+
+
+class ScriptedCaller:
+    """A caller who says fixed lines in order, whatever the agent says."""
+
+    def __init__(self, lines: list[CallerLine], hangup_after_s: float | None = None) -> None:
+        self._lines = list(lines)
+        self._next = 0
+        self.hangup_after_s = hangup_after_s
+
+    def next_cue(self) -> LineCue | None:
+        return self._lines[self._next].cue if self._next < len(self._lines) else None
+
+    async def next_line(self, number: int, heard: list[str]) -> CallerLine | None:
+        line = self._lines[self._next]
+        self._next += 1
+        return line
+
+
+class AgentWords(Protocol):
+    """What the agent said since a moment of the call (seconds on the call's clock), for a
+    caller who answers it; an audio leg cannot read it from the audio itself."""
+
+    async def since(self, at_s: float) -> list[str]: ...
 
 
 class Timeline(Protocol):
@@ -392,8 +444,10 @@ class AudioCallLeg:
         timeline: Timeline,
         *,
         quiet_s: float = AGENT_QUIET_S,
+        agent_words: AgentWords | None = None,
     ) -> None:
         self._ws = websocket
+        self._agent_words = agent_words
         self._timeline = timeline
         self._messages = TwilioMessages(identity)
         self._mic = CallerMicrophone()
@@ -406,7 +460,7 @@ class AudioCallLeg:
         self._barge_in_at: float | None = None
         self._marks_to_answer: list[str] = []  # released by a `clear`, sent on the next tick
 
-    async def run(self, lines: list[CallerLine], hangup_after_s: float | None) -> AudioOutcome:
+    async def run(self, caller: Caller) -> AudioOutcome:
         """Open the stream, hold the conversation, hang up; never leaves a task behind."""
         try:
             await self._ws.send(self._messages.connected())
@@ -416,7 +470,7 @@ class AudioCallLeg:
         sender = asyncio.create_task(self._send_media(), name="caller-media")
         receiver = asyncio.create_task(self._receive(), name="agent-media")
         try:
-            ended_by = await self._converse(lines, hangup_after_s)
+            ended_by = await self._converse(caller)
         finally:
             self._mic.hang_up()
             self._playout.hang_up(self._timeline.now())
@@ -436,30 +490,39 @@ class AudioCallLeg:
 
     # -- the conversation ------------------------------------------------------
 
-    async def _converse(self, lines: list[CallerLine], hangup_after_s: float | None) -> EndedBy:
-        since = 0.0
-        for line in lines:
-            if line.barge_in:
-                await self._wait_to_barge_in(line, since)
+    async def _converse(self, caller: Caller) -> EndedBy:
+        since, number, wait_s = 0.0, 0, 0.0
+        while (cue := caller.next_cue()) is not None:
+            number += 1
+            wait_s = cue.wait_s
+            if cue.barge_in:
+                await self._wait_to_barge_in(number, cue.wait_s, since)
             else:
-                await self._wait_for_agent(line.wait_s, since, f"line {line.number}")
-                await self._pause(line.pause_s)
+                await self._wait_for_agent(cue.wait_s, since, f"line {number}")
+                await self._pause(cue.pause_s)
             if self._closed.is_set():
-                self._timeline.note("agent_hung_up", f"before caller line {line.number}")
+                self._timeline.note("agent_hung_up", f"before caller line {number}")
                 return "agent"
+            heard = await self._agent_words.since(since) if self._agent_words else []
+            line = await caller.next_line(number, heard)
+            if line is None:  # the caller hangs up instead
+                return self._caller_hangs_up()
             await self._speak(line)
             since = self._timeline.now()
             if self._closed.is_set():
-                self._timeline.note("agent_hung_up", f"during caller line {line.number}")
+                self._timeline.note("agent_hung_up", f"during caller line {number}")
                 return "agent"
-        if hangup_after_s is not None:
-            await self._pause(hangup_after_s)
-        else:
-            await self._wait_for_agent(lines[-1].wait_s, since, "the end of the call")
+        if caller.hangup_after_s is not None:
+            await self._pause(caller.hangup_after_s)
+        elif number:
+            await self._wait_for_agent(wait_s, since, "the end of the call")
             await self._pause(AGENT_HANGUP_GRACE_S)
         if self._closed.is_set():
             self._timeline.note("agent_hung_up", "after the last caller line")
             return "agent"
+        return self._caller_hangs_up()
+
+    def _caller_hangs_up(self) -> EndedBy:
         speaking = self._playout.mid_turn(self._timeline.now(), self._quiet_s)
         self._timeline.note("caller_hangup", "during the agent's turn" if speaking else "")
         return "caller"
@@ -477,8 +540,8 @@ class AudioCallLeg:
                 return
             await self._sleep_or_close(FRAME_S)
 
-    async def _wait_to_barge_in(self, line: CallerLine, since: float) -> None:
-        deadline = self._timeline.now() + line.wait_s
+    async def _wait_to_barge_in(self, number: int, wait_s: float, since: float) -> None:
+        deadline = self._timeline.now() + wait_s
         while not self._closed.is_set():
             now = self._timeline.now()
             segment = self._playout.heard_since(since, now)
@@ -488,13 +551,13 @@ class AudioCallLeg:
                 self._barge_in_at = self._timeline.now()
                 self._timeline.note(
                     "barge_in",
-                    f"line {line.number} starts {self._barge_in_at - segment.start_s:.2f} s "
+                    f"line {number} starts {self._barge_in_at - segment.start_s:.2f} s "
                     "into agent speech",
                 )
                 return
             if now >= deadline:
                 self._timeline.note(
-                    "wait_timeout", f"agent never spoke in {line.wait_s:g} s; no barge-in"
+                    "wait_timeout", f"agent never spoke in {wait_s:g} s; no barge-in"
                 )
                 return
             await self._sleep_or_close(FRAME_S)

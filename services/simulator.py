@@ -24,6 +24,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
@@ -44,9 +45,12 @@ from services.caller_audio import (
     AGENT_QUIET_S,
     BARGE_IN_DELAY_S,
     SAMPLE_RATE,
+    AgentWords,
     AudioCallLeg,
     AudioOutcome,
+    Caller,
     CallerLine,
+    ScriptedCaller,
     EndedBy,
     SpeechSegment,
     StreamIdentity,
@@ -210,14 +214,19 @@ class CallScript(BaseModel):
     @field_validator("from_number", "to_number", mode="before")
     @classmethod
     def _quoted_number(cls, value: object) -> object:
-        """YAML reads an unquoted +1555… as an integer and drops the plus."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            # pydantic reports ValueError (not TypeError) as a validation error
-            raise ValueError('write phone numbers in quotes, e.g. "+15550100100"')  # noqa: TRY004
-        return value
+        return quoted_phone_number(value)
 
 
-def _error_location(loc: tuple[Any, ...]) -> str:
+def quoted_phone_number(value: object) -> object:
+    """YAML reads an unquoted +1555… as an integer and drops the plus: say so."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        # pydantic reports ValueError (not TypeError) as a validation error
+        raise ValueError('write phone numbers in quotes, e.g. "+15550100100"')  # noqa: TRY004
+    return value
+
+
+def error_location(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as a file path reader writes it: turns[2].say."""
     path = ""
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
@@ -239,7 +248,7 @@ def load_script(path: str | Path) -> CallScript:
         return CallScript.model_validate(data)
     except ValidationError as error:
         problems = "; ".join(
-            f"{_error_location(err['loc'])}: {err['msg']}" for err in error.errors()
+            f"{error_location(err['loc'])}: {err['msg']}" for err in error.errors()
         )
         raise ScriptError(f"script {path}: {problems}") from error
 
@@ -262,11 +271,17 @@ class CallTimeline:
     def __init__(self, log: Log) -> None:
         self._log = log
         self._t0 = time.monotonic()
+        self._wall_t0 = time.time()
         self.events: list[ClientEvent] = []
 
     def restart(self) -> None:
         """Time zero is when the media stream opens, as in the server's record."""
         self._t0 = time.monotonic()
+        self._wall_t0 = time.time()
+
+    def at_wall(self, at_s: float) -> float:
+        """A moment of the call as wall-clock time (what a server's event stamps carry)."""
+        return self._wall_t0 + at_s
 
     def now(self) -> float:
         return time.monotonic() - self._t0
@@ -622,7 +637,7 @@ class RtviTextLeg:
         self._close_code: int | None = None
         self._close_reason = ""
 
-    async def run(self, lines: list[CallerLine], hangup_after_s: float | None) -> TextOutcome:
+    async def run(self, caller: Caller) -> TextOutcome:
         import pipecat.processors.frameworks.rtvi.models as RTVI
         from pipecat.evals.serializer import EvalConnectionFlags, eval_connect_message
 
@@ -637,7 +652,7 @@ class RtviTextLeg:
         receiver = asyncio.create_task(self._receive(), name="rtvi-receive")
         try:
             await self._wait_ready()
-            ended_by = await self._converse(lines, hangup_after_s)
+            ended_by = await self._converse(caller)
         finally:
             await self._hang_up()
             receiver.cancel()
@@ -662,33 +677,45 @@ class RtviTextLeg:
             "(is RTVI on for text sessions?)"
         )
 
-    async def _converse(self, lines: list[CallerLine], hangup_after_s: float | None) -> EndedBy:
-        since = 0.0
-        for line in lines:
-            if line.barge_in:
-                await self._wait_for_agent(since, line.wait_s, until="it starts")
+    async def _converse(self, caller: Caller) -> EndedBy:
+        since, number, wait_s = 0.0, 0, 0.0
+        while (cue := caller.next_cue()) is not None:
+            number += 1
+            wait_s = cue.wait_s
+            if cue.barge_in:
+                await self._wait_for_agent(since, cue.wait_s, until="it starts")
                 await self._sleep_or_close(BARGE_IN_DELAY_S)
                 self._timeline.note(
-                    "barge_in", f"line {line.number} typed while the agent's turn is open"
+                    "barge_in", f"line {number} typed while the agent's turn is open"
                 )
             else:
-                finished = await self._wait_for_agent(since, line.wait_s, until="it is done")
+                finished = await self._wait_for_agent(since, cue.wait_s, until="it is done")
                 if not finished and not self._closed.is_set():
-                    self._timeline.note("wait_timeout", f"agent not done after {line.wait_s:g} s")
-                await self._sleep_or_close(line.pause_s)
+                    self._timeline.note("wait_timeout", f"agent not done after {cue.wait_s:g} s")
+                await self._sleep_or_close(cue.pause_s)
             if self._closed.is_set():
-                self._timeline.note("agent_hung_up", f"before caller line {line.number}")
+                self._timeline.note("agent_hung_up", f"before caller line {number}")
                 return "agent"
+            line = await caller.next_line(number, self.heard_since(since))
+            if line is None:  # the caller hangs up instead
+                return self._caller_hangs_up()
             await self._say(line)
             since = self._timeline.now()
-        if hangup_after_s is not None:
-            await self._sleep_or_close(hangup_after_s)
-        else:
-            await self._wait_for_agent(since, lines[-1].wait_s, until="it is done")
+        if caller.hangup_after_s is not None:
+            await self._sleep_or_close(caller.hangup_after_s)
+        elif number:
+            await self._wait_for_agent(since, wait_s, until="it is done")
             await self._sleep_or_close(TEXT_HANGUP_GRACE_S)
         if self._closed.is_set():
             self._timeline.note("agent_hung_up", "after the last caller line")
             return "agent"
+        return self._caller_hangs_up()
+
+    def heard_since(self, at_s: float) -> list[str]:
+        """What the agent said after `at_s` (seconds on the call's clock), in order."""
+        return [u.text for u in self._tracker.utterances if u.at_s >= at_s]
+
+    def _caller_hangs_up(self) -> EndedBy:
         speaking = self._tracker.mid_turn(self._timeline.now(), self._quiet_s)
         self._timeline.note("caller_hangup", "during the agent's turn" if speaking else "")
         return "caller"
@@ -939,13 +966,41 @@ async def simulate_call(
     webhook rejected, no media stream); a call that ran but whose record cannot
     be read returns a result with `record_error` set.
     """
-    base_url = base_url.rstrip("/")
     lines = await _caller_lines(script, synthesize, text_mode)
-    parties = CallParties.new(script.from_number, script.to_number, account_sid)
+    return await place_call(
+        ScriptedCaller(lines, script.hangup_after_s), CallParties.new(
+            script.from_number, script.to_number, account_sid
+        ), name=script.name, base_url=base_url, api_key=api_key, twilio_token=twilio_token,
+        text_mode=text_mode, log=log, quiet_s=quiet_s, record_wait_s=record_wait_s,
+    )
+
+
+# Opens what lets a caller on an audio call know the agent's words (services/personas).
+Listener = Callable[[str, "CallTimeline"], AbstractAsyncContextManager[AgentWords]]
+
+
+async def place_call(
+    caller: Caller,
+    parties: CallParties,
+    *,
+    base_url: str,
+    api_key: str | None,
+    twilio_token: str,
+    name: str | None = None,
+    text_mode: bool = False,
+    log: Log = print,
+    quiet_s: float | None = None,
+    record_wait_s: float = RECORD_WAIT_S,
+    listen: Listener | None = None,
+) -> SimulationResult:
+    """One call between `parties` with any caller (fixed lines, or one that answers what
+    the agent says): the webhooks, the leg, the status callback and the record.
+    `listen(call_id, timeline)`: how an audio caller hears the agent's words."""
+    base_url = base_url.rstrip("/")
     timeline = CallTimeline(log)
     mode: Literal["audio", "text"] = "text" if text_mode else "audio"
     logger.debug(
-        f"simulating {script.name or 'a call'} ({mode}) to {mask_phone(parties.to_number)} "
+        f"simulating {name or 'a call'} ({mode}) to {mask_phone(parties.to_number)} "
         f"from {mask_phone(parties.from_number)}"
     )
     async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
@@ -956,9 +1011,13 @@ async def simulate_call(
         log(f"answered: call {target.call_id}; opening {ws_url}")
         answered = time.monotonic()
         try:
-            outcome = await _run_leg(
-                ws_url, parties, target, timeline, lines, script, text_mode, quiet_s
-            )
+            async with AsyncExitStack() as stack:
+                words = None
+                if listen is not None and not text_mode:
+                    words = await stack.enter_async_context(listen(target.call_id, timeline))
+                outcome = await _run_leg(
+                    ws_url, parties, target, timeline, caller, text_mode, quiet_s, words
+                )
         finally:
             await webhooks.completed(time.monotonic() - answered)
         closed = f"{outcome.close_code or ''} {outcome.close_reason}".strip()
@@ -985,7 +1044,7 @@ def _agent_was_heard(outcome: AudioOutcome | TextOutcome) -> bool:
 
 async def _run_leg(
     ws_url: str, parties: CallParties, target: StreamTarget, timeline: CallTimeline,
-    lines: list[CallerLine], script: CallScript, text_mode: bool, quiet_s: float | None,
+    caller: Caller, text_mode: bool, quiet_s: float | None, agent_words: AgentWords | None,
 ) -> AudioOutcome | TextOutcome:
     try:
         websocket = await connect(ws_url, open_timeout=WS_OPEN_TIMEOUT_S, max_size=2**22)
@@ -1000,13 +1059,13 @@ async def _run_leg(
     timeline.restart()
     if text_mode:
         leg = RtviTextLeg(websocket, timeline, TEXT_QUIET_S if quiet_s is None else quiet_s)
-        return await leg.run(lines, script.hangup_after_s)
+        return await leg.run(caller)
     identity = StreamIdentity(
         parties.account_sid, parties.call_sid, parties.stream_sid, target.parameters
     )
     quiet = AGENT_QUIET_S if quiet_s is None else quiet_s
-    audio = AudioCallLeg(websocket, identity, timeline, quiet_s=quiet)
-    return await audio.run(lines, script.hangup_after_s)
+    audio = AudioCallLeg(websocket, identity, timeline, quiet_s=quiet, agent_words=agent_words)
+    return await audio.run(caller)
 
 
 # -- The command line ------------------------------------------------------------
@@ -1015,7 +1074,8 @@ async def _run_leg(
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     """`main.py simulate` options."""
     parser.add_argument(
-        "script", type=Path, help="caller script (YAML), e.g. scenarios/barge_in.yaml"
+        "script", type=Path, nargs="?", default=None,
+        help="caller script (YAML), e.g. scenarios/barge_in.yaml",
     )
     parser.add_argument("--json", action="store_true", help="print the call summary as JSON")
     parser.add_argument(
@@ -1063,6 +1123,8 @@ async def main_simulate(args: argparse.Namespace, settings: Settings | None = No
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     try:
+        if args.script is None:
+            raise ScriptError("give a caller script, or --persona PATH")
         script = load_script(args.script)
         settings = settings or Settings()
         api_key, token = resolve_credentials(args, settings)

@@ -151,7 +151,7 @@ async def test_every_way_a_call_ends_stops_the_speaker_and_closes_the_record(pat
         assert ended.ended_after < 3.0
     # The record is closed: the reason, the end, every turn written, the writer flushed.
     (call_ended,) = writer.events("call_ended")
-    assert call_ended.data == {"reason": reason.value}
+    assert call_ended.data == {"reason": reason.value, "repeated_questions": 0}
     updates = [u.fields for u in writer.of_type("CallUpdate")]
     assert updates[-1]["status"] == "completed"
     assert updates[-1]["completion_reason"] == reason.value

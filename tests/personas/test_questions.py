@@ -1,0 +1,130 @@
+"""A simulated caller understands what the agent asks, however the agent words it."""
+
+import pytest
+
+from services.personas.questions import answers, classify, offers_in, sentences
+
+# Each kind with wordings no single engine uses: the offline lines, a model's, a person's.
+PARAPHRASES = {
+    "first_name": ["What's your first name?", "Could I get your first name, please?",
+                   "And what should I call you?", "Your given name?"],
+    "last_name": ["And your last name?", "What's your surname?",
+                  "Could you give me your family name?"],
+    "full_name": ["May I have the full name of the patient?", "Who am I speaking with?",
+                  "Can I take your name, please?", "Who's the appointment for?"],
+    "date_of_birth": ["And your date of birth, please?", "When were you born?",
+                      "Could I take your DOB?", "What's the patient's birth date?",
+                      "And their birthday, month, day and year?"],
+    "spell_name": ["How do you spell that?", "Could you spell your last name for me?"],
+    "time_preference": ["What day or time suits you best?", "When would you like to come in?",
+                        "Do mornings or afternoons work better?",
+                        "Would the earliest available suit you, or a particular day?",
+                        "Is there a day that's best for you?", "How soon do you need it?"],
+    "choose_slot": ["I have Monday at 9 AM or Tuesday at 2 PM. Which would you like?",
+                    "There's Friday at 8 AM with Tom Becker. Would either of those work?",
+                    "Which of those works best for you?", "Which one would you prefer?"],
+    "confirm_booking": ["Just to confirm: Friday at 8 AM with Tom Becker. Shall I book that?",
+                        "So that's Tuesday at 3 PM with Dr. Kim. Does that work?",
+                        "Sorry, was that a yes? Shall I book it?",
+                        "Would you like me to go ahead and book it?",
+                        "Okay, Friday at 8 AM. Should I lock that in?"],
+    "confirm_cancel": ["That's a blood test on Monday. Do you want me to cancel it?",
+                       "Shall I cancel that appointment for you?",
+                       "That's the appointment we just made. Cancel it?",
+                       "Would you like me to take it off the books?"],
+    "confirm_details": ["I have Jamie Cole, born July 9th 1972; is that right?",
+                        "So that's Alex Reid, R-E-I-D. Did I get that right?",
+                        "Born March 2nd, 1991, is that correct?"],
+    "which_booking": ["You have a blood test on Monday at 8:30 AM and a follow-up on Monday, "
+                      "December 7 at 9 AM. Which one do you mean?",
+                      "Which appointment is it you'd like to change?",
+                      "You have a physical on Friday at 2 PM and a flu shot on Monday at "
+                      "9 AM. Which would you like?"],
+    "keep_move_cancel": ["Would you like to keep, move or cancel that appointment?",
+                         "Do you want to reschedule it or cancel it?"],
+    "service": ["What kind of appointment would you like? We offer a flu shot and a physical.",
+                "What type of visit are you after?", "What can we book you in for?",
+                "What would you like to book?", "What's the appointment for?"],
+    "reason": ["What's the visit about?", "Could you tell me a little more about that?",
+               "How long has that been going on?", "What seems to be the problem?"],
+    "message": ["What would you like me to pass on to the team?", "What's it regarding?",
+                "What should I tell them?"],
+    "callback_number": ["Is this the best number to call you back on?",
+                        "Can we reach you on the number you're calling from?"],
+    "phone_number": ["What's the best number to reach you?", "Could I take a phone number?"],
+    "callback_offer": ["I'm sorry, nothing is free. Would you like a callback when one opens?",
+                       "Shall I arrange for someone to call you back?"],
+    "transfer_offer": ["I can put you through to the front desk. Would you like that?",
+                       "Would you like me to transfer you?"],
+    "location": ["Which of our locations would you prefer?", "Downtown or Northside?"],
+    "carry_on": ["A flu shot is $30. Shall we carry on?", "Shall we get back to your booking?"],
+    "anything_else": ["You're booked. Is there anything else I can help you with?",
+                      "Can I help with anything else today?", "Is that everything?"],
+    "how_can_help": ["Thanks for calling. How can I help you today?",
+                     "What can I do for you?", "What are you calling about?"],
+    "returned_call": ["I see we tried to reach you. Are you calling about an appointment?"],
+}
+STATEMENTS = {
+    "emergency_advice": ["That sounds like it could be an emergency. Please hang up and call "
+                         "911 now. Thanks for calling, goodbye.",
+                         "Please go to your nearest emergency department straight away."],
+    "crisis_hold": ["I'm really glad you told me. I'm bringing in a person from our team now. "
+                    "If you are in danger, please call 911.",
+                    "I'm still here with you. Please stay on the line."],
+    "goodbye": ["Thanks for calling Demo Family Clinic. Take care, goodbye.",
+                "Alright, have a good day. Bye for now."],
+}
+
+
+@pytest.mark.parametrize(("kind", "text"), [
+    (kind, text) for kind, texts in (PARAPHRASES | STATEMENTS).items() for text in texts
+])
+def test_each_kind_of_question_is_understood_in_many_wordings(kind, text):
+    assert classify(text).kind == kind
+
+
+def test_a_greeting_that_thanks_the_caller_is_a_question_not_a_goodbye():
+    greeting = "Thank you for calling Demo Family Clinic. How can I help you today?"
+
+    assert classify(greeting).kind == "how_can_help"
+
+
+def test_the_question_left_for_the_caller_is_the_last_one():
+    ask = classify("An annual physical is $120. Sure. What day or time suits you best?")
+
+    assert ask.kind == "time_preference"
+    assert ask.question == "What day or time suits you best?"
+
+
+def test_anything_the_caller_cannot_place_is_other():
+    assert classify("Hmm, let me see.").kind == "other"
+    assert classify("").kind == "other"
+
+
+def test_offered_times_are_read_in_order_with_their_day_hour_and_date():
+    offers = offers_in("I have Friday, November 27 at 8:15 AM with Tom Becker or Monday, "
+                       "November 30 at 2 PM with Dr. Maya Patel. Which would you like?")
+
+    assert [(o.weekday, o.hour, o.month_day) for o in offers] == [
+        ("friday", 8, (11, 27)), ("monday", 14, (11, 30))]
+    assert [o.part_of_day for o in offers] == ["morning", "afternoon"]
+
+
+def test_a_title_does_not_end_a_sentence():
+    assert sentences("I have Monday with Dr. Patel. Which would you like?") == [
+        "I have Monday with Dr Patel.", "Which would you like?"]
+
+
+@pytest.mark.parametrize(("task", "said", "answered"), [
+    ("price", "A flu shot is $30. Shall we carry on?", True),
+    ("price", "That one costs thirty dollars.", True),
+    ("price", "What kind of appointment would you like?", False),
+    ("hours", "We're open Monday to Friday, 8 to 5.", True),
+    ("upcoming", "Your next appointment is a blood test on Monday.", True),
+    ("upcoming", "You've got nothing booked with us at the moment, no appointments.", True),
+    ("upcoming", "Is there anything else I can help you with?", False),
+    ("callback", "I've passed that on, and someone will call you back.", True),
+    ("book", "You're booked.", False),  # a booking is judged by its write, not by words
+])
+def test_the_caller_knows_when_a_request_that_needs_no_write_was_answered(task, said, answered):
+    assert answers(task, said) is answered
