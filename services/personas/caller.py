@@ -542,8 +542,11 @@ class RuleCaller:
         """An information task the agent just answered is done; when the agent already
         asks about the next task, the caller is on that one."""
         progress = self.progress
-        if not self._mark_answered(ask) or progress.task_index + 1 >= len(self.persona.tasks):
+        done = progress.done[progress.task_index] or self._mark_answered(ask)
+        if not done or progress.task_index + 1 >= len(self.persona.tasks):
             return
+        # a task already done (a write the caller said yes to) and the agent asking about
+        # something: it is the next task, taken up without being asked again
         if ask.kind not in ("anything_else", "how_can_help", "carry_on", "goodbye", "other"):
             progress.task_index += 1
 

@@ -277,3 +277,19 @@ def test_an_interrupting_caller_apologises_for_talking_over_the_agent():
     line = rules.respond(["And your first name, please?"], interrupting=True)
 
     assert line.startswith(("Sorry, sorry,", "Oh, sorry, yes,")) and "Alex" in line
+
+
+def test_when_the_agent_goes_straight_on_to_the_second_task_the_caller_follows():
+    rules = caller(tasks=[
+        {"kind": "cancel", "appointment": "my blood test", "type": "Blood test"},
+        {"kind": "book", "service": "a flu shot", "type": "Flu shot", "when": "Friday",
+         "prefer": {"day": "friday"}}],
+        expect={"outcome": ["cancelled", "booked"]})
+    call(rules, "That's a blood test on Wednesday at 9 AM. Do you want me to cancel it?")
+    chose = rules.respond(["Done, cancelled. I have Friday, March 7 at 8 AM or Monday, "
+                           "March 10 at 9 AM. Which would you like?"])
+    yes = rules.respond(["Just to confirm: a flu shot on Friday, March 7 at 8 AM. "
+                         "Shall I book that?"])
+    assert "first" in chose.lower() or "friday" in chose.lower()
+    assert yes is not None and not yes.lower().startswith("no")
+    assert rules.progress.done == [True, True]
