@@ -109,8 +109,10 @@ class FarewellSpec(BaseModel):
     taken_back: list[str] = Field(min_length=1)
     other_senses: list[str] = Field(min_length=1)
     clause_leads: list[str] = Field(min_length=1)
+    requests: list[str] = Field(min_length=1)
 
-    @field_validator("closing_words", "taken_back", "other_senses", "clause_leads")
+    @field_validator("closing_words", "taken_back", "other_senses", "clause_leads",
+                     "requests")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
         return _valid_regexes(patterns)
@@ -209,6 +211,7 @@ def _any_of(patterns: list[str]) -> str:
 
 
 _WORD = re.compile(r"[\w']+")
+_SENTENCE_END = re.compile(r"[.!]+(?:\s|$)")
 Verdict = Literal["said", "taken_back"]
 
 
@@ -220,6 +223,7 @@ class FarewellRules:
         self._closing = re.compile(_any_of(goodbye_regexes + spec.closing_words))
         self._taken_back = re.compile(_any_of(spec.taken_back))
         self._other_senses = re.compile(_any_of(spec.other_senses))
+        self._requests = re.compile(_any_of(spec.requests))
         leads = "|".join(f"(?:{p})" for p in spec.clause_leads)
         self._clause_start = re.compile(rf"(?:^|[^\w\s]|\b(?:{leads}))\W*$")
 
@@ -233,7 +237,12 @@ class FarewellRules:
             return None
         if self._taken_back.search(text, end):
             return "taken_back"
-        rest = self._closing.sub(" ", text[end:])
+        after = text[end:]
+        sentence_end = _SENTENCE_END.search(after)
+        later = after[sentence_end.end():] if sentence_end is not None else ""
+        if later and "?" not in later and not self._requests.search(later):
+            after = after[:sentence_end.start()]  # an afterthought that asks for nothing
+        rest = self._closing.sub(" ", after)
         if len(_WORD.findall(rest)) <= self._tail_words:
             return "said"
         return None

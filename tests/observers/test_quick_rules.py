@@ -402,3 +402,19 @@ def test_the_patterns_must_name_the_emergency_the_red_flags_fall_back_on(tmp_pat
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValidationError, match="'emergency' is required"):
         load_rules(path)
+
+
+@pytest.mark.parametrize(
+    ("said", "goodbye"),
+    [
+        ("That's all, thank you so much. Bye now. My grandson set this phone up for me.",
+         "strong"),
+        ("Cheerio then! Mind the weather out there, love.", "strong"),
+        ("Okay, goodbye. Lovely weather today, isn't it?", None),  # a question: it goes on
+        ("Right, bye. I'd like to check my results first though.", None),
+        ("Ta-ra. Oh, and when's my next one.", None),
+    ],
+)
+def test_a_sentence_after_the_goodbye_is_an_afterthought_unless_it_asks_for_something(
+        said, goodbye):
+    assert quick_rules().observe(said).goodbye == goodbye
