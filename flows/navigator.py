@@ -630,7 +630,9 @@ def settle(graph: ContextGraph, session: BookingSession, state: str) -> NavDecis
 
 
 def warm_up() -> None:
-    """Load the router rules and the date parser now (start-up), not on a caller's turn."""
-    default_router()
+    """Load the router rules (with the red flags and the farewell rules they consult), the
+    words of names and times, and the date parser now (start-up), not on a caller's turn."""
+    route_turn("okay, that's all, goodbye")
     date_of_birth("march 14 1948", date(2000, 1, 1))
+    answered_name("my name is Sam Nair")
     warm_up_time_words()
