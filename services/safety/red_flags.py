@@ -76,8 +76,11 @@ class RedFlagRecognizer:
     phrases: dict[str, re.Pattern[str] | None]
     near: dict[str, tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]]
     unless: dict[str, re.Pattern[str] | None]
-    any_word: re.Pattern[str]  # every word any flag needs: most turns have none of them
     crisis: frozenset[str]
+    # Per flag, the words one of which a turn must hold for the flag to be in it (each
+    # phrase's and each first-group entry's longest word): most turns are done with after
+    # a few set lookups, and only the flags whose words are there are matched.
+    key_words: dict[str, frozenset[str]]
 
     @classmethod
     def from_rules(cls, rules: RedFlagRules) -> RedFlagRecognizer:
@@ -93,18 +96,19 @@ class RedFlagRecognizer:
             unless={flag: phrase_pattern(rule.unless) if rule.unless else None
                     for flag, rule in rules.flags.items()},
             crisis=frozenset(flag for flag, rule in rules.flags.items() if rule.crisis),
-            any_word=phrase_pattern(sorted(
-                {p for rule in rules.flags.values() for p in rule.phrases}
-                | {w for rule in rules.flags.values() for pair in rule.near
-                   for g in pair for w in rules.groups[g]})),
+            key_words={flag: frozenset(
+                max(_spoken(words).split(), key=len) for words in
+                [*rule.phrases, *(w for first, _ in rule.near for w in rules.groups[first])])
+                for flag, rule in rules.flags.items()},
         )
 
     def first(self, text: str) -> RedFlag | None:
         """The first red flag in the caller's words, or None."""
         spoken = _spoken(text)
-        if self.any_word.search(spoken) is None:
-            return None
+        said = set(spoken.split())
         for flag, pattern in self.phrases.items():
+            if self.key_words[flag].isdisjoint(said):
+                continue
             excuse = self.unless[flag]
             if excuse is not None and excuse.search(spoken):
                 continue
@@ -147,10 +151,15 @@ class RedFlagRecognizer:
 _CLAUSE_BREAK = re.compile(r"[,.;:!?]|\bbut\b|\band\b")
 
 
+_CONTRACTION = re.compile(r"'s\b")
+_NOT_SPOKEN = re.compile(r"[^\w',.;:!? ]+")
+_CLAUSE_MARK = re.compile(r"([,.;:!?])")
+
+
 def _spoken(text: str) -> str:
     """Lower case, "arm's" → "arm is" (a contraction is a word), clause marks kept apart."""
-    lowered = re.sub(r"'s\b", " is", normalize(text))
-    return " ".join(re.sub(r"([,.;:!?])", r" \1 ", re.sub(r"[^\w',.;:!? ]+", " ", lowered)).split())
+    lowered = _CONTRACTION.sub(" is", normalize(text))
+    return " ".join(_CLAUSE_MARK.sub(r" \1 ", _NOT_SPOKEN.sub(" ", lowered)).split())
 
 
 def _word_index(text: str, offset: int) -> int:
