@@ -28,7 +28,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -233,24 +233,36 @@ def error_location(loc: tuple[Any, ...]) -> str:
     return path or "script"
 
 
-def load_script(path: str | Path) -> CallScript:
-    """Read and validate a script file; ScriptError names every bad key."""
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def load_yaml_model(path: str | Path, model: type[ModelT], *, kind: str, shape: str,
+                    error: type[ValueError]) -> ModelT:
+    """Read a YAML file of `kind` (script, persona) into `model`; `error` names the file and
+    every bad key, a file that is unreadable, not YAML, or not a mapping of `shape`."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ScriptError(f"cannot read script {path}: {error.strerror}") from error
-    except yaml.YAMLError as error:
-        raise ScriptError(f"script {path} is not valid YAML: {error}".replace("\n", " ")) from error
+    except OSError as failure:
+        raise error(f"cannot read {kind} {path}: {failure.strerror}") from failure
+    except yaml.YAMLError as failure:
+        said = str(failure).replace("\n", " ")
+        raise error(f"{kind} {path} is not valid YAML: {said}") from failure
     if not isinstance(data, dict):
-        raise ScriptError(f"script {path} must be a mapping with from, to and turns")
+        raise error(f"{kind} {path} must be a mapping with {shape}")
     try:
-        return CallScript.model_validate(data)
-    except ValidationError as error:
+        return model.model_validate(data)
+    except ValidationError as failure:
         problems = "; ".join(
-            f"{error_location(err['loc'])}: {err['msg']}" for err in error.errors()
+            f"{error_location(err['loc'])}: {err['msg']}" for err in failure.errors()
         )
-        raise ScriptError(f"script {path}: {problems}") from error
+        raise error(f"{kind} {path}: {problems}") from failure
+
+
+def load_script(path: str | Path) -> CallScript:
+    """Read and validate a script file; ScriptError names every bad key."""
+    return load_yaml_model(path, CallScript, kind="script", shape="from, to and turns",
+                           error=ScriptError)
 
 
 # -- What the caller saw, on the call's clock ------------------------------------

@@ -13,10 +13,9 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from services.simulator import E164, error_location, quoted_phone_number
+from services.simulator import E164, load_yaml_model, quoted_phone_number
 
 DEMO_CLINIC_NUMBER = "+15550100100"
 
@@ -214,23 +213,8 @@ class Persona(_Strict):
 
 def load_persona(path: str | Path) -> Persona:
     """Read and validate one persona file; PersonaError names every bad key."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise PersonaError(f"cannot read persona {path}: {error.strerror}") from error
-    except yaml.YAMLError as error:
-        said = str(error).replace("\n", " ")
-        raise PersonaError(f"persona {path} is not valid YAML: {said}") from error
-    if not isinstance(data, dict):
-        raise PersonaError(f"persona {path} must be a mapping with name, from, caller, tasks")
-    try:
-        return Persona.model_validate(data)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{error_location(err['loc'])}: {err['msg']}" for err in error.errors()
-        )
-        raise PersonaError(f"persona {path}: {problems}") from error
+    return load_yaml_model(path, Persona, kind="persona",
+                           shape="name, from, caller, tasks", error=PersonaError)
 
 
 def persona_files(path: str | Path) -> list[Path]:

@@ -4,10 +4,10 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from services.observers.quick import DATA_FILE, load_rules, quick_rules, render_guidance
+from tests.observers.data_files import rewritten
 
 
 @pytest.fixture
@@ -99,11 +99,7 @@ def test_the_reply_length_follows_the_most_demanding_signal(rules):
 
 
 def _write(tmp_path: Path, change) -> Path:
-    data = yaml.safe_load(DATA_FILE.read_text())
-    change(data)
-    path = tmp_path / "patterns.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return rewritten(DATA_FILE, tmp_path, change)
 
 
 def test_a_pattern_file_with_a_broken_regex_is_refused_at_load(tmp_path):
@@ -395,13 +391,12 @@ def test_a_crisis_or_no_symptom_gets_no_emergency_guidance_from_the_red_flags():
 
 
 def test_the_patterns_must_name_the_emergency_the_red_flags_fall_back_on(tmp_path):
-    data = yaml.safe_load(DATA_FILE.read_text())
-    safety = data["categories"]["safety"]["patterns"]
-    data["categories"]["safety"]["patterns"] = [p for p in safety if p["id"] != "emergency"]
-    path = tmp_path / "patterns.yaml"
-    path.write_text(yaml.safe_dump(data))
+    def without_emergency(data):
+        safety = data["categories"]["safety"]
+        safety["patterns"] = [p for p in safety["patterns"] if p["id"] != "emergency"]
+
     with pytest.raises(ValidationError, match="'emergency' is required"):
-        load_rules(path)
+        load_rules(_write(tmp_path, without_emergency))
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import yaml
 from pydantic import ValidationError
 
 from services.safety.red_flags import RULES_FILE, RedFlagRules, load_red_flags, red_flag
+from tests.observers.data_files import rewritten
 
 
 @pytest.mark.parametrize(
@@ -73,11 +74,7 @@ def test_the_evidence_is_the_caller_s_own_words():
 
 
 def _rules_with(tmp_path: Path, change) -> Path:
-    data = yaml.safe_load(RULES_FILE.read_text())
-    change(data)
-    path = tmp_path / "red_flags.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return rewritten(RULES_FILE, tmp_path, change)
 
 
 def test_rules_naming_an_unknown_group_are_refused_at_load(tmp_path):
