@@ -97,7 +97,10 @@ async def test_a_voice_call_has_word_timings_on_the_recordings_clock_and_serves_
     for turn in caller_turns:
         words = turn["words"]
         assert [w["word"] for w in words] == turn["text"].lower().split()
-        assert turn["user_speech_start_ms"] + offset - 400 <= words[0]["start_ms"]
+        # The VAD reports a start once it has heard VADParams.start_secs (0.2 s) of speech,
+        # in whole analysis windows, on the pipeline clock: measured 360-415 ms after the
+        # first word's sound on a 2-core machine, so 600 ms leaves room for load.
+        assert turn["user_speech_start_ms"] + offset - 600 <= words[0]["start_ms"]
         # The VAD stop is a pipeline-clock time; under load the pipeline runs up to a few
         # hundred ms behind the caller's audio (the recording's clock), so this bound is
         # loose; the words are pinned to their sound by the peak check below.
