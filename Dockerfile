@@ -12,11 +12,21 @@ WORKDIR /app
 # Build tools only for wheels that compile; removed in the same layer.
 COPY pyproject.toml README.md ./
 COPY bot.py main.py config.py ./
-COPY processors processors
-COPY flows flows
-COPY services services
+COPY app app
 COPY api api
+COPY runner runner
+COPY pipeline pipeline
+COPY flows flows
+COPY processors processors
+COPY turns turns
+COPY observers observers
+COPY call call
+COPY ops ops
+COPY services services
+COPY language language
 COPY db db
+COPY lib lib
+COPY simulator simulator
 COPY prompts prompts
 COPY dashboard dashboard
 RUN apt-get update \

@@ -14,7 +14,7 @@ same pipeline under Pipecat's development runner.
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -48,54 +48,54 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from config import Settings
 from flows.engine import BookingEngine
 from flows.graph import DEFAULT_TIME_LIMIT, TimeLimitPolicy
-from processors.agent_gate import AgentGate
-from processors.audio_taps import CallerAudioEnd, agent_audio_tap
-from processors.call_controller import CallController
-from processors.call_recorder import CallRecorder
-from processors.conversation_director import ConversationDirector
-from processors.emotion_steering import EmotionSteering
-from processors.emotion_tap import EmotionTap
-from processors.fallback_responder import FallbackResponder
-from processors.graph_navigator import GraphNavigator
-from processors.greeting import GreetingPlayer, PrerenderedSpeech
-from processors.guidance_stripper import GuidanceStripper
-from processors.quick_observer import QuickObserver
-from processors.reply_guard import ReplyGuard
-from processors.reply_watchdog import SilentReplyWatchdog
-from processors.safety_monitor import SafetyMonitor
-from processors.semantic_barge_in import SemanticBargeInStrategy
-from processors.silence_monitor import SilenceMonitor
-from processors.text_input import TextInputBridge
-from processors.voice_tone import ToneController, tone_settings_of
-from processors.volume import VoiceVolume
-from processors.world_extractor import WorldExtractor
-from services.call_session import CallSession, CompletionReason, SessionMode
+from processors.conversation.agent_gate import AgentGate
+from processors.voice.audio_taps import CallerAudioEnd, agent_audio_tap
+from processors.call_control.call_controller import CallController
+from observers.call_recorder import CallRecorder
+from processors.conversation.conversation_director import ConversationDirector
+from processors.emotion.emotion_steering import EmotionSteering
+from processors.emotion.emotion_tap import EmotionTap
+from processors.call_control.fallback_responder import FallbackResponder
+from flows.graph_navigator import GraphNavigator
+from processors.voice.greeting_player import GreetingPlayer, PrerenderedSpeech
+from processors.conversation.guidance_stripper import GuidanceStripper
+from processors.conversation.quick_observer import QuickObserver
+from processors.conversation.reply_guard import ReplyGuard
+from processors.call_control.reply_watchdog import SilentReplyWatchdog
+from processors.safety.safety_monitor import SafetyMonitor
+from turns.semantic_barge_in import SemanticBargeInStrategy
+from processors.conversation.silence_monitor import SilenceMonitor
+from processors.voice.text_input import TextInputBridge
+from processors.emotion.tone_controller import ToneController, tone_settings_of
+from processors.voice.voice_volume import VoiceVolume
+from processors.world.world_extractor import WorldExtractor
+from call.call_session import CallSession, CompletionReason, SessionMode
 from services.embeddings import LocalEmbedder
-from services.emotion.providers import (
+from processors.emotion.providers import (
     AudioEmotionProvider,
     LocalAudioProvider,
     TextEmotionProvider,
 )
-from services.local_tts import EspeakTTSService
-from services.observers.deferred_turns import MAX_AGE_S as DEFERRED_MAX_AGE_S
-from services.observers.deferred_turns import DeferredTurns
-from services.observers.director import DirectorBackend, LocalDirector
-from services.observers.silence import SilenceSchedule
-from services.prompts import render_prompt
-from services.providers import (
+from services.espeak.tts import EspeakTTSService
+from turns.deferred_turns import MAX_AGE_S as DEFERRED_MAX_AGE_S
+from turns.deferred_turns import DeferredTurns
+from processors.conversation.director import DirectorBackend, LocalDirector
+from processors.conversation.silence_schedule import SilenceSchedule
+from lib.prompts import render_prompt
+from runner.providers import (
     EmotionProviders,
     ProviderPlan,
     build_llm,
     build_stt,
     build_tts,
 )
-from services.recording import StereoRecording
-from services.safety.concepts import ConceptIndex
-from services.safety.judge import RulesJudge
-from services.safety.monitor import SafetyServices
+from call.recording import StereoRecording
+from processors.safety.concepts import ConceptIndex
+from processors.safety.judge import RulesJudge
+from processors.safety.monitor import SafetyServices
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
-from services.world.audio_check import AudioVerifier
-from services.world.extraction import CallExtraction, Extractor, RulesExtractor
+from processors.world.audio_check import AudioVerifier
+from processors.world.extraction import CallExtraction, Extractor, RulesExtractor
 
 PHONE_SAMPLE_RATE = 8000
 
@@ -370,7 +370,7 @@ def record_worker_events(worker: PipelineWorker, session: CallSession) -> None:
 
 async def bot(runner_args) -> None:
     """Pipecat development runner entry point (`python bot.py -t webrtc|daily|twilio`)."""
-    from services.dev_runner import run_dev_session
+    from runner.dev_runner import run_dev_session
 
     await run_dev_session(runner_args)
 

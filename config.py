@@ -128,7 +128,7 @@ class Settings(BaseSettings):
         description="Longest a recording's re-transcription (verify-transcript) may take.",
     )
 
-    # --- Practice-management system (services/world/pms) -----------------------
+    # --- Practice-management system (services/practice) -----------------------
     # Where open times are read and verified writes go: the world model itself
     # (`builtin`) or Cliniko's public REST API (`cliniko`, which needs its key).
     pms_provider: Literal["builtin", "cliniko"] = "builtin"
@@ -320,7 +320,7 @@ class Settings(BaseSettings):
         description="Calls this process carries at once; one more is told the lines are busy. "
         "Past its capacity a process falls behind real time and callers would hear silence. "
         "Unset: what a 2-vCPU machine was measured to carry with the chosen voices "
-        "(services/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
+        "(runner/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
     )
     director_wind_down_s: float = Field(
         default=540.0, gt=0,

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -27,14 +27,13 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from config import Settings
-from services import event_loop
-
+from lib import event_loop
 if TYPE_CHECKING:
     import uvicorn
 
 
 def configure_logging(settings: Settings) -> None:
-    from services.log_privacy import mask_record
+    from lib.log_privacy import mask_record
 
     logger.remove()
     logger.configure(patcher=mask_record)  # PHI masked in every line, whatever logs it
@@ -58,7 +57,7 @@ def create_app(settings: Settings) -> FastAPI:
         voice,
         world,
     )
-    from services.runtime import AppRuntime
+    from runner.runtime import AppRuntime
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -246,9 +245,9 @@ def verify_call(settings: Settings, call_id: str) -> int:
     import json
     from dataclasses import asdict
 
-    from services.providers import ProviderPlan, build_verifier
-    from services.world.after_call import verify_and_sync
-    from services.world.pms import build_practice
+    from runner.providers import ProviderPlan, build_verifier
+    from runner.after_call import verify_and_sync
+    from services.practice import build_practice
 
     async def action(db) -> int:
         practice = build_practice(settings, db.pool)
@@ -287,8 +286,8 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from services.personas.run import add_persona_arguments
-    from services.simulator import add_simulate_arguments
+    from simulator.personas.run import add_persona_arguments
+    from simulator.simulator import add_simulate_arguments
 
     parser = argparse.ArgumentParser(prog="main.py", description="Clinic voice agent")
     sub = parser.add_subparsers(dest="command")
@@ -356,11 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         if command == "review-queue":
             return review_queue(settings, args.workspace, args.limit)
         if command == "simulate" and args.persona is not None:
-            from services.personas.run import run_persona_command
+            from simulator.personas.run import run_persona_command
 
             return run_persona_command(args)
         if command == "simulate":
-            from services.simulator import run_simulate
+            from simulator.simulator import run_simulate
 
             return run_simulate(args)
     except ValueError as error:  # e.g. a provider requested without its key

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import AUTH_RESPONSES, get_runtime, require_workspace
 from db import repositories as repo
-from services.runtime import AppRuntime
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["calls"])
 

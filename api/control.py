@@ -26,9 +26,9 @@ from db import control
 from db import repositories as repo
 from db import safety as safety_db
 from services.keyterms import MAX_KEYTERMS
-from services.runtime import AppRuntime
-from services.safety.concepts import ConceptSpec, Severity, default_concepts
-from services.voice_settings import (
+from runner.runtime import AppRuntime
+from processors.safety.concepts import ConceptSpec, Severity, default_concepts
+from call.voice_settings import (
     FieldPolicy,
     PlainText,
     Term,

@@ -27,8 +27,8 @@ from starlette.requests import HTTPConnection
 from api.middleware import client_address
 from config import Settings
 from db import repositories as repo
-from services.event_loop import BackgroundTasks
-from services.runtime import AppRuntime
+from lib.event_loop import BackgroundTasks
+from runner.runtime import AppRuntime
 
 KEY_CACHE_TTL_S = 30.0
 KEY_TOUCH_INTERVAL_S = 60.0

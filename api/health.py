@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from api.deps import get_runtime
-from services.runtime import AppRuntime
+from runner.runtime import AppRuntime
 
 router = APIRouter(tags=["health"])
 

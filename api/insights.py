@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import get_runtime, require_workspace
 from db import repositories as repo
 from db.insights import call_aggregates
-from services.insights import state_guide
-from services.runtime import AppRuntime
+from flows.state_guide import state_guide
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api", tags=["insights"])
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import AUTH_RESPONSES, get_runtime, key_cache, require_workspace
 from db import repositories as repo
-from services.runtime import AppRuntime
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/keys", tags=["api keys"], responses=AUTH_RESPONSES)
 

@@ -1,10 +1,10 @@
-"""`WS /ws`: Twilio Media Streams and eval text sessions (see services/call_runner.py)."""
+"""`WS /ws`: Twilio Media Streams and eval text sessions (see runner/call_runner.py)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, WebSocket
 
-from services.call_runner import serve_media_stream
+from runner.call_runner import serve_media_stream
 
 router = APIRouter()
 

@@ -1,13 +1,13 @@
 """Live calls: the active-call list, observer WebSockets and operator actions, on any pod.
 
 - `GET /api/calls/active`: the workspace's running calls, from the registry every pod
-  writes (`services/ops/registry.py`).
+  writes (`ops/registry.py`).
 - `WS /api/calls/{call_id}/observe`: `session_info` (a snapshot), the call's recent
   events (replay), then its live events; `ping` every `OBSERVER_PING_S`. A call that has
   ended: snapshot, replay, `session_end`, then a normal close.
 - `WS /api/observe`: the workspace's live events, every call.
 - `POST /api/calls/{call_id}/actions/{end|take-over|release}`: sent over the bus to the
-  pod running the call (`services/ops/commands.py`).
+  pod running the call (`ops/commands.py`).
 
 Sockets authenticate with `Authorization: Bearer <key>` or, as browsers cannot set that
 header, a first message `{"type": "auth", "api_key": "..."}` within
@@ -41,10 +41,10 @@ from api.deps import (
     require_workspace,
 )
 from db import repositories as repo
-from services.ops.bus import ObserverSlot, Subscription
-from services.ops.commands import CallAction, OperatorAction, OperatorCommand
-from services.ops.registry import ActiveCall, RegistryUnavailable
-from services.runtime import AppRuntime
+from ops.bus import ObserverSlot, Subscription
+from ops.commands import CallAction, OperatorAction, OperatorCommand
+from ops.registry import ActiveCall, RegistryUnavailable
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api", tags=["live calls"])
 

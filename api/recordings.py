@@ -20,8 +20,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from api.deps import get_runtime, own_call, require_workspace
-from services import recordings_http as rec
-from services.runtime import AppRuntime
+from db import recording_files as rec
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["recordings"])
 

@@ -1,7 +1,7 @@
 """Ground-truth transcripts: a call's recording re-transcribed by a batch model.
 
 `POST /api/calls/{call_id}/verify-transcript` (API key) runs
-`services.transcript_verification.verify_recording` (Deepgram pre-recorded when a
+`runner.transcript_verification.verify_recording` (Deepgram pre-recorded when a
 key is configured, else the local recognizer), stores the result on the call
 (`verified_transcript`, `verified_words`, `transcript_accuracy`, ...; shown by
 `GET /api/calls/{call_id}`) and returns a summary.
@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from api.deps import get_runtime, require_workspace
 from api.recordings import call_recording, recording_read_errors
-from services import transcript_verification as tv
-from services.runtime import AppRuntime
+from runner import transcript_verification as tv
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["transcripts"])
 

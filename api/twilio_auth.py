@@ -11,7 +11,7 @@ from loguru import logger
 from twilio.request_validator import RequestValidator
 
 from config import Settings
-from services.dev_credentials import twilio_auth_token
+from runner.dev_credentials import twilio_auth_token
 
 
 def public_request_url(request: Request, settings: Settings) -> str:

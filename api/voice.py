@@ -12,10 +12,10 @@ from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
 from bot import PHONE_SAMPLE_RATE
 from db import repositories as repo
-from services.call_session import CallLog, CompletionReason
-from services.redaction import mask_phone
-from services.runtime import AppRuntime
-from services.twiml import busy_twiml, stream_twiml, unavailable_twiml
+from call.call_session import CallLog, CompletionReason
+from lib.redaction import mask_phone
+from runner.runtime import AppRuntime
+from services.twilio.twiml import busy_twiml, stream_twiml, unavailable_twiml
 
 router = APIRouter(prefix="/voice", tags=["voice"])
 

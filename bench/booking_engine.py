@@ -16,7 +16,7 @@ Runs whole scripted booking calls (the paths of tests/flows/test_engine.py) thro
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -42,8 +42,8 @@ from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.navigator import warm_up
 from flows.session import BookingSession
-from services import event_loop
-from services.call_session import CallLog
+from lib import event_loop
+from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 CHECK_IN = "companion check-in"

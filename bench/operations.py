@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -49,13 +49,13 @@ from db.migrations import apply_migrations
 from db.pool import Database
 from flows.graph import RETURN, ContextGraph, bundled_graph
 from main import create_app
-from services import event_loop
-from services import recordings_http as rec
-from services import transcript_verification as tv
-from services.espeak import synthesize_script
-from services.insights import state_guide
-from services.log_privacy import mask_record
-from services.recording import interleave, write_wav
+from lib import event_loop
+from db import recording_files as rec
+from runner import transcript_verification as tv
+from services.espeak.engine import synthesize_script
+from flows.state_guide import state_guide
+from lib.log_privacy import mask_record
+from call.recording import interleave, write_wav
 
 RATE = 8000
 RANGE_BYTES = 64 * 1024
@@ -444,7 +444,7 @@ def render(report: dict[str, Any]) -> str:
         "### Recordings",
         "",
         "Synthetic 8 kHz PCM16 stereo WAVs: a tone under noise on each side, the sides "
-        "taking turns. Functions of `services/recordings_http.py` as the routes call them "
+        "taking turns. Functions of `db/recording_files.py` as the routes call them "
         "(there in a worker thread); the files are in the page cache, as a recently "
         "finished call's are. \"Split, first time\" removes the cached mono file before "
         "each run (read, split, write the 16-bit mono WAV); \"cached\" is the check that "
@@ -473,7 +473,7 @@ def render(report: dict[str, Any]) -> str:
         f"and {app['tools']:,} tool calls from the states' own tools (~12% failing as guard, "
         f"pms or other), besides `add_calls`' own; loaded by COPY in {app['load_s']:.1f} s. "
         "\"Queries\" is `db/insights.call_aggregates` (three grouped reads in one "
-        "repeatable-read transaction); \"merge\" is `services/insights.state_guide` alone "
+        "repeatable-read transaction); \"merge\" is `flows/state_guide.state_guide` alone "
         "(pure Python); the endpoint adds the service and graph lookup and the response "
         "model.",
         "",
@@ -512,7 +512,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         "### Local transcript verification",
         "",
-        f"`services/transcript_verification.local_verify` (PocketSphinx in its own decoder "
+        f"`runner/transcript_verification.local_verify` (PocketSphinx in its own decoder "
         f"process) on a {verification['audio_s']:.1f} s stereo recording of an "
         f"eSpeak-synthesised {len(DIALOGUE)}-line dialogue (`synthesize_script`), each side "
         f"on its own channel: {verification['words']} words found, caller-side WER "
@@ -524,7 +524,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         "### Log masking",
         "",
-        "`services/log_privacy.mask_record` (the loguru patcher: message and extras), on "
+        "`lib/log_privacy.mask_record` (the loguru patcher: message and extras), on "
         "records made beforehand so every timed call has PHI to mask:",
         "",
         "| Record | µs each |",

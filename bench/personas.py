@@ -4,14 +4,14 @@ Every persona in scenarios/personas/ calls the real service (`python main.py ser
 no keys: the deterministic context-graph engine) over the text path, against the
 demo clinic in a fresh embedded PostgreSQL, played by the rule-based caller; the
 clinic's bookings are reset after each call. Each call is judged from its record
-(services/personas/judge.py).
+(simulator/personas/judge.py).
 
     python -m bench.personas [--personas scenarios/personas] [--only NAME ...] [--no-docs]
 """
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -30,10 +30,10 @@ from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import seed_demo
-from services import event_loop
-from services.dev_credentials import twilio_auth_token
-from services.personas.model import Persona, load_personas
-from services.personas.run import PersonaRun, run_personas, summary
+from lib import event_loop
+from runner.dev_credentials import twilio_auth_token
+from simulator.personas.model import Persona, load_personas
+from simulator.personas.run import PersonaRun, run_personas, summary
 from tests.e2e.service_process import start_service
 
 PERSONAS = Path(__file__).resolve().parent.parent / "scenarios" / "personas"
@@ -92,7 +92,7 @@ def render(report: dict) -> str:
         "over the text path with no keys (the deterministic context-graph engine), against the "
         "demo clinic in a fresh embedded PostgreSQL, reset after each call. The caller is the "
         "rule-based persona: it answers what the agent asks from its facts, with its habits "
-        "(services/personas/). Each call is judged from its record: the expected writes for the "
+        "(simulator/personas/). Each call is judged from its record: the expected writes for the "
         "right patient and nothing else, every booking write right after an explicit yes to "
         f"its read-back, the right redirect or escalation, the call ended properly. "
         f"{report['took_s']:.0f} s in all.",

@@ -18,7 +18,7 @@ Bare and ours run in alternating rounds so machine load drifts affect both alike
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -50,13 +50,13 @@ from bench.harness import MemoryTransport, percentile, speak, trim_trailing_sile
 from bench.report import measured_line, write_section
 from bot import PHONE_SAMPLE_RATE, ServiceOverrides, build_call_pipeline, user_aggregator_params
 from config import Settings
-from services import event_loop
-from services.call_session import CallLog, CallSession, SessionMode
-from services.emotion.call import CallEmotion
-from services.emotion.local_audio import ProsodyPool
-from services.espeak import synthesize_pcm
-from services.local_stt import DecoderPool
-from services.providers import ProviderPlan
+from lib import event_loop
+from call.call_session import CallLog, CallSession, SessionMode
+from processors.emotion.call_emotion import CallEmotion
+from services.prosody.emotion import ProsodyPool
+from services.espeak.engine import synthesize_pcm
+from services.pocketsphinx.stt import DecoderPool
+from runner.providers import ProviderPlan
 from services.turn_models import load_turn_models
 from tests.fakes import CollectingWriter, InstantSTT, InstantTTS, ScriptedLLM
 

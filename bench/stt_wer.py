@@ -12,7 +12,7 @@ of docs/PERFORMANCE.md.
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -39,9 +39,9 @@ from pipecat.tests.utils import run_test
 
 from bench.harness import percentile
 from bench.report import measured_line, write_section
-from services import event_loop
-from services.espeak import synthesize_pcm
-from services.local_stt import (
+from lib import event_loop
+from services.espeak.engine import synthesize_pcm
+from services.pocketsphinx.stt import (
     CORPUS_FILE,
     DecodeResult,
     DecoderPool,
@@ -49,13 +49,13 @@ from services.local_stt import (
     PocketSphinxSTTService,
     scheduling_corpus,
 )
-from services.local_tts import EspeakTTSService
+from services.espeak.tts import EspeakTTSService
 
 RATE = 8000
 FRAME_BYTES = RATE * 2 * 20 // 1000
 KEYTERMS = ["Ozempic", "Metformin", "Dr. Okafor", "Nguyen", "Riverside Clinic"]
 
-# Written the way callers talk, independently of services/data/scheduling_lm.yaml.
+# Written the way callers talk, independently of services/pocketsphinx/data/scheduling_lm.yaml.
 UTTERANCES = [
     "Hi, I'd like to book an appointment with Doctor Patel.",
     "Can I come in next Wednesday afternoon?",

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -38,12 +38,12 @@ from db.world import EventDraft, Provenance, write_event
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.session import BookingSession
-from services import event_loop
-from services.call_session import CallLog
+from lib import event_loop
+from call.call_session import CallLog
 from services.embeddings import LocalEmbedder
-from services.world.carriers import default_carriers
-from services.world.extraction import extract_by_rules
-from services.world.index import PatientQuery, WorldIndex
+from processors.world.carriers import default_carriers
+from processors.world.extraction import extract_by_rules
+from processors.world.index import PatientQuery, WorldIndex
 from tests.fakes import CollectingWriter
 
 FIRSTS = ("James Mary John Patricia Robert Jennifer Michael Linda William Elizabeth David "

@@ -1,4 +1,4 @@
-"""Aggregates of a workspace's last N calls for the state guide (services/insights.py).
+"""Aggregates of a workspace's last N calls for the state guide (flows/state_guide.py).
 
 Each child table is read once, grouped in SQL, for the same window of calls: the
 window is the newest N calls of the workspace (optionally of one service), picked by the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from db.repositories import as_uuid
-from services.insights import CallAggregates, StateCount, ToolCount, TriggerCount, ValueCount
+from flows.state_guide import CallAggregates, StateCount, ToolCount, TriggerCount, ValueCount
 
 _WINDOW = """
     WITH window_calls AS (

@@ -19,7 +19,7 @@ import numpy as np
 
 from db.repositories import as_uuid
 from services.embeddings import Embedder
-from services.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
+from processors.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
 
 
 class ConceptError(ValueError):

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 
 from db.repositories import as_uuid
-from services.slots import Booked, Slot, WeeklyHours, open_slots
+from db.slots import Booked, Slot, WeeklyHours, open_slots
 
 LIVE = ("booked", "confirmed")
 

@@ -3,7 +3,7 @@
 Every write here is attributed: the entity row carries who wrote it, the call and a
 confidence, and the same transaction adds a `clinical_events` row that the
 verification pipeline judges after the call. Writes take the patient id they are
-given; which patient a call may write is decided before this layer (services/world/
+given; which patient a call may write is decided before this layer (processors/world/
 write_safety.WriteScope), never here.
 """
 

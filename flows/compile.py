@@ -23,8 +23,8 @@ from pipecat.flows import ContextStrategy, ContextStrategyConfig, FlowsFunctionS
 
 from flows.engine import BookingEngine
 from flows.navigator import NavDecision
-from services.prompts import render_prompt
-from services.world.write_safety import visible_tools
+from lib.prompts import render_prompt
+from processors.world.write_safety import visible_tools
 
 # Runs after the terminal state's goodbye has played (a Flows function action).
 EndCall = Callable[[dict[str, Any], Any], Awaitable[None]]

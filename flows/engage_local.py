@@ -11,7 +11,6 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,11 +19,12 @@ from pydantic import BaseModel, model_validator
 from db.scheduling import Appointment
 from flows.graph import ContextGraph
 from flows.session import BookingSession
-from flows.spoken import say_date, say_list, say_phone, say_price, say_time
+from lib.prompts import PROMPTS_DIR
+from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from flows.tools import BookingTools, ToolResult
-from services.slots import Slot
+from db.slots import Slot
 
-LINES_FILE = Path(__file__).resolve().parent.parent / "prompts" / "actions.yaml"
+LINES_FILE = PROMPTS_DIR / "actions.yaml"
 FIELDS = frozenset({
     "clinic", "name", "service", "slots", "slot", "result", "bookings", "targets", "price",
     "prices",

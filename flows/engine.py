@@ -37,10 +37,10 @@ from flows.navigator import (
 from flows.recalls import RECALLS, load_chart
 from flows.session import BookingSession
 from flows.tools import BookingTools
-from services.call_session import CallLog
-from services.world.ambient import ambient_context
-from services.world.index import WorldIndex
-from services.world.pms.base import PracticeSystem
+from call.call_session import CallLog
+from flows.ambient import ambient_context
+from processors.world.index import WorldIndex
+from services.practice.base import PracticeSystem
 
 PREFETCH_TIMEOUT_S = 2.0
 # What the agent says once a task is done; a request still waiting is taken up instead of

@@ -20,8 +20,8 @@ from flows.session import (
     patient_subject,
     reminder_subject,
 )
-from services.world.fields import parse_date
-from services.world.write_safety import QUOTE_RECENT_TURNS, quote_problem, visible_tools
+from language.fields import parse_date
+from processors.world.write_safety import QUOTE_RECENT_TURNS, quote_problem, visible_tools
 
 Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
 

@@ -36,9 +36,9 @@ from flows.navigator import (
     understand,
 )
 from flows.session import BookingSession
-from services.call_session import CallLog
-from services.model_answers import parse_answer
-from services.prompts import render_prompt
+from call.call_session import CallLog
+from lib.model_answers import parse_answer
+from lib.prompts import render_prompt
 
 ATTEMPTS = 3
 DECISION_TIMEOUT_S = 2.0
@@ -110,7 +110,7 @@ class LLMNavigator:
         filler_guidance: Callable[[], str] = lambda: DEFAULT_FILLER_GUIDANCE,
     ) -> None:
         """`filler_guidance`: how this turn's filler should sound (the caller's register:
-        services/emotion/fillers.filler_guidance), asked afresh each turn."""
+        processors/emotion/fillers.filler_guidance), asked afresh each turn."""
         self.graph, self.model, self.log = graph, model, log
         self.filler_guidance = filler_guidance
         self.clinic_name = clinic_name

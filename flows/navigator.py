@@ -2,7 +2,7 @@
 
 Each turn it (1) routes the words (flows/router), (2) records what they settle in the
 session: task kind, the slot picked, an explicit yes to exactly what was read back,
-a name or date of birth, preferred days (flows/understanding), then (3) walks the
+a name or date of birth, preferred days (language/understanding), then (3) walks the
 graph: from the current state it takes the first exit whose `when` condition holds
 (the state's own exits, then the graph's global ones), passes through decision,
 annotation, recall and tool_call states, and stops in the first action state where no
@@ -58,9 +58,9 @@ from flows.time_preferences import (
     preferred_days,
 )
 from flows.time_preferences import warm_up as warm_up_time_words
-from flows.understanding import appointment_type, date_of_birth, named, slot_choice
-from services.affirmation import Answer, classify_answer
-from services.slots import Slot
+from language.understanding import appointment_type, date_of_birth, named, slot_choice
+from language.affirmation import Answer, classify_answer
+from db.slots import Slot
 
 MAX_HOPS = 12
 # The same question at most this many times in a row; the next time the graph's global

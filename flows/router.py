@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.observers.quick import quick_rules
-from services.phrases import normalize, phrase_pattern
-from services.safety.red_flags import RedFlagRecognizer, default_red_flags
+from processors.conversation.quick_rules import quick_rules
+from language.phrases import normalize, phrase_pattern
+from processors.safety.red_flags import RedFlagRecognizer, default_red_flags
 
 RULES_FILE = Path(__file__).parent / "data" / "router_rules.yaml"
 # The term list that is not phrases but the quick observer's farewell rules.

@@ -16,7 +16,7 @@ from db.companion import Memory, Reminder
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.world import ClinicalContext
 from flows.router import TaskKind
-from services.slots import Slot
+from db.slots import Slot
 
 
 @dataclass

@@ -28,16 +28,16 @@ from db.world import EventDraft
 from flows import guards
 from flows.graph import ContextGraph
 from flows.session import BookingSession
-from flows.spoken import say_date, say_hours, say_list, say_price, say_time
+from language.spoken import say_date, say_hours, say_list, say_price, say_time
 from flows.world_tools import WorldRefused, WorldTools
-from services.call_session import CallLog
+from call.call_session import CallLog
 from services.embeddings import LocalEmbedder
-from services.slots import Slot, spread
-from services.world.fields import normalize_phone, parse_date
-from services.world.index import WorldIndex
-from services.world.pms.base import PMSError, PracticeSystem
-from services.world.pms.builtin import BuiltinPractice
-from services.world.write_safety import WriteDeduplicator, target_outside_scope
+from db.slots import Slot, spread
+from language.fields import normalize_phone, parse_date
+from processors.world.index import WorldIndex
+from services.practice.base import PMSError, PracticeSystem
+from services.practice.builtin import BuiltinPractice
+from processors.world.write_safety import WriteDeduplicator, target_outside_scope
 
 TOOL_TIMEOUT_S = 3.0
 SLOTS_READ_OUT = 2

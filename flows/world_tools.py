@@ -22,10 +22,10 @@ import dateparser
 from db import world
 from db.world import CoverageSpec, OutboundTaskSpec, PatientRecord, Provenance
 from flows.session import BookingSession
-from flows.spoken import say_date
-from services.call_session import CallLog
-from services.world.carriers import default_carriers, match_carrier
-from services.world.fields import (
+from language.spoken import say_date
+from call.call_session import CallLog
+from processors.world.carriers import default_carriers, match_carrier
+from language.fields import (
     normalize_email,
     normalize_member_id,
     normalize_name,
@@ -33,7 +33,7 @@ from services.world.fields import (
     parse_date,
     plausible_birth_date,
 )
-from services.world.index import PatientQuery, WorldIndex
+from processors.world.index import PatientQuery, WorldIndex
 
 # Natural field names a model (or a caller's phrasing) may use, per canonical field.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {

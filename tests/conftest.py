@@ -8,7 +8,7 @@ than assuming empty tables.
 
 from __future__ import annotations
 
-import services.process_env  # noqa: F401  (first: sets native thread counts)
+import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
@@ -24,7 +24,7 @@ from db import repositories as repo
 from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
-from services.call_session import CallSession
+from call.call_session import CallSession
 from tests.fakes import CollectingWriter, make_session
 
 

@@ -1,4 +1,4 @@
-"""A local fake of Cliniko's REST API: the parts services/world/pms/cliniko.py uses, in
+"""A local fake of Cliniko's REST API: the parts services/cliniko/practice.py uses, in
 the shapes the docs give (github.com/redguava/cliniko-api: readme.md, sections/
 patients.md, individual_appointments.md, available_times.md, appointment_types.md,
 practitioners.md, businesses.md).

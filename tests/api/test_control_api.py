@@ -14,13 +14,13 @@ from config import Settings
 from db import repositories as repo
 from db.records import EscalationRecord, write_records
 from main import create_app
-from processors.safety_monitor import SafetyMonitor
-from services.call_session import SessionMode
+from processors.safety.safety_monitor import SafetyMonitor
+from call.call_session import SessionMode
 from services.embeddings import LOCAL_MODEL, LocalEmbedder
-from services.safety.concepts import default_concepts
-from services.safety.judge import RulesJudge
-from services.safety.monitor import SafetyServices
-from services.voice_settings import DEFAULT_SENSITIVE_TOPICS
+from processors.safety.concepts import default_concepts
+from processors.safety.judge import RulesJudge
+from processors.safety.monitor import SafetyServices
+from call.voice_settings import DEFAULT_SENSITIVE_TOPICS
 from tests.fakes import make_session
 
 GAMBLING = {

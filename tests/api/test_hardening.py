@@ -21,7 +21,7 @@ from api.middleware import SecurityHeaders, TokenBuckets, add_hardening, rate_li
 from config import Settings
 from db import repositories as repo
 from main import configure_logging
-from services.log_privacy import MAX_EXTRA_DEPTH, mask_phi, mask_record
+from lib.log_privacy import MAX_EXTRA_DEPTH, mask_phi, mask_record
 from tests.api.app_client import bearer, running_app
 
 

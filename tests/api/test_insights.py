@@ -12,7 +12,7 @@ from db import repositories as repo
 from db.insights import call_aggregates
 from flows.graph import parse_graph
 from main import create_app
-from services.insights import (
+from flows.state_guide import (
     CallAggregates,
     StateCount,
     ToolCount,

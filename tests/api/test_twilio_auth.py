@@ -80,7 +80,7 @@ def test_validation_can_be_turned_off_explicitly(tmp_path):
 
 
 def test_without_a_twilio_token_the_local_development_token_signs(tmp_path):
-    from services.dev_credentials import twilio_auth_token
+    from runner.dev_credentials import twilio_auth_token
 
     settings = Settings(_env_file=None, data_dir=tmp_path)
     token = twilio_auth_token(settings)

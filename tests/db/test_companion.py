@@ -12,7 +12,7 @@ from db.world import Provenance
 from flows.graph import bundled_graph
 from flows.session import BookingSession, Confirmation, reminder_subject
 from flows.tools import BookingTools
-from services.call_session import CallLog
+from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 

@@ -9,7 +9,7 @@ from config import Settings
 from db import repositories as repo
 from db.graph_store import GraphVersionExists, latest_graph, save_graph
 from flows.graph import bundled_graph
-from services.runtime import AppRuntime
+from runner.runtime import AppRuntime
 
 
 def definition(version: int, **changes) -> dict:

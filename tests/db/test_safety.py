@@ -6,9 +6,9 @@ import pytest
 from db import control, safety
 from db.records import EscalationRecord, write_records
 from services.embeddings import LocalEmbedder
-from services.safety.concepts import ConceptSpec, default_concepts
-from services.safety.judge import RulesJudge
-from services.safety.monitor import SafetyServices
+from processors.safety.concepts import ConceptSpec, default_concepts
+from processors.safety.judge import RulesJudge
+from processors.safety.monitor import SafetyServices
 
 GAMBLING = ConceptSpec(
     key="gambling_crisis", name="Gambling crisis", severity="soft",

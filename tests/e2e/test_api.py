@@ -7,7 +7,7 @@ import httpx
 import pytest
 from twilio.request_validator import RequestValidator
 
-from services.dev_credentials import twilio_auth_token
+from runner.dev_credentials import twilio_auth_token
 
 pytestmark = pytest.mark.e2e
 

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from db import repositories as repo
-from services.dev_credentials import twilio_auth_token
-from services.simulator import load_script, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import load_script, simulate_call
 from tests.e2e.test_two_pods import CALL as TWO_POD_CALL
 from tests.e2e.test_two_pods import pods, redis_url  # noqa: F401  (fixtures: two pods, Valkey)
 

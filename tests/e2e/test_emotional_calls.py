@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from services.dev_credentials import twilio_auth_token
-from services.simulator import load_script, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import load_script, simulate_call
 from tests.e2e.conftest import RunningServer, another_server
 from tests.local_http import serve_http
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from services.dev_credentials import twilio_auth_token
-from services.simulator import CallScript, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import CallScript, simulate_call
 from tests.e2e.conftest import another_server
 from tests.fake_chat import CallTool, Reply, Say, serve_chat
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.dev_credentials import twilio_auth_token
-from services.simulator import load_script, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import load_script, simulate_call
 from tests.e2e.conftest import RunningServer, another_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from services.dev_credentials import twilio_auth_token
-from services.personas.model import load_persona
-from services.personas.run import run_persona, summary
+from runner.dev_credentials import twilio_auth_token
+from simulator.personas.model import load_persona
+from simulator.personas.run import run_persona, summary
 
 pytestmark = pytest.mark.e2e
 PERSONAS = Path(__file__).resolve().parents[2] / "scenarios" / "personas"

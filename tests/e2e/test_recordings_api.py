@@ -8,8 +8,8 @@ import httpx
 import numpy as np
 import pytest
 
-from services.dev_credentials import twilio_auth_token
-from services.simulator import load_script, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import load_script, simulate_call
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from flows.spoken import say_time
-from services.dev_credentials import twilio_auth_token
-from services.simulator import load_script, simulate_call
+from language.spoken import say_time
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import load_script, simulate_call
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from services.dev_credentials import twilio_auth_token
-from services.simulator import CallScript, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import CallScript, simulate_call
 from tests.e2e.conftest import RunningServer, another_server
 from tests.ops.redis_server import valkey_server
 

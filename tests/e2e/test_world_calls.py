@@ -13,8 +13,8 @@ import pytest
 from db import repositories as repo
 from db import world
 from db.seed import DEMO_WORKSPACE
-from services.dev_credentials import twilio_auth_token
-from services.simulator import load_script, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import load_script, simulate_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -3,15 +3,15 @@ tables say, each level and exception on its own."""
 
 import pytest
 
-from services.emotion.breaker import BreakerState, CircuitBreaker
-from services.emotion.fillers import (
+from processors.emotion.breaker import BreakerState, CircuitBreaker
+from processors.emotion.fillers import (
     FILLER_AFTER_MS,
     FillerPicker,
     LatencyEstimate,
     filler_guidance,
     suppressed,
 )
-from services.emotion.state import (
+from processors.emotion.state import (
     BehaviourSignals,
     Burst,
     EmotionalState,
@@ -20,9 +20,9 @@ from services.emotion.state import (
     Source,
     Trend,
 )
-from services.emotion.steering import annotation, call_phase_urgency, session_steering
-from services.emotion.tone import ToneLevel, choose_tone
-from services.voice_settings import DEFAULT_SENSITIVE_TOPICS
+from processors.emotion.steering import annotation, call_phase_urgency, session_steering
+from processors.emotion.tone import ToneLevel, choose_tone
+from call.voice_settings import DEFAULT_SENSITIVE_TOPICS
 
 
 def snapshot(dominant="Anger", score=0.6, valence=-0.6, arousal=0.58, segments=3,

@@ -18,12 +18,12 @@ from pipecat.workers.runner import WorkerRunner
 from bench.harness import MemoryTransport, speak, trim_trailing_silence
 from bot import ServiceOverrides, build_call_pipeline
 from config import Settings
-from services.call_session import CallLog, CallSession, SessionMode
-from services.emotion.call import CallEmotion
-from services.emotion.providers import LocalTextProvider, ProviderUnavailable
-from services.emotion.state import EmotionReading, Source
-from services.espeak import synthesize_pcm
-from services.providers import ProviderPlan
+from call.call_session import CallLog, CallSession, SessionMode
+from processors.emotion.call_emotion import CallEmotion
+from processors.emotion.providers import LocalTextProvider, ProviderUnavailable
+from processors.emotion.state import EmotionReading, Source
+from services.espeak.engine import synthesize_pcm
+from runner.providers import ProviderPlan
 from tests.fakes import CollectingWriter, InstantSTT, InstantTTS, ScriptedLLM
 
 pytestmark = pytest.mark.timeout(60)

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from services.emotion.local_audio import ProsodyPool, may_hold_speech, prosody_features
-from services.emotion.local_text import LocalTextAnalyzer, sentiment_distribution
-from services.emotion.providers import LocalAudioProvider
-from services.emotion.state import EmotionReading, Source
-from services.espeak import VoiceShape, synthesize_pcm
+from services.prosody.emotion import ProsodyPool, may_hold_speech, prosody_features
+from services.vader.emotion import LocalTextAnalyzer, sentiment_distribution
+from processors.emotion.providers import LocalAudioProvider
+from processors.emotion.state import EmotionReading, Source
+from services.espeak.engine import VoiceShape, synthesize_pcm
 
 SENTENCE = "I need to see a doctor about my appointment next week please"
 SEGMENT_S = 2.0

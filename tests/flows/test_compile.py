@@ -11,7 +11,7 @@ from flows.graph import bundled_graph
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
 from flows.session import BookingSession
-from services.call_session import CallLog
+from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")

@@ -16,7 +16,7 @@ from db.seed import seed_clinic
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.session import BookingSession
-from services.call_session import CallLog
+from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")

@@ -10,9 +10,9 @@ from flows.graph import bundled_graph
 from flows.guards import check
 from flows.llm_navigator import LLMNavigator, parse_choice
 from flows.session import BookingSession
-from services.call_session import CallLog
-from services.emotion.fillers import filler_guidance
-from services.emotion.state import EmotionalState, EmotionReading, Source
+from call.call_session import CallLog
+from processors.emotion.fillers import filler_guidance
+from processors.emotion.state import EmotionalState, EmotionReading, Source
 from tests.fakes import CollectingWriter, ScriptedModel, choice
 
 GRAPH = bundled_graph("clinic_booking")

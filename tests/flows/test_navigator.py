@@ -16,7 +16,7 @@ from flows.graph import GRAPHS_DIR, bundled_graph, parse_graph
 from flows.guards import check
 from flows.navigator import NavigationError, condition_problems, navigate, settle, walk
 from flows.session import BookingSession
-from services.slots import Slot
+from db.slots import Slot
 
 GRAPH = bundled_graph("clinic_booking")
 TODAY = date(2026, 11, 24)

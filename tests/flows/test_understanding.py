@@ -6,14 +6,14 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from db.scheduling import AppointmentType
-from flows.understanding import (
+from language.understanding import (
     appointment_type,
     date_of_birth,
     named,
     slot_choice,
     spoken_numbers_to_digits,
 )
-from services.slots import Slot
+from db.slots import Slot
 
 TODAY = date(2026, 11, 24)  # a Tuesday
 ZONE = ZoneInfo("America/Chicago")

@@ -4,10 +4,10 @@ change to the loading code from the mutation run, `make mutation`)."""
 
 import pytest
 
-from services.observers.guidance_filter import directive_tags
-from services.observers.quick import quick_rules
-from services.safety.concepts import default_concepts
-from services.safety.red_flags import default_red_flags
+from processors.conversation.guidance_filter import directive_tags
+from processors.conversation.quick_rules import quick_rules
+from processors.safety.concepts import default_concepts
+from processors.safety.red_flags import default_red_flags
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ kept answer is out of date."""
 
 import pytest
 
-from services.observers.deferred_turns import DeferredTurns, overlap_words
+from turns.deferred_turns import DeferredTurns, overlap_words
 
 
 @pytest.mark.parametrize("said", [

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from services.observers.director import (
+from processors.conversation.director import (
     DirectorAnalysis,
     DirectorView,
     ModelDirector,
@@ -13,8 +13,8 @@ from services.observers.director import (
     local_analysis,
     parse_analysis,
 )
-from services.observers.quick import quick_rules
-from services.observers.tracker import ConversationTracker
+from processors.conversation.quick_rules import quick_rules
+from processors.conversation.conversation_tracker import ConversationTracker
 
 
 def view(latest: str, tracker: ConversationTracker | None = None, **kwargs) -> DirectorView:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from services.observers.guidance_filter import (
+from processors.conversation.guidance_filter import (
     DATA_FILE,
     DirectiveTags,
     GuidanceFilter,
@@ -17,7 +17,7 @@ from services.observers.guidance_filter import (
     is_guidance_message,
     strip_guidance,
 )
-from services.observers.quick import quick_rules
+from processors.conversation.quick_rules import quick_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,8 +187,8 @@ def test_guidance_messages_in_the_context_are_told_from_the_callers_words():
 def _tags_the_layers_write() -> set[str]:
     """Every `[TAG]` or `[LABEL:` the layers put into the LLM's context."""
     tags = {category.tag for category in quick_rules().spec.categories.values()}
-    sources = [*ROOT.glob("prompts/**/*.txt"), *ROOT.glob("services/**/*.py"),
-               *ROOT.glob("processors/*.py")]
+    sources = [*ROOT.glob("prompts/**/*.txt"), *ROOT.glob("processors/**/*.py"),
+               *ROOT.glob("flows/*.py")]
     for path in sources:
         tags |= set(re.findall(r"^\[([A-Z][A-Z_]+)(?:\]|:)", path.read_text(), re.M))
         tags |= set(re.findall(r"[\"']\[([A-Z][A-Z_]+|Director guidance)(?:\]|:)",

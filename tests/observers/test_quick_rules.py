@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from services.observers.quick import DATA_FILE, load_rules, quick_rules, render_guidance
+from processors.conversation.quick_rules import DATA_FILE, load_rules, quick_rules, render_guidance
 from tests.observers.data_files import rewritten
 
 

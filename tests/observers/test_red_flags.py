@@ -6,7 +6,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from services.safety.red_flags import RULES_FILE, RedFlagRules, load_red_flags, red_flag
+from processors.safety.red_flags import RULES_FILE, RedFlagRules, load_red_flags, red_flag
 from tests.observers.data_files import rewritten
 
 

@@ -7,11 +7,11 @@ import yaml
 from pydantic import ValidationError
 
 from config import CrisisResource
-from services.safety.concepts import ConceptIndex, default_concepts
+from processors.safety.concepts import ConceptIndex, default_concepts
 from services.embeddings import LocalEmbedder
-from services.safety.concepts import DATA_FILE as CONCEPTS_FILE
-from services.safety.concepts import ConceptFile, ConceptSpec, SafetyConcept, load_concepts
-from services.safety.judge import (
+from processors.safety.concepts import DATA_FILE as CONCEPTS_FILE
+from processors.safety.concepts import ConceptFile, ConceptSpec, SafetyConcept, load_concepts
+from processors.safety.judge import (
     IDIOM,
     NO_RULES,
     NO_STATEMENT,
@@ -20,9 +20,9 @@ from services.safety.judge import (
     Verdict,
     judge_by_rules,
 )
-from services.observers.quick import DATA_FILE as QUICK_PATTERNS
-from services.observers.quick import load_rules, quick_rules
-from services.safety.monitor import concepts_named_by, holding_line, soft_guidance
+from processors.conversation.quick_rules import DATA_FILE as QUICK_PATTERNS
+from processors.conversation.quick_rules import load_rules, quick_rules
+from processors.safety.monitor import concepts_named_by, holding_line, soft_guidance
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Silence check-ins on a clock, and what the tracker remembers of a call."""
 
-from services.observers.silence import SilenceSchedule
-from services.observers.tracker import ConversationTracker
+from processors.conversation.silence_schedule import SilenceSchedule
+from processors.conversation.conversation_tracker import ConversationTracker
 
 
 def test_check_ins_come_at_growing_intervals_then_a_goodbye():

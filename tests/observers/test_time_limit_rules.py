@@ -3,7 +3,7 @@ caller answers the call-back offer."""
 
 import pytest
 
-from services.observers.time_limit import offer_answers, time_limit_step
+from processors.conversation.time_limit import offer_answers, time_limit_step
 
 
 @pytest.mark.parametrize(("policy", "escalated", "can_transfer", "step"), [

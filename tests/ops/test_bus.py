@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from services.ops.bus import InProcessBus, Subscription
-from services.ops.commands import OperatorAction, OperatorCommand
-from services.ops.events import ObserverEvent
+from ops.bus import InProcessBus, Subscription
+from ops.commands import OperatorAction, OperatorCommand
+from ops.events import ObserverEvent
 
 
 def event(seq: int, call_id: str = "c1", workspace_id: str = "w1") -> ObserverEvent:

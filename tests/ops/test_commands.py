@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pipecat.frames.frames import InterruptionFrame, TTSSpeakFrame
 
-from processors.frames import EndCallFrame
-from services.ops.commands import CallControl, OperatorAction, OperatorCommand
+from call.frames import EndCallFrame
+from ops.commands import CallControl, OperatorAction, OperatorCommand
 from tests.fakes import CollectingWriter, make_session
 
 

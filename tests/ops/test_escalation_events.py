@@ -14,13 +14,13 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from services.call_session import CallLog, CallSession, SessionMode
-from services.ops.bus import InProcessBus
-from services.ops.commands import CallControl, OperatorAction, OperatorCommand
-from services.ops.plane import OpsPlane
-from services.ops.redis_bus import RedisBus
-from services.ops.registry import LocalRegistry, RedisRegistry
-from services.simulator import CallScript
+from call.call_session import CallLog, CallSession, SessionMode
+from ops.bus import InProcessBus
+from ops.commands import CallControl, OperatorAction, OperatorCommand
+from ops.plane import OpsPlane
+from ops.redis_bus import RedisBus
+from ops.registry import LocalRegistry, RedisRegistry
+from simulator.simulator import CallScript
 from tests.fakes import CollectingWriter
 from tests.ops.redis_server import valkey_server
 from tests.ops.test_live_calls import bearer, closed_with_messages, next_message, \

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from services.call_session import CallLog
-from services.ops.bus import InProcessBus
-from services.ops.events import TOOL_OUTPUT_CHARS, CallContext, ObserverEvent, observer_events
-from services.ops.feed import CallFeed
-from services.ops.registry import ActiveCall, LocalRegistry
+from call.call_session import CallLog
+from ops.bus import InProcessBus
+from ops.events import TOOL_OUTPUT_CHARS, CallContext, ObserverEvent, observer_events
+from ops.feed import CallFeed
+from ops.registry import ActiveCall, LocalRegistry
 from tests.fakes import CollectingWriter
 
 

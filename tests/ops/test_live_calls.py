@@ -14,8 +14,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from db import repositories as repo
-from services.dev_credentials import twilio_auth_token
-from services.simulator import CallScript, simulate_call
+from runner.dev_credentials import twilio_auth_token
+from simulator.simulator import CallScript, simulate_call
 from tests.e2e.conftest import RunningServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

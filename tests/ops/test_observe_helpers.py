@@ -17,9 +17,9 @@ from api.observe import (
     ended_notice,
     stream,
 )
-from services.ops.bus import InProcessBus
-from services.ops.events import ObserverEvent
-from services.ops.registry import ActiveCall
+from ops.bus import InProcessBus
+from ops.events import ObserverEvent
+from ops.registry import ActiveCall
 
 
 def test_only_an_auth_message_with_a_key_authenticates():

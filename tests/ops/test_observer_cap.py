@@ -11,7 +11,7 @@ import uuid
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from services.ops.bus import InProcessBus
+from ops.bus import InProcessBus
 from tests.e2e.conftest import another_server
 from tests.ops.test_live_calls import bearer, closed_with, ws_url
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from services.ops.commands import OperatorAction, OperatorCommand
-from services.ops.events import ObserverEvent
-from services.ops.redis_bus import RedisBus
-from services.ops.registry import ActiveCall, RedisRegistry
+from ops.commands import OperatorAction, OperatorCommand
+from ops.events import ObserverEvent
+from ops.redis_bus import RedisBus
+from ops.registry import ActiveCall, RedisRegistry
 from tests.ops.redis_server import valkey_server
 
 

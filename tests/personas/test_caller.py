@@ -2,8 +2,8 @@
 
 from datetime import date
 
-from services.personas.caller import RuleCaller
-from services.personas.model import Persona
+from simulator.personas.caller import RuleCaller
+from simulator.personas.model import Persona
 
 GREETING = "Thanks for calling the clinic. How can I help you today?"
 TODAY = date(2031, 3, 3)  # a Monday; the caller's own clock, injected

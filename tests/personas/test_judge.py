@@ -1,8 +1,8 @@
 """A persona's call is judged from its record: what was written, after which words, how
 it ended, and how often the agent asked the same thing again."""
 
-from services.personas.judge import explicit_yes, judge
-from services.personas.model import Persona
+from simulator.personas.judge import explicit_yes, judge
+from simulator.personas.model import Persona
 
 READ_BACK = "Just to confirm: Friday, March 7 at 8 AM with Tom Becker. Shall I book that?"
 

@@ -5,7 +5,7 @@ import asyncio
 from pydantic import SecretStr
 
 from config import Settings
-from services.personas.llm_caller import LlmCaller, build_model_caller
+from simulator.personas.llm_caller import LlmCaller, build_model_caller
 from tests.personas.test_caller import GREETING, persona
 
 

@@ -4,8 +4,8 @@ import pytest
 
 from config import Settings
 from main import build_parser
-from services.personas.run import run_persona_command
-from services.simulator import main_simulate
+from simulator.personas.run import run_persona_command
+from simulator.simulator import main_simulate
 from tests.simulator.fake_service import free_port
 
 PERSONA = """name: flu_shot

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.personas.model import PersonaError, load_persona, load_personas, persona_files
+from simulator.personas.model import PersonaError, load_persona, load_personas, persona_files
 
 PERSONAS = Path(__file__).resolve().parents[2] / "scenarios" / "personas"
 VALID = {

@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.personas.questions import answers, classify, offers_in, sentences
+from simulator.personas.questions import answers, classify, offers_in, sentences
 
 # Each kind with wordings no single engine uses: the offline lines, a model's, a person's.
 PARAPHRASES = {

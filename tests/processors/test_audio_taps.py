@@ -9,9 +9,9 @@ from pipecat.workers.runner import WorkerRunner
 from bench.harness import MemoryTransport
 from bot import ServiceOverrides, build_call_pipeline
 from config import Settings
-from processors.audio_taps import CallerAudioEnd
-from services.providers import ProviderPlan
-from services.recording import StereoRecording
+from processors.voice.audio_taps import CallerAudioEnd
+from runner.providers import ProviderPlan
+from call.recording import StereoRecording
 from tests.fakes import InstantSTT, InstantTTS, ScriptedLLM
 
 RATE = 8000

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from services.call_runner import close_failed_call
+from runner.call_runner import close_failed_call
 from tests.fakes import CollectingWriter, make_session
 
 

@@ -22,12 +22,12 @@ from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
 from flows.session import BookingSession
-from processors.frames import EndCallFrame, NavigationFrame
-from processors.graph_navigator import GraphNavigator
-from services.emotion.call import CallEmotion
-from services.emotion.fillers import filler_set
-from services.emotion.state import EmotionReading, Source
-from services.world.write_safety import visible_tools
+from call.frames import EndCallFrame, NavigationFrame
+from flows.graph_navigator import GraphNavigator
+from processors.emotion.call_emotion import CallEmotion
+from processors.emotion.fillers import filler_set
+from processors.emotion.state import EmotionReading, Source
+from processors.world.write_safety import visible_tools
 from tests.fakes import ScriptedModel, choice
 
 

@@ -20,9 +20,9 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import TransportParams
 from pipecat.utils.text.base_text_aggregator import TextType
 
-from processors.call_recorder import CallRecorder
-from processors.greeting import GreetingPlayer, PrerenderedSpeech, timed_words
-from services.espeak import synthesize_timed
+from observers.call_recorder import CallRecorder
+from processors.voice.greeting_player import GreetingPlayer, PrerenderedSpeech, timed_words
+from services.espeak.engine import synthesize_timed
 from tests.fakes import make_session
 
 GREETING = "Thank you for calling Riverside Clinic. How can I help you today?"

@@ -16,14 +16,14 @@ from pipecat.frames.frames import (
 )
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.conversation_director import ConversationDirector
-from processors.frames import EndCallFrame, SpokenTextFrame
-from processors.guidance_stripper import GuidanceStripper
-from services.observers.guidance_filter import strip_guidance
-from processors.silence_monitor import SilenceMonitor
-from services.call_session import CompletionReason, SessionMode
-from services.observers.director import DirectorAnalysis, LocalDirector
-from services.observers.silence import SilenceSchedule
+from processors.conversation.conversation_director import ConversationDirector
+from call.frames import EndCallFrame, SpokenTextFrame
+from processors.conversation.guidance_stripper import GuidanceStripper
+from processors.conversation.guidance_filter import strip_guidance
+from processors.conversation.silence_monitor import SilenceMonitor
+from call.call_session import CompletionReason, SessionMode
+from processors.conversation.director import DirectorAnalysis, LocalDirector
+from processors.conversation.silence_schedule import SilenceSchedule
 from tests.fakes import make_session
 
 
@@ -133,7 +133,7 @@ async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(wr
     session = make_session(writer, SessionMode.TEXT)
     director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2,
                                     time_limit="end")
-    import processors.conversation_director as module
+    import processors.conversation.conversation_director as module
 
     module.FORCE_END_DELAY_S, saved = 0.05, module.FORCE_END_DELAY_S
     try:

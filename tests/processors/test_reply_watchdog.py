@@ -30,11 +30,11 @@ from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
-from processors.graph_navigator import GraphNavigator
-from processors.guidance_stripper import GuidanceStripper
-from processors.reply_watchdog import SilentReplyWatchdog
-from services.call_session import SessionMode
-from services.observers.reply_watch import ReplyWatch
+from flows.graph_navigator import GraphNavigator
+from processors.conversation.guidance_stripper import GuidanceStripper
+from processors.call_control.reply_watchdog import SilentReplyWatchdog
+from call.call_session import SessionMode
+from processors.call_control.reply_watch import ReplyWatch
 from tests.fakes import ScriptedLLM, make_session
 from tests.processors.test_graph_navigator import ScriptedEngine, caller_says
 from tests.processors.test_graph_navigator import reply as engine_reply

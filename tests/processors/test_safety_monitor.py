@@ -15,13 +15,13 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
 from config import CrisisResource
-from processors.agent_gate import AgentGate
-from processors.frames import EndCallFrame
-from processors.safety_monitor import SafetyMonitor
-from services.call_session import CompletionReason, SessionMode
+from processors.conversation.agent_gate import AgentGate
+from call.frames import EndCallFrame
+from processors.safety.safety_monitor import SafetyMonitor
+from call.call_session import CompletionReason, SessionMode
 from services.embeddings import LocalEmbedder
-from services.safety.judge import RulesJudge, Verdict
-from services.safety.monitor import SafetyServices
+from processors.safety.judge import RulesJudge, Verdict
+from processors.safety.monitor import SafetyServices
 from tests.fakes import make_session
 
 

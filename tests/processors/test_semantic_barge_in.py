@@ -26,10 +26,10 @@ from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
-from processors.semantic_barge_in import SemanticBargeInStrategy
-from services.call_session import CompletionReason
-from services.observers.barge_in import BargeInRule
-from services.observers.deferred_turns import DeferredTurns
+from turns.semantic_barge_in import SemanticBargeInStrategy
+from call.call_session import CompletionReason
+from turns.barge_in import BargeInRule
+from turns.deferred_turns import DeferredTurns
 from tests.fakes import make_session
 
 

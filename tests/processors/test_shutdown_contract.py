@@ -26,11 +26,11 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from bench.harness import MemoryTransport
 from bot import ServiceOverrides, build_call_pipeline
 from config import Settings
-from processors.frames import EndCallFrame
-from services.call_runner import caller_disconnected, run_call
-from services.call_session import CompletionReason
-from services.ops.plane import OpsPlane
-from services.providers import ProviderPlan
+from call.frames import EndCallFrame
+from runner.call_runner import caller_disconnected, run_call
+from call.call_session import CompletionReason
+from ops.plane import OpsPlane
+from runner.providers import ProviderPlan
 from tests.fakes import make_session
 
 pytestmark = pytest.mark.timeout(90)

@@ -5,8 +5,8 @@ import json
 
 from pipecat.frames.frames import CancelWorkerFrame, InputAudioRawFrame, StartFrame
 
-from services.call_session import CompletionReason
-from services.twilio_media import SafeTwilioFrameSerializer
+from call.call_session import CompletionReason
+from services.twilio.serializer import SafeTwilioFrameSerializer
 from tests.fakes import make_session
 
 

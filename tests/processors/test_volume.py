@@ -5,7 +5,7 @@ import struct
 from pipecat.frames.frames import TTSAudioRawFrame, TTSTextFrame
 from pipecat.tests.utils import run_test
 
-from processors.volume import VoiceVolume, scaled
+from processors.voice.voice_volume import VoiceVolume, scaled
 
 
 def pcm(*samples: int) -> bytes:

@@ -11,7 +11,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
 from bot import record_worker_events
-from services.call_session import CompletionReason
+from call.call_session import CompletionReason
 
 pytestmark = pytest.mark.timeout(20)
 

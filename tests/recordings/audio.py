@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from services.recording import interleave, write_wav
+from call.recording import interleave, write_wav
 
 RATE = 8000
 

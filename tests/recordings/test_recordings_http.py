@@ -5,8 +5,8 @@ import wave
 import numpy as np
 import pytest
 
-from services import recordings_http as rec
-from services.recordings_http import ByteRange, RangeNotSatisfiable, parse_range
+from db import recording_files as rec
+from db.recording_files import ByteRange, RangeNotSatisfiable, parse_range
 from tests.recordings.audio import RATE, caller_tone_recording
 
 

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from config import Settings
 from db import repositories as repo
 from main import create_app
-from services import transcript_verification as tv
-from services.espeak import synthesize_script
-from services.recording import interleave, write_wav
+from runner import transcript_verification as tv
+from services.espeak.engine import synthesize_script
+from call.recording import interleave, write_wav
 from tests.recordings.deepgram_fake import serve_deepgram
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,11 +13,11 @@ import pytest
 from loguru import logger
 
 from config import Settings
-from services import transcript_verification as tv
-from services.call_runner import finish_call
-from services.event_loop import BackgroundTasks
-from services.runtime import stop_worker_pools
-from services.voice_settings import VoiceSettings
+from runner import transcript_verification as tv
+from runner.call_runner import finish_call
+from lib.event_loop import BackgroundTasks
+from runner.runtime import stop_worker_pools
+from call.voice_settings import VoiceSettings
 from tests.fakes import CollectingWriter, make_session
 
 CALLER_WORDS = "my date of birth is the first of May"

@@ -21,7 +21,7 @@ from websockets.asyncio.server import ServerConnection
 
 from config import Settings
 from services.keyterms import merge_keyterms
-from services.providers import ProviderPlan, build_stt
+from runner.providers import ProviderPlan, build_stt
 from tests.local_http import serve_websocket
 
 pytestmark = pytest.mark.timeout(20)

@@ -22,10 +22,10 @@ from pipecat.tests.utils import SleepFrame, run_test
 from websockets.asyncio.server import ServerConnection
 
 from config import Settings
-from processors.voice_tone import tone_settings_of
-from services.emotion.voice_controls import tts_settings_for, voice_tones
-from services.providers import ProviderPlan, build_tts
-from services.voice_settings import VoiceSettings
+from processors.emotion.tone_controller import tone_settings_of
+from processors.emotion.voice_controls import tts_settings_for, voice_tones
+from runner.providers import ProviderPlan, build_tts
+from call.voice_settings import VoiceSettings
 from tests.fakes import tone
 from tests.local_http import serve_websocket
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from services.espeak import (
+from services.espeak.engine import (
     EspeakEngine,
     EspeakError,
     SynthesisChunk,

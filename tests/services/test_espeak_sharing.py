@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.espeak import EspeakEngine, SynthesisChunk
+from services.espeak.engine import EspeakEngine, SynthesisChunk
 
 pytestmark = pytest.mark.timeout(20)
 

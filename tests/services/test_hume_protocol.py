@@ -21,17 +21,17 @@ from pipecat.tests.utils import SleepFrame, run_test
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from processors.emotion_tap import EmotionTap
-from services.emotion.call import CallEmotion
-from services.emotion.dimensions import emotion_table
-from services.emotion.hume import (
+from processors.emotion.emotion_tap import EmotionTap
+from processors.emotion.call_emotion import CallEmotion
+from processors.emotion.dimensions import emotion_table
+from services.hume.emotion import (
     HumeAudioProvider,
     hume_labels,
     load_hume_labels,
     sdk_expression_names,
 )
-from services.emotion.providers import LocalTextProvider, ProviderUnavailable
-from services.emotion.state import EmotionalState, EmotionReading, Source
+from processors.emotion.providers import LocalTextProvider, ProviderUnavailable
+from processors.emotion.state import EmotionalState, EmotionReading, Source
 from tests.fakes import tone
 
 pytestmark = pytest.mark.timeout(30)

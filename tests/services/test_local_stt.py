@@ -12,8 +12,8 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
-from services.espeak import synthesize_pcm
-from services.local_stt import (
+from services.espeak.engine import synthesize_pcm
+from services.pocketsphinx.stt import (
     CORPUS_FILE,
     DecoderPool,
     KeytermLexicon,
@@ -22,7 +22,7 @@ from services.local_stt import (
     restore_spelling,
     scheduling_corpus,
 )
-from services.pronunciation import CmuDictionary
+from services.pocketsphinx.pronunciation import CmuDictionary
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -98,8 +98,8 @@ async def test_silence_produces_no_transcription():
 async def test_a_decoder_hears_each_segment_alone_whatever_other_calls_said_before():
     """Decoders are pooled across calls: one caller's loud voice must not change how the
     next call's words are normalised (cepstral mean per segment, not carried over)."""
-    import services.local_stt as local_stt
-    from services.espeak import VoiceShape
+    import services.pocketsphinx.stt as local_stt
+    from services.espeak.engine import VoiceShape
 
     local_stt._start_worker(local_stt.language_model_files("scheduling"))
     decoder = local_stt._worker.decoder
@@ -119,7 +119,7 @@ async def test_a_decoder_hears_each_segment_alone_whatever_other_calls_said_befo
 async def test_a_segment_is_heard_the_same_wherever_voice_activity_opened_and_closed_it():
     """VAD opens a segment a frame or two earlier or later from call to call; the words
     must come out the same (segments are trimmed to their sound)."""
-    import services.local_stt as local_stt
+    import services.pocketsphinx.stt as local_stt
 
     local_stt._start_worker(local_stt.language_model_files("scheduling"))
     line = await synthesize_pcm("I need a checkup tomorrow morning", RATE)

@@ -19,11 +19,11 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
-from processors.voice_tone import tone_settings_of
-from services.emotion.local_audio import prosody_features
-from services.emotion.voice_controls import tts_settings_for
-from services.espeak import EspeakEngine
-from services.local_tts import EspeakTTSService, words_per_minute_for
+from processors.emotion.tone_controller import tone_settings_of
+from services.prosody.emotion import prosody_features
+from processors.emotion.voice_controls import tts_settings_for
+from services.espeak.engine import EspeakEngine
+from services.espeak.tts import EspeakTTSService, words_per_minute_for
 
 pytestmark = pytest.mark.timeout(20)
 

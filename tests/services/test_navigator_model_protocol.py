@@ -18,8 +18,8 @@ from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.llm_navigator import LLMNavigator
 from flows.session import BookingSession
-from services.call_session import CallLog
-from services.providers import ProviderPlan, build_navigator_model
+from call.call_session import CallLog
+from runner.providers import ProviderPlan, build_navigator_model
 from tests.fakes import CollectingWriter
 from tests.model_fakes import serve_anthropic, serve_gemini
 

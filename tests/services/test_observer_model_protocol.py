@@ -12,11 +12,11 @@ import pytest
 from aiohttp import web
 
 from config import Settings
-from services.observers.director import DirectorView
-from services.observers.quick import quick_rules
-from services.observers.tracker import ConversationTracker
-from services.providers import ProviderPlan, build_director, build_safety
-from services.safety.concepts import default_concepts
+from processors.conversation.director import DirectorView
+from processors.conversation.quick_rules import quick_rules
+from processors.conversation.conversation_tracker import ConversationTracker
+from runner.providers import ProviderPlan, build_director, build_safety
+from processors.safety.concepts import default_concepts
 from services.embeddings import OpenAIEmbedder
 from tests.local_http import serve_http
 from tests.model_fakes import serve_anthropic, serve_gemini

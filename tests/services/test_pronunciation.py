@@ -3,8 +3,8 @@
 import jiwer
 import pytest
 
-from services.espeak import EspeakEngine
-from services.pronunciation import (
+from services.espeak.engine import EspeakEngine
+from services.pocketsphinx.pronunciation import (
     ARPABET_PHONES,
     ESPEAK_TO_ARPABET,
     CmuDictionary,

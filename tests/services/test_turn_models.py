@@ -10,7 +10,7 @@ from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams, VADState
 
 from services import turn_models
-from services.espeak import synthesize_pcm
+from services.espeak.engine import synthesize_pcm
 from services.turn_models import (
     SharedSileroVADAnalyzer,
     SharedSmartTurnAnalyzerV3,

@@ -5,8 +5,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from services.emotion.tone import PROSODY_SCORE
-from services.voice_settings import (
+from processors.emotion.tone import PROSODY_SCORE
+from call.voice_settings import (
     MAX_TERM_CHARS,
     VoiceSettings,
     VoiceSettingsInput,

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A service stand-in: starts one pooled worker, says the worker's pid, then waits.
 SERVICE = """
 import os, sys, time
-from services.worker_processes import spawn_executor
+from lib.worker_processes import spawn_executor
 
 if __name__ == "__main__":
     executor = spawn_executor(1)

@@ -15,14 +15,14 @@ import pytest
 
 from config import Settings
 from db.world import Carrier
-from services.providers import (
+from runner.providers import (
     ProviderPlan,
     build_audio_verifier,
     build_extractor,
     build_verifier,
 )
-from services.world.carriers import default_carriers
-from services.world.verification import ModelJudges, RulesJudges
+from processors.world.carriers import default_carriers
+from processors.world.verification import ModelJudges, RulesJudges
 from tests.model_fakes import serve_anthropic, serve_gemini
 
 pytestmark = pytest.mark.timeout(20)
@@ -106,7 +106,7 @@ def test_a_fast_model_key_gives_model_judges():
 
 
 def test_the_bands_follow_the_seed():
-    from services.world.audio_check import AudioCheck, Correction
+    from processors.world.audio_check import AudioCheck, Correction
 
     def band(confidence: int) -> str:
         return AudioCheck("date", (Correction("d", "", "1948-03-14", confidence),), False,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from services.simulator import CallScript, SimulationError, format_transcript, simulate_call
+from simulator.simulator import CallScript, SimulationError, format_transcript, simulate_call
 from tests.simulator.conftest import API_KEY, TOKEN, tone_voice
 from tests.simulator.fake_service import FakeAgent
 
@@ -167,7 +167,7 @@ async def test_a_stream_the_server_refuses_at_start_is_an_error_not_a_call(fake_
 
 @pytest.mark.timeout(30)
 async def test_by_default_the_caller_speaks_with_the_espeak_voice(fake_service):
-    from services.espeak import synthesize_pcm
+    from services.espeak.engine import synthesize_pcm
 
     service, url = fake_service(agent=FakeAgent(greeting_s=0.4, reply_s=0.4, hang_up_after_reply=1))
     line = "Yes, please."

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from services.caller_audio import (
+from simulator.caller_audio import (
     FRAME_BYTES,
     SILENCE_FRAME,
     ULAW_SILENCE,

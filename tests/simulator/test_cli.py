@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from config import Settings
-from services.simulator import add_simulate_arguments, main_simulate, run_simulate
+from simulator.simulator import add_simulate_arguments, main_simulate, run_simulate
 from tests.simulator.conftest import API_KEY, TOKEN
 from tests.simulator.fake_service import free_port
 

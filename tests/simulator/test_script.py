@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.simulator import CallScript, ScriptError, load_script
+from simulator.simulator import CallScript, ScriptError, load_script
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 VALID = {"from": "+15550100123", "to": "+15550100100", "turns": [{"say": "Hello"}]}
@@ -65,7 +65,7 @@ def test_the_shipped_scenarios_exercise_barge_in_and_early_hangup():
 
 
 def test_expectations_name_exactly_what_the_record_does_not_show():
-    from services.simulator import ScriptExpectation
+    from simulator.simulator import ScriptExpectation
 
     summary = {
         "completion_reason": "agent_hangup", "final_state": "closing",

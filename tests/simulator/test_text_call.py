@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.simulator import AgentTextTracker, CallScript, simulate_call
+from simulator.simulator import AgentTextTracker, CallScript, simulate_call
 from tests.simulator.conftest import API_KEY, TOKEN
 from tests.simulator.fake_service import GREETING
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.affirmation import Answer, classify_answer
+from language.affirmation import Answer, classify_answer
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.prompts import render_prompt
+from lib.prompts import render_prompt
 
 
 def test_greeting_names_the_clinic():

@@ -1,6 +1,6 @@
 """Phone numbers and secrets are masked before they reach a log line."""
 
-from services.redaction import mask_phone, mask_phones_in, mask_secret
+from lib.redaction import mask_phone, mask_phones_in, mask_secret
 
 
 def test_phone_numbers_keep_only_their_last_two_digits():

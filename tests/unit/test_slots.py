@@ -3,7 +3,7 @@
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from services.slots import Booked, WeeklyHours, open_slots, spread
+from db.slots import Booked, WeeklyHours, open_slots, spread
 
 ZONE = ZoneInfo("America/Chicago")
 CHECKUP = "type-checkup"

@@ -3,7 +3,7 @@
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from flows.spoken import say_hours, say_list, say_price, say_time
+from language.spoken import say_hours, say_list, say_price, say_time
 
 
 def test_times_prices_and_lists():

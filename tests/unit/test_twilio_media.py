@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from services.twilio_media import BadMessage, check_media, parse_message
+from services.twilio.serializer import BadMessage, check_media, parse_message
 
 LIMIT = 64 * 1024
 

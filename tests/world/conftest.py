@@ -13,7 +13,7 @@ from db import world
 from db.seed import seed_clinic, seed_world
 from db.world import PatientRecord
 from services.embeddings import LocalEmbedder
-from services.world.index import WorldIndex
+from processors.world.index import WorldIndex
 
 TODAY = date(2026, 11, 23)
 NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)  # 9 AM in Chicago, the same day

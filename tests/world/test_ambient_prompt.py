@@ -10,8 +10,8 @@ from pipecat.tests.utils import SleepFrame, run_test
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.session import BookingSession
-from processors.frames import NavigationFrame
-from processors.graph_navigator import GraphNavigator
+from call.frames import NavigationFrame
+from flows.graph_navigator import GraphNavigator
 from tests.fakes import make_session
 from tests.world.conftest import TODAY, Clinic
 

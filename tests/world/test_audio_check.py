@@ -15,8 +15,8 @@ from pipecat.tests.utils import SleepFrame, run_test
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.session import BookingSession
-from processors.graph_navigator import GraphNavigator
-from services.world.audio_check import AudioCheck, Correction, LocalAudioVerifier
+from flows.graph_navigator import GraphNavigator
+from processors.world.audio_check import AudioCheck, Correction, LocalAudioVerifier
 from tests.fakes import make_session
 
 PCM = b"\x10\x00" * 8000  # 1 s of 8 kHz audio
@@ -30,7 +30,7 @@ class Reading:
 
 
 class Recognizer:
-    """Stands in for the grammar pass (services/world/field_grammar.FieldRecognizer)."""
+    """Stands in for the grammar pass (processors/world/field_grammar.FieldRecognizer)."""
 
     def __init__(self, reading: Reading | None) -> None:
         self.reading = reading

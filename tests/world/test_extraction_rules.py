@@ -5,8 +5,8 @@ import json
 import pytest
 
 from db.world import Carrier
-from services.world.carriers import default_carriers
-from services.world.extraction import Fact, extract_by_rules, facts_from_model
+from processors.world.carriers import default_carriers
+from processors.world.extraction import Fact, extract_by_rules, facts_from_model
 
 CARRIERS = [Carrier(f"carrier-{i}", spec.name, tuple(spec.aliases), None)
             for i, spec in enumerate(default_carriers(), 1)]

@@ -6,9 +6,9 @@ from datetime import date
 
 import pytest
 
-from services.espeak import synthesize_script
-from services.pronunciation import CmuDictionary
-from services.world.field_grammar import (
+from services.espeak.engine import synthesize_script
+from services.pocketsphinx.pronunciation import CmuDictionary
+from processors.world.field_grammar import (
     FIELD_KINDS,
     FieldRecognizer,
     confidence,

@@ -4,7 +4,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from services.world.fields import (
+from language.fields import (
     is_e164,
     normalize_email,
     normalize_member_id,

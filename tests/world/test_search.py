@@ -9,7 +9,7 @@ from datetime import date
 from db import repositories as repo
 from db import world
 from db.world import EventDraft, Provenance
-from services.world.index import PatientQuery
+from processors.world.index import PatientQuery
 from tests.world.conftest import Clinic
 
 FIRSTS = ("James Mary John Patricia Robert Jennifer Michael Linda William Elizabeth Ellen "

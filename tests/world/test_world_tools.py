@@ -13,7 +13,7 @@ from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.session import BookingSession, Confirmation, patient_subject
 from flows.tools import BookingTools
-from services.call_session import CallLog
+from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 from tests.world.conftest import NOW, TODAY, Clinic
 

@@ -10,8 +10,8 @@ from flows.graph import bundled_graph
 from flows.guards import check
 from flows.session import BookingSession, Confirmation, cancel_subject, patient_subject
 from flows.tools import BookingTools
-from services.call_session import CallLog
-from services.world.write_safety import (
+from call.call_session import CallLog
+from processors.world.write_safety import (
     DEDUP_TTL_S,
     QUOTE_RECENT_TURNS,
     WriteDeduplicator,

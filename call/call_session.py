@@ -1,0 +1,206 @@
+"""The typed per-call state, owned by the session and handed to the processors that need it.
+
+One object instead of a shared dict of string keys: every field has a type and a
+single writer. Everything that must reach the database goes through `CallLog`,
+which stamps sequence numbers and call-relative times and hands records to the
+off-path `CallRecordWriter`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from db.writer import (
+    CallRecordWriter,
+    CallUpdate,
+    EscalationRecord,
+    EventRecord,
+    ToolCallRecord,
+    TransitionRecord,
+    TurnRecord,
+)
+from processors.conversation.conversation_state import ConversationState
+from call.system_prompt import SystemPrompt
+from call.turn_audio import TurnAudio
+from call.voice_settings import VoiceSettings
+
+if TYPE_CHECKING:
+    from processors.emotion.call_emotion import CallEmotion
+
+
+class SessionMode(StrEnum):
+    """How the caller reaches the pipeline."""
+
+    PHONE = "phone"  # Twilio Media Streams, 8 kHz μ-law
+    TEXT = "text"  # eval/RTVI text over the same WebSocket, no audio
+    WEBRTC = "webrtc"  # developer runner: browser, Daily room
+
+
+class CompletionReason(StrEnum):
+    """Why a call ended, as stored in `calls.completion_reason`."""
+
+    AGENT_HANGUP = "agent_hangup"
+    TRANSFERRED = "transferred"
+    CALLER_HANGUP = "caller_hangup"
+    CALLER_DISCONNECTED = "caller_disconnected"
+    MAX_DURATION = "max_duration"
+    IDLE_TIMEOUT = "idle_timeout"
+    CALLER_SILENT = "caller_silent"  # three unanswered check-ins
+    AT_CAPACITY = "at_capacity"
+    PROTOCOL_ERROR = "protocol_error"
+    START_TIMEOUT = "start_timeout"
+    PIPELINE_ERROR = "pipeline_error"
+    SERVER_SHUTDOWN = "server_shutdown"
+    OPERATOR_ENDED = "operator_ended"  # an operator ended it (POST .../actions/end)
+
+
+class CallLog:
+    """Append-only call record for one call: events and turns, with seq and timing."""
+
+    def __init__(self, call_id: str, writer: CallRecordWriter | None,
+                 observe: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        """`observe`: sees every record (kind, fields) for live observers
+        (ops/feed.CallFeed); it must never block or raise."""
+        self.call_id = call_id
+        self._writer = writer
+        self.observe = observe
+        self._event_seq = itertools.count(1)
+        self._turn_seq = itertools.count(1)
+        self._transition_seq = itertools.count(1)
+        self._tool_seq = itertools.count(1)
+        self._escalation_seq = itertools.count(1)
+        self._started = time.monotonic()
+        self.escalations = 0  # escalations recorded on this call so far
+
+    def restart_clock(self) -> None:
+        """Call time zero is when the media stream starts, not when the record was made."""
+        self._started = time.monotonic()
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._started) * 1000)
+
+    def event(self, type_: str, **data: Any) -> None:
+        """Record something that happened (failures, fallbacks, bad input). Never raises."""
+        record = EventRecord(
+            call_id=self.call_id, seq=next(self._event_seq), type=type_, data=data,
+            at_ms=self.elapsed_ms(),
+        )
+        self._submit(record)
+        if self.observe is not None:
+            self.observe("event", {"type": type_, "data": data, "at_ms": record.at_ms})
+
+    def escalation(self, concept: str, severity: str, *, similarity: float | None,
+                   judge: str | None, reason: str | None) -> None:
+        """An escalation (safety, or the time limit): on the call and in the operator queue,
+        plus its event."""
+        at_ms = self.elapsed_ms()
+        self.escalations += 1
+        self._submit(EscalationRecord(
+            call_id=self.call_id, seq=next(self._escalation_seq), concept=concept,
+            severity=severity, similarity=similarity, judge=judge, reason=reason, at_ms=at_ms,
+        ))
+        self.event("escalation", concept=concept, severity=severity, similarity=similarity,
+                   judge=judge, reason=reason)
+
+    def turn(self, **fields: Any) -> None:
+        self._submit(TurnRecord(call_id=self.call_id, seq=next(self._turn_seq), **fields))
+        if self.observe is not None:
+            self.observe("turn", fields)
+
+    def transition(self, previous: str | None, next_state: str, reason: str) -> None:
+        """A context-graph state change, in order (the call's navigation history)."""
+        self._submit(TransitionRecord(
+            call_id=self.call_id, seq=next(self._transition_seq), previous_state=previous,
+            next_state=next_state, reason=reason, at_ms=self.elapsed_ms(),
+        ))
+        if self.observe is not None:
+            self.observe("transition", {"previous_state": previous, "next_state": next_state,
+                                        "reason": reason})
+
+    def tool_started(self, name: str, input_: Any) -> str:
+        """A tool begins (for live observers; the record keeps it when it ends): its id,
+        to hand back to `tool_call`."""
+        tool_call_id = f"t{next(self._tool_seq)}"
+        if self.observe is not None:
+            self.observe("tool_started", {"name": name, "input": input_,
+                                          "tool_call_id": tool_call_id})
+        return tool_call_id
+
+    def tool_call(
+        self, name: str, input_: Any, output: Any, *, tool_call_id: str, started_ms: int,
+        duration_ms: int, error_class: str | None = None, error_message: str | None = None,
+    ) -> None:
+        """One tool call and its result; `error_class` is guard, pms or other (seed 002).
+        `tool_call_id`: the one `tool_started` gave."""
+        self._submit(ToolCallRecord(
+            call_id=self.call_id, tool_call_id=tool_call_id, name=name, input=input_,
+            output=output, started_ms=started_ms, duration_ms=duration_ms,
+            succeeded=error_class is None, error_class=error_class, error_message=error_message,
+        ))
+        if self.observe is not None:
+            self.observe("tool_call", {"name": name, "tool_call_id": tool_call_id,
+                                       "output": output, "duration_ms": duration_ms,
+                                       "error_class": error_class,
+                                       "error_message": error_message})
+
+    def update_call(self, **fields: Any) -> None:
+        self._submit(CallUpdate(call_id=self.call_id, fields=fields))
+
+    def _submit(self, record: Any) -> None:
+        if self._writer is None:
+            logger.debug(f"call {self.call_id}: no writer, dropping {type(record).__name__}")
+            return
+        self._writer.submit(record)
+
+
+@dataclass
+class CallSession:
+    """Everything the pipeline needs to know about one call."""
+
+    call_id: str
+    mode: SessionMode
+    log: CallLog
+    clinic_name: str = "the clinic"
+    greeting: str = ""
+    workspace_id: str | None = None
+    service_id: str | None = None
+    call_sid: str | None = None
+    caller_number: str | None = None  # who is calling (for identity), never logged
+    keyterms: list[str] = field(default_factory=list)
+    voice: VoiceSettings = field(default_factory=VoiceSettings)
+    config_snapshot: dict[str, Any] = field(default_factory=dict)
+    # Set once, by the call controller, when the agent decides to end the call.
+    completion_reason: CompletionReason | None = None
+    # Where to put the caller through once the goodbye has played (instead of hanging up).
+    transfer_to: str | None = None
+    caller_hung_up: bool = False
+    bad_messages: int = 0
+    # The call's emotional intelligence (None: emotion is off for this workspace).
+    emotion: CallEmotion | None = None
+    # What the observer layers share: goodbye, suspension, the conversation so far.
+    conversation: ConversationState = field(default_factory=ConversationState)
+    # The engage LLM's system instruction, with the blocks layers keep current.
+    instruction: SystemPrompt = field(default_factory=SystemPrompt)
+    # The caller's last turn as audio (audio sessions), for audio verification.
+    turn_audio: TurnAudio = field(default_factory=TurnAudio)
+
+    def cancel_transfer(self, why: str) -> None:
+        """A transfer that waits for the goodbye is called off (a barge-in, an operator
+        joining); the call goes on with the agent."""
+        if self.transfer_to is None:
+            return
+        self.transfer_to = None
+        if self.completion_reason is CompletionReason.TRANSFERRED:
+            self.completion_reason = None
+        self.log.event("transfer_cancelled", why=why)
+
+    @property
+    def is_audio(self) -> bool:
+        return self.mode is not SessionMode.TEXT

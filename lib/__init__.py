@@ -1,0 +1,1 @@
+"""Process infrastructure with no knowledge of calls: event loop, worker processes, prompts, privacy."""

@@ -1,0 +1,1 @@
+"""Pipecat observers: they watch every frame and change none (the call record)."""

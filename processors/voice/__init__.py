@@ -1,0 +1,1 @@
+"""Processors that play or measure sound: greeting, spoken lines, volume, audio taps, typed input."""

@@ -1,0 +1,1 @@
+"""Running calls: the process-wide runtime, phone/text/development call runners, provider choice."""

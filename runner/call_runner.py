@@ -1,0 +1,425 @@
+"""Runs one call on the shared `/ws` endpoint: a Twilio media stream or an eval text session.
+
+The first message decides which: Pipecat's `eval-connect` means a text session
+(the simulator's `--text` mode or `pipecat eval`), anything else is read as a
+Twilio stream. Both run the same pipeline from `bot.build_call_pipeline`; both
+end in `finish_call`, which closes the call record with a reason whatever
+happened, flushes the record writer, and starts the after-call work (write
+verification; transcript re-verification when the workspace enables it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fastapi import WebSocket
+from loguru import logger
+from pipecat.evals.fastapi_transport import EvalFastAPIWebsocketTransport
+from pipecat.evals.serializer import EvalConnectionFlags, EvalSerializer, parse_eval_connect
+from pipecat.evals.transport import EvalTransportParams
+from pipecat.serializers.twilio import TwilioFrameSerializer
+from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
+from pipecat.workers.runner import WorkerRunner
+from starlette.websockets import WebSocketDisconnect
+
+from bot import PHONE_SAMPLE_RATE, CallPipeline, build_call_pipeline
+from db import repositories as repo
+from flows.engine import BookingEngine
+from flows.llm_navigator import LLMNavigator
+from flows.session import BookingSession
+from processors.voice.greeting_player import PrerenderedSpeech
+from runner import transcript_verification as tv
+from call.call_session import CallLog, CallSession, CompletionReason, SessionMode
+from processors.emotion.call_emotion import CallEmotion
+from processors.emotion.fillers import filler_guidance
+from ops.commands import CallControl
+from ops.plane import navigator_model
+from runner.runtime import AppRuntime, CallProfile
+from services.twilio.serializer import (
+    SafeTwilioFrameSerializer,
+    StreamStart,
+    play_twiml_on_call,
+    read_stream_start,
+    twilio_credentials,
+)
+from services.twilio.twiml import unavailable_twiml
+
+# The pre-rendered greeting must be ready almost at once or we synthesize live.
+GREETING_WAIT_S = 0.05
+FLUSH_TIMEOUT_S = 10.0
+POLICY_VIOLATION = 1008
+
+
+async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime) -> None:
+    """Entry point of `WS /ws`."""
+    await websocket.accept()
+    settings = runtime.settings
+    try:
+        first = await asyncio.wait_for(websocket.receive_text(), settings.start_message_timeout_s)
+    except (TimeoutError, WebSocketDisconnect, RuntimeError):
+        logger.warning("media stream: closed or silent before its first message")
+        await _close(websocket, "no first message")
+        return
+    flags = _eval_flags(first)
+    if flags is not None:
+        await _serve_text_session(websocket, runtime, flags)
+    else:
+        await _serve_phone_call(websocket, runtime, first)
+
+
+def _eval_flags(message: str) -> EvalConnectionFlags | None:
+    try:
+        return parse_eval_connect(json.loads(message))
+    except (ValueError, TypeError):
+        return None
+
+
+async def _close(websocket: WebSocket, reason: str) -> None:
+    try:
+        await websocket.close(code=POLICY_VIOLATION, reason=reason)
+    except RuntimeError:
+        pass  # already closed by the peer
+
+
+class CallLookupFailed(Exception):
+    """The database could not say whether the stream's call exists."""
+
+
+async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
+    """The call created by the signed answer webhook that this stream claims to be (claimed)."""
+    if not call_id:
+        return None
+    try:
+        return await asyncio.wait_for(repo.claim_call_for_stream(runtime.db.pool, call_id), 2.0)
+    except Exception as error:
+        logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
+        raise CallLookupFailed from error
+
+
+async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: str) -> None:
+    settings = runtime.settings
+    start = await read_stream_start(
+        websocket, first=first, timeout_s=settings.start_message_timeout_s,
+        max_bytes=settings.ws_max_message_bytes, max_bad=settings.ws_max_bad_messages,
+    )
+    if start is None:
+        await _close(websocket, "no valid start message")
+        return
+    call_id = start.custom_parameters.get("call_id")
+    try:
+        call = await _known_call(runtime, call_id)
+    except CallLookupFailed:
+        await tell_caller_unavailable(runtime, start.call_sid)
+        await _close(websocket, "database unavailable")
+        return
+    if call is None:
+        logger.warning("media stream: start for an unknown or finished call; closing")
+        await _close(websocket, "unknown call")
+        return
+    profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
+        call_id, call.get("to_number")
+    )
+    session = _new_session(
+        runtime, profile, SessionMode.PHONE, call_sid=start.call_sid,
+        caller_number=call.get("from_number"),
+    )
+    for kind in start.bad_messages:
+        session.log.event("bad_input", kind=kind, where="before start")
+
+    try:
+        call_pipeline = await _phone_pipeline(websocket, runtime, session, profile, start)
+    except Exception as error:
+        await _abort_call(websocket, runtime, session, error, call_sid=start.call_sid)
+        return
+    await run_call(call_pipeline, session, runtime)
+
+
+async def tell_caller_unavailable(runtime: AppRuntime, call_sid: str | None) -> dict | None:
+    """We cannot run this call: have Twilio say so and hang up, rather than leave silence.
+
+    Needs the account's REST credentials; without them the caller hears silence
+    until Twilio notices the closed stream, and the log says so.
+    """
+    credentials = twilio_credentials(runtime.settings, call_sid)
+    if credentials is None:
+        logger.error("cannot tell the caller: no Twilio credentials to speak through")
+        return None
+    result = await play_twiml_on_call(credentials, call_sid, unavailable_twiml())
+    log = logger.info if result["outcome"] == "completed" else logger.error
+    log(f"told the caller we are unavailable ({result['outcome']})")
+    return result
+
+
+async def _phone_pipeline(
+    websocket: WebSocket, runtime: AppRuntime, session: CallSession, profile: CallProfile,
+    start: StreamStart,
+) -> CallPipeline:
+    settings = runtime.settings
+    credentials = twilio_credentials(settings, start.call_sid)
+    serializer = SafeTwilioFrameSerializer(
+        start.stream_sid,
+        call_sid=start.call_sid,
+        credentials=credentials,
+        params=TwilioFrameSerializer.InputParams(auto_hang_up=credentials is not None),
+        session=session,
+        max_message_bytes=settings.ws_max_message_bytes,
+        max_bad=settings.ws_max_bad_messages,
+    )
+    transport = FastAPIWebsocketTransport(
+        websocket,
+        FastAPIWebsocketParams(
+            audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
+            serializer=serializer, session_timeout=None,
+        ),
+    )
+    greeting = await runtime.greetings.get(
+        runtime.plan.tts_identity(settings, profile.voice), profile.greeting, PHONE_SAMPLE_RATE,
+        timeout_s=GREETING_WAIT_S, speed=profile.voice.speed,
+    )
+    call_pipeline = build_call_pipeline(
+        transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
+        greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
+        engine=booking_engine(runtime, session, profile),
+        emotion_providers=runtime.emotion_providers, director=runtime.director,
+        safety=runtime.safety, safety_index=profile.safety_index,
+        extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
+    )
+    _end_on_disconnect(transport, session, call_pipeline)
+    return call_pipeline
+
+
+async def _abort_call(
+    websocket: WebSocket, runtime: AppRuntime, session: CallSession, error: Exception,
+    call_sid: str | None = None,
+) -> None:
+    """The pipeline could not be built: tell the caller, close the record and the socket."""
+    if session.mode is SessionMode.PHONE:
+        told = await tell_caller_unavailable(runtime, call_sid)
+        session.log.event("caller_told_unavailable", **(told or {"outcome": "no_credentials"}))
+    await close_failed_call(runtime, session, error)
+    await _close(websocket, "internal error")
+
+
+async def close_failed_call(runtime: AppRuntime, session: CallSession, error: Exception) -> None:
+    """A call whose pipeline could not start still gets a closed record saying why."""
+    logger.exception(f"call {session.call_id}: pipeline could not start")
+    session.log.event("pipeline_failed", stage="setup", error=type(error).__name__)
+    session.log.update_call(
+        status="completed", ended_at=datetime.now(UTC),
+        completion_reason=CompletionReason.PIPELINE_ERROR.value,
+    )
+    await runtime.writer.flush(FLUSH_TIMEOUT_S)
+
+
+async def _serve_text_session(
+    websocket: WebSocket, runtime: AppRuntime, flags: EvalConnectionFlags
+) -> None:
+    call_id = websocket.query_params.get("call_id")
+    try:
+        call = await _known_call(runtime, call_id)
+    except CallLookupFailed:
+        await _close(websocket, "database unavailable")
+        return
+    if call is None:
+        if call_id or not runtime.settings.allow_open_eval_sessions:
+            logger.warning("text session: no matching call from /voice/answer; closing")
+            await _close(websocket, "text sessions need a call created by /voice/answer")
+            return
+        profile = await runtime.resolve_profile("", None)
+        call_id = await repo.create_call(
+            runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
+            call_sid=None, direction="eval", from_number=None, to_number=None, status="ringing",
+        )
+        profile.call_id = call_id
+    else:
+        profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
+            call_id, call.get("to_number")
+        )
+    session = _new_session(
+        runtime, profile, SessionMode.TEXT, caller_number=(call or {}).get("from_number")
+    )
+    try:
+        params = EvalTransportParams(audio_in_enabled=False, audio_out_enabled=False)
+        params.serializer = EvalSerializer()
+        transport = EvalFastAPIWebsocketTransport(websocket, params, flags)
+        # Text sessions have no audio: the greeting is its words alone.
+        greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
+        call_pipeline = build_call_pipeline(
+            transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
+            greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
+            emotion_providers=runtime.emotion_providers, director=runtime.director,
+            safety=runtime.safety, safety_index=profile.safety_index,
+            extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
+        )
+        _end_on_disconnect(transport, session, call_pipeline)
+    except Exception as error:
+        await _abort_call(websocket, runtime, session, error)
+        return
+    await run_call(call_pipeline, session, runtime)
+
+
+def _new_session(
+    runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None,
+    caller_number: str | None = None,
+) -> CallSession:
+    graph = runtime.graph_for(profile)
+    feed = runtime.ops.feed(
+        profile.call_id, profile.workspace_id, service_id=profile.service_id, call_sid=call_sid,
+        initial_state=graph.initial_state if graph is not None else None,
+        navigator_model=navigator_model(runtime.plan.navigator.provider, runtime.settings),
+    )
+    log = CallLog(profile.call_id, runtime.writer, observe=feed)
+    session = CallSession(
+        call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
+        greeting=profile.greeting, workspace_id=profile.workspace_id,
+        service_id=profile.service_id, call_sid=call_sid, caller_number=caller_number,
+        keyterms=profile.keyterms, voice=profile.voice,
+        config_snapshot=runtime.snapshot(profile),
+        emotion=CallEmotion() if profile.voice.emotion_enabled else None,
+    )
+    log.update_call(
+        status="in_progress", connected_at=datetime.now(UTC),
+        config_snapshot={**session.config_snapshot, "transport": mode.value},
+    )
+    log.event("call_started", mode=mode.value)
+    for problem in profile.settings_problems:
+        log.event("voice_settings_invalid", problem=problem)
+    for problem in profile.graph_problems:
+        log.event("context_graph_invalid", problem=problem)
+    return session
+
+
+def booking_engine(
+    runtime: AppRuntime, session: CallSession, profile: CallProfile
+) -> BookingEngine | None:
+    """The call's context-graph engine, or None for static prompt mode."""
+    graph = runtime.graph_for(profile)
+    if graph is None or session.workspace_id is None or session.service_id is None:
+        return None
+    booking = BookingSession(
+        call_id=session.call_id, workspace_id=session.workspace_id,
+        service_id=session.service_id, caller_phone=session.caller_number,
+    )
+    navigator = None
+    if runtime.navigator_model is not None:
+        navigator = LLMNavigator(
+            graph, runtime.navigator_model, session.log, clinic_name=session.clinic_name,
+            filler_guidance=lambda: filler_guidance(
+                session.emotion.snapshot() if session.emotion is not None else None),
+        )
+    return BookingEngine(
+        graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
+        emergency_number=runtime.settings.emergency_number, navigator=navigator,
+        index=runtime.world_index, practice=runtime.practice,
+        dialled_number=profile.dialled_number, country_code=runtime.settings.phone_country_code,
+    )
+
+
+def _end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeline) -> None:
+    @transport.event_handler("on_client_disconnected")
+    async def _on_disconnected(_transport, _websocket) -> None:
+        await caller_disconnected(session, call_pipeline)
+
+
+async def caller_disconnected(session: CallSession, call_pipeline: CallPipeline) -> None:
+    """The socket closed under the call: stop it at once (no one is left to hear it)."""
+    if not session.caller_hung_up and session.completion_reason is None:
+        session.completion_reason = CompletionReason.CALLER_DISCONNECTED
+    await call_pipeline.worker.cancel()
+
+
+async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime) -> None:
+    """Run the pipeline to its end, whatever ends it, then close the record."""
+    session.log.restart_clock()
+    session.conversation.restart_clock()
+    started = datetime.now(UTC)
+    task = asyncio.current_task()
+    runtime.active_calls[session.call_id] = task
+    runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+    try:
+        runtime.ops.call_running(session, call_control(runtime, session, call_pipeline))
+        await runner.add_workers(call_pipeline.worker)
+        if call_pipeline.initial_frames:
+            await call_pipeline.worker.queue_frames(call_pipeline.initial_frames)
+        await runner.run()
+    except asyncio.CancelledError:
+        session.completion_reason = session.completion_reason or CompletionReason.SERVER_SHUTDOWN
+        await call_pipeline.worker.cancel()
+    except Exception as error:
+        logger.exception(f"call {session.call_id}: pipeline failed")
+        session.log.event("pipeline_failed", error=type(error).__name__)
+        session.completion_reason = session.completion_reason or CompletionReason.PIPELINE_ERROR
+    finally:
+        runtime.active_calls.pop(session.call_id, None)
+        runtime.ops.call_finished(session.call_id)
+        await finish_call(call_pipeline, session, runtime, started)
+
+
+def call_control(runtime: AppRuntime, session: CallSession, call_pipeline: CallPipeline
+                 ) -> CallControl:
+    """How operator commands act on this call: a take-over is put through to
+    `HUMAN_TRANSFER_NUMBER` only when Twilio can transfer it."""
+    can_transfer = twilio_credentials(runtime.settings, session.call_sid) is not None
+    return CallControl(
+        session, call_pipeline.worker,
+        transfer_number=runtime.settings.human_transfer_number if can_transfer else None,
+    )
+
+
+def completion_reason(session: CallSession) -> CompletionReason:
+    if session.completion_reason is not None:
+        return session.completion_reason
+    if session.caller_hung_up:
+        return CompletionReason.CALLER_HANGUP
+    return CompletionReason.CALLER_DISCONNECTED
+
+
+async def finish_call(
+    call_pipeline: CallPipeline, session: CallSession, runtime: AppRuntime, started: datetime
+) -> None:
+    """Close the call record: open turns, recording, reason, duration; then flush. Then,
+    off the call's path, verify what the call wrote and sync what is verified."""
+    await call_pipeline.recorder.flush()
+    if call_pipeline.extractor is not None:
+        await call_pipeline.extractor.finish()
+    recording = call_pipeline.recording
+    saved = recording is not None and await recording.save()
+    reason = completion_reason(session)
+    ended = datetime.now(UTC)
+    if session.bad_messages:
+        session.log.event("bad_input_total", count=session.bad_messages)
+    session.log.event("call_ended", reason=reason.value,
+                      repeated_questions=session.conversation.tracker.repeated_questions)
+    if session.emotion is not None:
+        session.log.update_call(emotional_summary=session.emotion.summary_record())
+    session.log.update_call(
+        status="completed", ended_at=ended, completion_reason=reason.value,
+        duration_s=round((ended - started).total_seconds(), 3),
+    )
+    logger.info(f"call {session.call_id}: ended ({reason.value})")
+    flushed = await runtime.writer.flush(FLUSH_TIMEOUT_S)
+    if session.workspace_id is not None:
+        runtime.verify_soon(session.call_id)
+        if saved and recording is not None:
+            verify_transcript_soon(runtime, session, recording.path, flushed=flushed)
+
+
+def verify_transcript_soon(runtime: AppRuntime, session: CallSession, recording: Path, *,
+                           flushed: bool) -> asyncio.Task | None:
+    """Re-transcribe a finished call's recording in the background when its workspace's
+    voice settings turn `transcript_correction_enabled` on (default off). Scored against
+    the caller turns in the database, so only once the record is written (`flushed`)."""
+    if not session.voice.transcript_correction_enabled:
+        return None
+    if not flushed:
+        logger.warning(f"call {session.call_id}: transcript not re-verified (its record "
+                       "was not written in time)")
+        session.log.event("transcript_verification_failed", automatic=True,
+                          error="record_not_written")
+        return None
+    return runtime.in_background(
+        tv.verify_after_call(runtime.db.pool, session.log, recording, runtime.settings),
+        name=f"transcript-verify-{session.call_id}")

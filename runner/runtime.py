@@ -1,0 +1,415 @@
+"""Process-wide state of the service: settings, database, record writer, providers, caches.
+
+Created once at start-up (FastAPI lifespan or the dev runner) and closed at
+shutdown, which flushes every queued call record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from config import Settings
+from db import repositories as repo
+from db.graph_store import latest_graph
+from db.migrations import apply_migrations
+from db.pool import Database
+from db.safety import workspace_concepts
+from db.seed import fill_demo_clinic, is_empty, seed_demo
+from db.writer import CallRecordWriter
+from flows.catalog import engine_problems, runnable_graph
+from flows.graph import ContextGraph, GraphError, parse_graph
+from flows.navigator import warm_up
+from runner import dev_credentials
+from processors.emotion.providers import load_emotion_data
+from lib.event_loop import BackgroundTasks
+from runner.greeting_cache import GreetingCache
+from processors.conversation.quick_rules import quick_rules
+from ops.plane import OpsPlane
+from lib.prompts import render_prompt
+from runner.providers import (
+    ProviderPlan,
+    build_audio_verifier,
+    build_director,
+    build_emotion_providers,
+    build_extractor,
+    build_navigator_model,
+    build_safety,
+    build_verifier,
+)
+from processors.safety.concepts import ConceptIndex
+from processors.safety.monitor import concepts_named_by
+from services.turn_models import load_turn_models
+from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
+from runner.after_call import verify_and_sync
+from processors.world.index import WorldIndex
+from services.practice import build_practice
+
+if TYPE_CHECKING:
+    from services.espeak.engine import TimedSpeech  # loaded lazily: only the local voice needs it
+
+# Seed 000: a pre-warmed call that never connects expires after 30 s.
+PREWARM_TTL_S = 30.0
+DB_LOOKUP_TIMEOUT_S = 2.0
+WORLD_BACKFILL_TIMEOUT_S = 300.0
+VERIFY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class CallProfile:
+    """What a call needs before its audio starts, resolved while the phone rings."""
+
+    call_id: str
+    workspace_id: str | None
+    service_id: str | None
+    clinic_name: str
+    greeting: str
+    keyterms: list[str]
+    voice: VoiceSettings
+    settings_problems: list[str] = field(default_factory=list)
+    graph: ContextGraph | None = None  # the graph this service's calls run (None: static)
+    graph_problems: list[str] = field(default_factory=list)
+    # The default safety concepts plus the workspace's own (None: the defaults alone).
+    safety_index: ConceptIndex | None = None
+    dialled_number: str | None = None  # picks the location in the ambient context
+    created: float = field(default_factory=time.monotonic)
+
+    def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
+        """The configuration this call ran with (stored in calls.config_snapshot)."""
+        return {
+            "providers": plan.snapshot(),
+            "context_graph": (
+                {"id": graph.id, "version": graph.version, "navigator": plan.navigator.provider,
+                 "engage": "llm" if plan.has_llm else "local lines"}
+                if graph is not None else {"mode": "static prompt"}
+            ),
+            "graph_problems": self.graph_problems,
+            "service_id": self.service_id,
+            "voice_settings": self.voice.model_dump(mode="json"),
+            "keyterms": self.keyterms,
+        }
+
+
+def load_context_graph(settings: Settings) -> ContextGraph | None:
+    """The graph calls run, checked once; None (static prompt mode, logged) if it cannot run."""
+    try:
+        graph = runnable_graph(settings.context_graph)
+    except GraphError as error:
+        logger.error(f"context graph unavailable, calls run in static prompt mode: {error}")
+        return None
+    warm_up()  # router rules and the date parser, before the first caller
+    logger.info(f"context graph: {graph.id} v{graph.version} ({len(graph.states)} states)")
+    return graph
+
+
+def stop_worker_pools() -> None:
+    """Stop the decoder, prosody, grammar and transcript-verification worker processes
+    this process started."""
+    from services.prosody.emotion import ProsodyPool
+    from services.pocketsphinx.stt import DecoderPool
+    from runner.transcript_verification import VerificationDecoder
+    from processors.world.field_grammar import FieldRecognizer
+
+    for pool in (DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started()
+                 + VerificationDecoder.started()):
+        pool.shutdown()
+
+
+class AppRuntime:
+    """Shared by every call in the process."""
+
+    def __init__(self, settings: Settings, db: Database, writer: CallRecordWriter) -> None:
+        self.settings = settings
+        self.db = db
+        self.writer = writer
+        self.plan = ProviderPlan.from_settings(settings)
+        self.navigator_model = build_navigator_model(self.plan, settings)  # None: the rules
+        self.emotion_providers = build_emotion_providers(self.plan, settings)
+        self.director = build_director(self.plan, settings)
+        self.safety = build_safety(self.plan, settings)
+        # The world model's search shares the safety monitor's sentence embedder.
+        self.world_index = WorldIndex(self.safety.embedder)
+        self.practice = build_practice(settings, db.pool)
+        self.extractor = build_extractor(self.plan, settings)
+        self.audio_verifier = build_audio_verifier(self.plan, settings)
+        self.verifier = build_verifier(self.plan, settings)
+        self._background = BackgroundTasks()
+        self.call_capacity = self.plan.call_capacity(settings)
+        self.graph: ContextGraph | None = None
+        self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
+        self.greetings = GreetingCache(self._local_renderer())
+        self._profiles: dict[str, CallProfile] = {}
+        self.active_calls: dict[str, asyncio.Task] = {}
+        # Observer events, the active-call registry, operator commands (Redis: across pods).
+        self.ops = OpsPlane.from_settings(settings)
+
+    @classmethod
+    async def start(cls, settings: Settings) -> AppRuntime:
+        db = await Database.connect(settings)
+        applied = await apply_migrations(db.pool)
+        if applied:
+            logger.info(f"database migrations applied: {applied}")
+        if db.embedded and await is_empty(db.pool):
+            await seed_demo(db.pool)
+            logger.info("empty embedded database: demo workspace created")
+        elif db.embedded and await fill_demo_clinic(db.pool):
+            logger.info("demo clinic: locations, practitioners and bookings added")
+        writer = CallRecordWriter(db.pool, settings)
+        await writer.start()
+        await writer.replay_spool()
+        runtime = cls(settings, db, writer)
+        runtime.plan.log()
+        logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
+        runtime.graph = load_context_graph(settings)
+        load_turn_models()  # VAD + end-of-turn sessions, shared by every call
+        load_emotion_data()  # tables, rules and the VADER lexicon, read once
+        # The quick observer's patterns, compiled once; the safety concepts they escalate
+        # must exist (a misnamed one is refused here, not on the first call).
+        concepts_named_by(quick_rules())
+        await runtime._prepare_safety()
+        await runtime.ops.start()
+        runtime.in_background(runtime._prepare_world(), name="world-index")
+        if not settings.twilio_validate_signature:
+            logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
+        elif dev_credentials.uses_dev_twilio_token(settings):
+            dev_credentials.twilio_auth_token(settings)  # create it now, for the simulator
+            logger.info("TWILIO_AUTH_TOKEN not set: webhooks use the local development token")
+        if runtime.plan.stt.provider == "local":
+            # Decoder processes take about a second to spawn: do it before the first call.
+            from services.pocketsphinx.stt import DecoderPool
+
+            runtime.in_background(DecoderPool.shared().warm_up(), name="decoder-warm-up")
+        if runtime.plan.emotion_audio.provider == "local":
+            # The prosody analyzer's process: spawned now rather than on a caller's words.
+            from services.prosody.emotion import ProsodyPool
+
+            runtime.in_background(ProsodyPool.shared().warm_up(), name="prosody-warm-up")
+        if runtime.plan.audio_verification.provider == "local":
+            # The grammar pass's process (0.7 s to start): not on a caller's birth date.
+            from processors.world.field_grammar import FieldRecognizer
+
+            runtime.in_background(FieldRecognizer.shared().warm_up(), name="grammar-warm-up")
+        if db.embedded:
+            await runtime._ensure_dev_api_key()
+        return runtime
+
+    async def _prepare_safety(self) -> None:
+        """Embed the default safety concepts now (0.2 s offline); a cloud embedder that
+        fails here is retried on the first call's first words."""
+        try:
+            await asyncio.wait_for(self.safety.index(), 10.0)
+        except Exception as error:  # noqa: BLE001 - calls still run; the monitor retries
+            logger.warning(f"safety concepts not embedded at start-up ({type(error).__name__})")
+
+    async def _prepare_world(self) -> None:
+        """The search indexes for the configured embedders, and vectors for any patient
+        or event that has none yet (first start, a model change, a failed write-time
+        index): bounded, off every call's path."""
+        try:
+            async with asyncio.timeout(WORLD_BACKFILL_TIMEOUT_S):
+                await self.world_index.prepare(self.db.pool)
+                added = await self.world_index.backfill(self.db.pool)
+            if added:
+                logger.info(f"world model: {added} embeddings added")
+        except Exception as error:  # noqa: BLE001 - search still works on what is indexed
+            logger.warning(f"world model index not prepared ({type(error).__name__})")
+
+    def verify_soon(self, call_id: str) -> asyncio.Task:
+        """Verify a finished call's writes and sync them (bounded, in the background)."""
+        return self.in_background(self._verify(call_id), name=f"verify-{call_id}")
+
+    async def _verify(self, call_id: str) -> None:
+        try:
+            async with asyncio.timeout(VERIFY_TIMEOUT_S):
+                await verify_and_sync(self.db.pool, call_id, self.verifier, self.practice,
+                                      country_code=self.settings.phone_country_code)
+        except Exception as error:  # noqa: BLE001 - re-runnable later (main.py verify-call)
+            logger.warning(f"call {call_id}: verification not finished ({type(error).__name__})")
+
+    def in_background(self, work: Any, *, name: str) -> asyncio.Task:
+        """Run `work` off every call's path; kept until done, cancelled at close."""
+        return self._background.start(work, name=name)
+
+    async def close(self) -> None:
+        self._background.cancel()
+        await self.world_index.drain()
+        for task in list(self.active_calls.values()):
+            task.cancel()
+        if self.active_calls:
+            await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
+        await self.ops.close()
+        await self.writer.close(timeout=self.settings.db_write_timeout_s * 2)
+        close_practice = getattr(self.practice, "aclose", None)
+        if close_practice is not None:
+            await close_practice()
+        await self.db.close()
+        await asyncio.to_thread(stop_worker_pools)
+
+    # --- Calls -----------------------------------------------------------------
+
+    async def resolve_profile(self, call_id: str, to_number: str | None) -> CallProfile:
+        """Workspace, clinic, keyterms and voice settings for a call; defaults if the DB is slow."""
+        try:
+            return await asyncio.wait_for(self._load_profile(call_id, to_number), DB_LOOKUP_TIMEOUT_S)
+        except Exception as error:
+            logger.warning(f"call {call_id}: profile lookup failed ({type(error).__name__}); defaults")
+            return self._default_profile(call_id, None, None, "the clinic", [], None)
+
+    async def _load_profile(self, call_id: str, to_number: str | None) -> CallProfile:
+        service = await repo.find_service_by_phone(self.db.pool, to_number) if to_number else None
+        if service is None:
+            service = await repo.default_service(self.db.pool, None)
+        if service is None:
+            return self._default_profile(call_id, None, None, "the clinic", [], None)
+        raw = await repo.get_voice_settings_raw(self.db.pool, service["workspace_id"])
+        profile = self._default_profile(
+            call_id, service["workspace_id"], service["id"], service["name"],
+            list(service.get("keyterms") or []), raw, greeting=service.get("greeting"),
+        )
+        profile.graph, profile.graph_problems = await self._service_graph(
+            service["workspace_id"], service["id"],
+            service.get("graph_id") or self.settings.context_graph,
+        )
+        profile.safety_index = await self._safety_index(service["workspace_id"])
+        profile.dialled_number = to_number
+        return profile
+
+    async def _safety_index(self, workspace_id: str) -> ConceptIndex | None:
+        """The workspace's own safety concepts beside the defaults, if it has any (the
+        defaults alone if they cannot be read: they are always active)."""
+        try:
+            extra = await workspace_concepts(self.db.pool, workspace_id, self.safety.embedder)
+        except Exception as error:  # noqa: BLE001 - the defaults still protect the call
+            logger.warning(f"workspace safety concepts unavailable ({type(error).__name__})")
+            return None
+        if not extra:
+            return None
+        return (await self.safety.index()).with_concepts(extra)
+
+    def _default_profile(
+        self, call_id: str, workspace_id: str | None, service_id: str | None, clinic: str,
+        service_keyterms: list[str], raw_voice: Any, greeting: str | None = None,
+    ) -> CallProfile:
+        voice, problems = parse_voice_settings(raw_voice)
+        return CallProfile(
+            call_id=call_id,
+            workspace_id=workspace_id,
+            service_id=service_id,
+            clinic_name=clinic,
+            greeting=greeting or render_prompt("greeting.txt", clinic_name=clinic),
+            keyterms=call_keyterms(service_keyterms, voice, self.settings.system_keyterms),
+            voice=voice,
+            settings_problems=problems,
+        )
+
+    def remember_profile(self, profile: CallProfile) -> None:
+        """Keep a profile resolved at answer time for the media stream (30 s TTL)."""
+        now = time.monotonic()
+        for key in [k for k, p in self._profiles.items() if now - p.created > PREWARM_TTL_S]:
+            del self._profiles[key]
+        self._profiles[profile.call_id] = profile
+
+    def calls_in_hand(self) -> int:
+        """Calls running here plus calls answered and about to stream."""
+        now = time.monotonic()
+        waiting = sum(1 for p in self._profiles.values() if now - p.created <= PREWARM_TTL_S)
+        return len(self.active_calls) + waiting
+
+    def graph_for(self, profile: CallProfile) -> ContextGraph | None:
+        """The graph a call's engine runs (None: static prompt mode); it needs a clinic."""
+        if profile.workspace_id is None or profile.service_id is None:
+            return None
+        return profile.graph
+
+    def snapshot(self, profile: CallProfile) -> dict[str, Any]:
+        """What this call runs with, for calls.config_snapshot."""
+        return profile.snapshot(self.plan, self.graph_for(profile))
+
+    async def service_graph(self, workspace_id: str, service_id: str) -> ContextGraph | None:
+        """The graph the service's calls run now (None: it has none that can run)."""
+        service = await self.db.pool.fetchrow(
+            "SELECT graph_id FROM services WHERE id = $1 AND workspace_id = $2",
+            repo.as_uuid(service_id), repo.as_uuid(workspace_id))
+        if service is None:
+            return None
+        graph, _problems = await self._service_graph(
+            workspace_id, service_id, service["graph_id"] or self.settings.context_graph)
+        return graph
+
+    async def _service_graph(
+        self, workspace_id: str, service_id: str, graph_id: str
+    ) -> tuple[ContextGraph | None, list[str]]:
+        """The service's latest stored graph version, else the bundled graph (checked, cached)."""
+        definition = await latest_graph(self.db.pool, workspace_id, service_id, graph_id)
+        if definition is None:
+            return self._bundled(graph_id)
+        key = (workspace_id, definition.get("id"), definition.get("version"))
+        if key not in self._graphs:
+            try:
+                graph = parse_graph(definition, f"stored graph {graph_id}")
+                problems = engine_problems(graph)
+                if problems:
+                    raise GraphError("; ".join(problems))
+                self._graphs[key] = (graph, [])
+            except GraphError as error:
+                logger.error(f"stored graph {graph_id} cannot run, using the bundled one: {error}")
+                bundled, problems = self._bundled(graph_id)
+                self._graphs[key] = (bundled, [str(error)[:300], *problems])
+        return self._graphs[key]
+
+    def _bundled(self, graph_id: str) -> tuple[ContextGraph | None, list[str]]:
+        """The graph shipped as flows/graphs/<graph_id>.yaml, checked once (None: it cannot
+        run here, and calls use static prompt mode)."""
+        key = ("bundled", graph_id)
+        if key not in self._graphs:
+            if self.graph is not None and self.graph.id == graph_id:
+                self._graphs[key] = (self.graph, [])
+            else:
+                try:
+                    self._graphs[key] = (runnable_graph(graph_id), [])
+                except GraphError as error:
+                    logger.error(f"graph {graph_id} cannot run: {error}")
+                    self._graphs[key] = (None, [str(error)[:300]])
+        return self._graphs[key]
+
+    def has_capacity(self) -> bool:
+        return self.calls_in_hand() < self.call_capacity
+
+    def take_profile(self, call_id: str) -> CallProfile | None:
+        profile = self._profiles.pop(call_id, None)
+        if profile is not None and time.monotonic() - profile.created > PREWARM_TTL_S:
+            return None
+        return profile
+
+    # --- Helpers ---------------------------------------------------------------
+
+    def _local_renderer(self):
+        if self.plan.tts.provider != "local":
+            return None
+        wpm = self.settings.local_tts_words_per_minute
+        voice = self.settings.local_tts_voice
+
+        async def render(text: str, sample_rate: int, speed: float) -> TimedSpeech:
+            from services.espeak.engine import synthesize_timed
+            from services.espeak.tts import words_per_minute_for
+
+            rate = words_per_minute_for(speed, wpm)  # the same rate live synthesis uses
+            return await synthesize_timed(text, sample_rate, voice=voice, words_per_minute=rate)
+
+        return render
+
+    async def _ensure_dev_api_key(self) -> None:
+        """Embedded development database: keep a working API key for the simulator."""
+        existing = dev_credentials.read_dev_api_key(self.settings)
+        if existing and await repo.verify_api_key(self.db.pool, existing):
+            return
+        workspace = await repo.get_workspace_by_name(self.db.pool, "demo")
+        if workspace is None:
+            return
+        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)")
+        dev_credentials.write_dev_api_key(self.settings, key)
+        logger.info(f"development API key written to {dev_credentials.dev_api_key_path(self.settings)}")

@@ -1,0 +1,1 @@
+"""Cliniko's public REST API as the practice system."""

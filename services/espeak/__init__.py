@@ -1,0 +1,1 @@
+"""eSpeak NG: the offline text-to-speech engine and its Pipecat TTS service."""

@@ -1,0 +1,1 @@
+"""Hume: realtime expression measurement (how the caller sounds)."""

@@ -1,0 +1,1 @@
+"""Emotion in words scored by the configured fast language model."""

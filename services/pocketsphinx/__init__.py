@@ -1,0 +1,1 @@
+"""PocketSphinx: the offline speech-to-text engine and its Pipecat STT service."""

@@ -1,0 +1,30 @@
+"""The practice system a deployment uses (`PMS_PROVIDER`), chosen once at start."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import asyncpg
+
+from services.practice.base import PMSError, PracticeSystem, SyncOutcome
+from services.practice.builtin import BuiltinPractice
+from services.cliniko.practice import ClinikoPractice
+
+if TYPE_CHECKING:
+    from config import Settings
+
+__all__ = ["BuiltinPractice", "ClinikoPractice", "PMSError", "PracticeSystem", "SyncOutcome",
+           "build_practice"]
+
+
+def build_practice(settings: Settings, pool: asyncpg.Pool) -> PracticeSystem:
+    """The world model itself, or Cliniko with the configured key (a bad key's shard
+    raises ValueError here, at start, rather than on the first call)."""
+    if settings.pms_provider == "cliniko":
+        if settings.cliniko_api_key is None:
+            raise ValueError("PMS_PROVIDER=cliniko needs CLINIKO_API_KEY")
+        return ClinikoPractice(
+            pool, api_key=settings.cliniko_api_key.get_secret_value(),
+            user_agent=settings.cliniko_user_agent, base_url=settings.cliniko_base_url,
+        )
+    return BuiltinPractice(pool)

@@ -1,0 +1,50 @@
+"""The practice-management system (PMS) a clinic keeps its schedule and records in.
+
+The agent reads the schedule through it, and writes reach it only after verification
+(seed 000: "All write tools pass through the multi-stage verification pipeline before
+data reaches external systems"): during the call every write lands in the world model
+(which holds the slot), and `processors/world/sync.py` pushes verified events to the
+PMS afterwards.
+
+- `BuiltinPractice` (default): the world model is the practice system.
+- `ClinikoPractice` (`PMS_PROVIDER=cliniko`): Cliniko's public REST API.
+
+Every upstream failure raises `PMSError`; tools classify it `pms` (seed 002).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Literal, Protocol
+
+from db.scheduling import AppointmentType
+from db.world import ClinicalEvent
+from db.slots import Slot
+
+
+class PMSError(Exception):
+    """The practice system failed or refused (network, auth, 5xx, unexpected shape)."""
+
+
+SyncStatus = Literal["pushed", "already_there", "unsupported"]
+
+
+@dataclass(frozen=True)
+class SyncOutcome:
+    status: SyncStatus
+    external_id: str | None = None
+    detail: str = ""
+
+
+class PracticeSystem(Protocol):
+    name: str
+
+    async def available_slots(
+        self, service_id: str, *, appointment_type: AppointmentType, first_day: date,
+        last_day: date, now: datetime, part_of_day: str | None = None,
+    ) -> list[Slot]:
+        """Open times of one type (practitioner and location ids are the world model's)."""
+
+    async def push(self, event: ClinicalEvent) -> SyncOutcome:
+        """Write one verified event's change (a patient, a booking, a cancellation)."""

@@ -1,0 +1,1 @@
+"""Offline prosody: how activated the caller sounds, from the signal alone."""

@@ -1,0 +1,1 @@
+"""Twilio: the media-stream serializer and TwiML."""

@@ -1,0 +1,287 @@
+"""Twilio Media Streams, hardened: bad input is logged and counted, never fatal to the server.
+
+Twilio sends `connected`, `start`, then `media` every 20 ms, `mark`, `dtmf` and
+finally `stop`. Anything else (garbage JSON, unknown events, media before start,
+oversized messages) is a clear log line and a `bad_input` event in the call
+record; too many of them end that call with `protocol_error`. Other calls are
+untouched: each call owns its own serializer and pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import WebSocket
+from loguru import logger
+from pipecat.frames.frames import CancelWorkerFrame, Frame
+from pipecat.serializers.twilio import TwilioFrameSerializer
+from starlette.websockets import WebSocketDisconnect
+
+from config import Settings
+from call.call_session import CallSession, CompletionReason
+from services.twilio.twiml import transfer_twiml
+
+# Events recorded individually; after this many only the count is kept.
+MAX_RECORDED_BAD_EVENTS = 10
+# 20 ms of 8 kHz μ-law is 160 bytes; allow generous slack for other packetisations.
+MAX_MEDIA_PAYLOAD_BYTES = 8000
+TWILIO_API = "https://api.twilio.com"
+# Ending the call must not hold the pipeline's shutdown for long.
+HANG_UP_TIMEOUT_S = 5.0
+# Twilio's "The requested resource was not found": the call had already ended.
+TWILIO_NOT_FOUND = 20404
+
+
+class BadMessage(Exception):
+    """A media-stream message that does not follow the protocol."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.detail = detail
+
+
+def parse_message(data: str | bytes, max_bytes: int) -> dict[str, Any]:
+    """Parse one WebSocket message into a Twilio event object, or raise BadMessage."""
+    if len(data) > max_bytes:
+        raise BadMessage("oversized", f"{len(data)} bytes")
+    try:
+        message = json.loads(data)
+    except (ValueError, TypeError) as error:
+        raise BadMessage("invalid_json", type(error).__name__) from error
+    if not isinstance(message, dict) or not isinstance(message.get("event"), str):
+        raise BadMessage("not_an_event")
+    return message
+
+
+def check_media(message: dict[str, Any]) -> None:
+    """A media event must carry a base64 payload of plausible size."""
+    media = message.get("media")
+    payload = media.get("payload") if isinstance(media, dict) else None
+    if not isinstance(payload, str):
+        raise BadMessage("media_without_payload")
+    try:
+        audio = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise BadMessage("media_bad_base64") from error
+    if len(audio) > MAX_MEDIA_PAYLOAD_BYTES:
+        raise BadMessage("media_oversized", f"{len(audio)} bytes")
+
+
+@dataclass
+class StreamStart:
+    """What Twilio's `start` message tells us about the stream."""
+
+    stream_sid: str
+    call_sid: str | None
+    account_sid: str | None
+    custom_parameters: dict[str, str] = field(default_factory=dict)
+    bad_messages: list[str] = field(default_factory=list)
+
+
+def note_bad_message(session: CallSession | None, error: BadMessage, where: str) -> None:
+    """Log and record a protocol violation (kind only: payloads may carry caller audio)."""
+    call = session.call_id if session else "unknown"
+    logger.warning(f"media stream {where}: bad message ({error.kind}) on call {call}")
+    if session is None:
+        return
+    session.bad_messages += 1
+    if session.bad_messages <= MAX_RECORDED_BAD_EVENTS:
+        session.log.event("bad_input", kind=error.kind, where=where, detail=error.detail)
+
+
+async def read_stream_start(
+    websocket: WebSocket, *, first: str | None, timeout_s: float, max_bytes: int, max_bad: int
+) -> StreamStart | None:
+    """Read messages until Twilio's `start`; tolerate junk before it, give up on timeout.
+
+    `first` is a message already read by the caller (to tell Twilio from eval).
+    """
+    bad: list[str] = []
+    pending = [first] if first is not None else []
+
+    async def _read() -> StreamStart | None:
+        while True:
+            data = pending.pop() if pending else await websocket.receive_text()
+            try:
+                message = parse_message(data, max_bytes)
+            except BadMessage as error:
+                note_bad_message(None, error, "before start")
+                bad.append(error.kind)
+                if len(bad) >= max_bad:
+                    return None
+                continue
+            event = message["event"]
+            if event == "connected":
+                continue
+            if event == "start":
+                start = message.get("start")
+                if not isinstance(start, dict) or not isinstance(start.get("streamSid"), str):
+                    bad.append("start_without_stream_sid")
+                    continue
+                params = start.get("customParameters")
+                return StreamStart(
+                    stream_sid=start["streamSid"],
+                    call_sid=start.get("callSid"),
+                    account_sid=start.get("accountSid"),
+                    custom_parameters={
+                        str(k): str(v) for k, v in params.items()
+                    } if isinstance(params, dict) else {},
+                    bad_messages=bad,
+                )
+            if event == "stop":
+                return None
+            kind = "media_before_start" if event == "media" else "unexpected_before_start"
+            note_bad_message(None, BadMessage(kind), "before start")
+            bad.append(kind)
+            if len(bad) >= max_bad:
+                return None
+
+    try:
+        return await asyncio.wait_for(_read(), timeout_s)
+    except TimeoutError:
+        logger.warning("media stream: no start message in time")
+        return None
+    except (WebSocketDisconnect, RuntimeError):
+        logger.warning("media stream: disconnected before start")
+        return None
+
+
+@dataclass(frozen=True)
+class TwilioCredentials:
+    """What changing a live call through Twilio's REST API needs (hang up, play TwiML)."""
+
+    account_sid: str
+    auth_token: str
+    base_url: str | None = None
+
+
+async def update_twilio_call(
+    credentials: TwilioCredentials, call_sid: str, form: dict[str, str], *,
+    timeout_s: float = HANG_UP_TIMEOUT_S,
+) -> dict[str, Any]:
+    """POST to the call's Call resource; returns the outcome for the call record.
+
+    `outcome` is `completed` (Twilio took it), `already_ended` (Twilio error 20404)
+    or `failed`.
+    """
+    root = (credentials.base_url or TWILIO_API).rstrip("/")
+    url = f"{root}/2010-04-01/Accounts/{credentials.account_sid}/Calls/{call_sid}.json"
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as http:
+            response = await http.post(
+                url, data=form, auth=(credentials.account_sid, credentials.auth_token)
+            )
+    except httpx.HTTPError as error:
+        return {"outcome": "failed", "error": type(error).__name__}
+    if response.status_code == 200:
+        return {"outcome": "completed"}
+    try:
+        code = response.json().get("code")
+    except ValueError:
+        code = None
+    if response.status_code == 404 and code == TWILIO_NOT_FOUND:
+        return {"outcome": "already_ended"}
+    return {"outcome": "failed", "http_status": response.status_code, "twilio_code": code}
+
+
+async def hang_up_twilio_call(credentials: TwilioCredentials, call_sid: str) -> dict[str, Any]:
+    """End the call at Twilio (Status=completed)."""
+    return await update_twilio_call(credentials, call_sid, {"Status": "completed"})
+
+
+async def play_twiml_on_call(
+    credentials: TwilioCredentials, call_sid: str, twiml: str
+) -> dict[str, Any]:
+    """Replace what the live call is doing with `twiml` (e.g. an apology, then hang up)."""
+    return await update_twilio_call(credentials, call_sid, {"Twiml": twiml})
+
+
+def twilio_credentials(settings: Settings, call_sid: str | None) -> TwilioCredentials | None:
+    """REST credentials for this call, when the account is configured and the call known."""
+    if not (settings.twilio_account_sid and settings.twilio_auth_token and call_sid):
+        return None
+    return TwilioCredentials(
+        settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
+        settings.twilio_api_base_url,
+    )
+
+
+class SafeTwilioFrameSerializer(TwilioFrameSerializer):
+    """Twilio's serializer, but junk is recorded and dropped instead of ending the stream.
+
+    Hanging up is ours too: bounded by a timeout and recorded as a `twilio_hangup`
+    event, so a call Twilio keeps open after the pipeline ended is visible.
+    """
+
+    def __init__(
+        self, *args: Any, session: CallSession, max_message_bytes: int, max_bad: int,
+        credentials: TwilioCredentials | None = None, **kwargs: Any,
+    ) -> None:
+        if credentials is not None:
+            kwargs.update(
+                account_sid=credentials.account_sid, auth_token=credentials.auth_token,
+                base_url=credentials.base_url,
+            )
+        super().__init__(*args, **kwargs)
+        self._session = session
+        self._max_bytes = max_message_bytes
+        self._max_bad = max_bad
+        self._credentials = credentials
+        self._hang_up_call_sid = kwargs.get("call_sid")
+
+    async def _hang_up_call(self) -> None:
+        """End the call at Twilio, or put the caller through if a transfer was agreed."""
+        if self._credentials is None or not self._hang_up_call_sid:
+            return
+        if self._session.transfer_to:
+            result = await play_twiml_on_call(
+                self._credentials, self._hang_up_call_sid, transfer_twiml(self._session.transfer_to)
+            )
+            self._session.log.event("twilio_transfer", **result)
+            if result["outcome"] != "failed":
+                return
+            logger.warning(f"call {self._session.call_id}: transfer failed ({result}); hanging up")
+        result = await hang_up_twilio_call(self._credentials, self._hang_up_call_sid)
+        self._session.log.event("twilio_hangup", **result)
+        if result["outcome"] == "failed":
+            logger.warning(f"call {self._session.call_id}: Twilio hang-up failed ({result})")
+
+    async def deserialize(self, data: str | bytes) -> Frame | None:
+        try:
+            message = parse_message(data, self._max_bytes)
+            event = message["event"]
+            if event == "media":
+                check_media(message)
+            elif event == "stop":
+                return self._caller_hung_up()
+            elif event in ("mark", "dtmf"):
+                pass
+            elif event in ("connected", "start"):
+                raise BadMessage(f"repeated_{event}")
+            else:
+                raise BadMessage("unknown_event", event[:40])
+        except BadMessage as error:
+            return self._bad(error)
+        return await super().deserialize(data)
+
+    def _caller_hung_up(self) -> Frame:
+        self._session.caller_hung_up = True
+        self._session.log.event("stream_stopped", by="twilio")
+        # The call is already over at Twilio; do not try to hang it up again.
+        self._hangup_attempted = True
+        return CancelWorkerFrame(reason=CompletionReason.CALLER_HANGUP.value)
+
+    def _bad(self, error: BadMessage) -> Frame | None:
+        note_bad_message(self._session, error, "in call")
+        if self._session.bad_messages >= self._max_bad and self._session.completion_reason is None:
+            logger.warning(f"call {self._session.call_id}: too many bad messages, ending call")
+            self._session.completion_reason = CompletionReason.PROTOCOL_ERROR
+            return CancelWorkerFrame(reason=CompletionReason.PROTOCOL_ERROR.value)
+        return None

@@ -1,0 +1,1 @@
+"""Offline emotion in words: VADER valence and phrase rules."""

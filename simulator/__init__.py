@@ -1,0 +1,1 @@
+"""Developer tools that play a caller: scripted calls, the audio leg, personas."""
