@@ -320,7 +320,7 @@ class Settings(BaseSettings):
         description="Calls this process carries at once; one more is told the lines are busy. "
         "Past its capacity a process falls behind real time and callers would hear silence. "
         "Unset: what a 2-vCPU machine was measured to carry with the chosen voices "
-        "(runner/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
+        "(pipeline/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
     )
     director_wind_down_s: float = Field(
         default=540.0, gt=0,

@@ -28,6 +28,7 @@ from pydantic_settings import SettingsError
 
 from config import Settings
 from lib import event_loop
+
 if TYPE_CHECKING:
     import uvicorn
 
@@ -245,7 +246,7 @@ def verify_call(settings: Settings, call_id: str) -> int:
     import json
     from dataclasses import asdict
 
-    from runner.providers import ProviderPlan, build_verifier
+    from pipeline.providers import ProviderPlan, build_verifier
     from runner.after_call import verify_and_sync
     from services.practice import build_practice
 

@@ -22,12 +22,6 @@ from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from api.deps import get_runtime, require_workspace
-from db import control
-from db import repositories as repo
-from db import safety as safety_db
-from services.keyterms import MAX_KEYTERMS
-from runner.runtime import AppRuntime
-from processors.safety.concepts import ConceptSpec, Severity, default_concepts
 from call.voice_settings import (
     FieldPolicy,
     PlainText,
@@ -40,6 +34,12 @@ from call.voice_settings import (
     stored_fields,
     voice_settings_policy,
 )
+from db import control
+from db import repositories as repo
+from processors.safety import concept_store as safety_db
+from processors.safety.concepts import ConceptSpec, Severity, default_concepts
+from runner.runtime import AppRuntime
+from services.keyterms import MAX_KEYTERMS
 
 
 class ErrorOut(BaseModel):

@@ -10,11 +10,11 @@ from loguru import logger
 
 from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
-from bot import PHONE_SAMPLE_RATE
-from db import repositories as repo
 from call.call_session import CallLog, CompletionReason
+from db import repositories as repo
 from lib.redaction import mask_phone
 from runner.runtime import AppRuntime
+from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.twiml import busy_twiml, stream_twiml, unavailable_twiml
 
 router = APIRouter(prefix="/voice", tags=["voice"])

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from api.deps import get_runtime, own_call, require_workspace
 from db import world
 from db.world import ClinicalEvent
-from runner.runtime import AppRuntime
 from runner.after_call import verify_and_sync
+from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api", tags=["world model"])
 

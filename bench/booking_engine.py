@@ -31,6 +31,7 @@ from loguru import logger
 
 from bench.harness import percentile
 from bench.report import measured_line, write_section
+from call.call_session import CallLog
 from config import Settings
 from db import repositories as repo
 from db import scheduling as sched
@@ -43,7 +44,6 @@ from flows.graph import bundled_graph
 from flows.navigator import warm_up
 from flows.session import BookingSession
 from lib import event_loop
-from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 CHECK_IN = "companion check-in"

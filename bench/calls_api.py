@@ -36,8 +36,9 @@ from config import Settings
 from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
-from main import create_app
 from lib import event_loop
+from main import create_app
+
 BUDGET_P95_MS = 50.0
 STATES = ["goodbye", "booking_confirmed", "cancelled", "callback_requested", "transfer"]
 REASONS = ["caller_hangup", "agent_goodbye", "transfer", "error", "twilio_no_answer"]

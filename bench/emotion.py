@@ -59,20 +59,20 @@ from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import FRAME_MS, percentile
 from bench.report import measured_line, write_section
-from processors.emotion.emotion_tap import MAX_AUDIO_SEGMENTS, SEGMENT_S, EmotionTap
-from lib import event_loop
 from call.call_session import CallLog, CallSession, SessionMode
+from call.voice_settings import VoiceSettings
+from lib import event_loop
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.dimensions import emotion_table
+from processors.emotion.emotion_tap import MAX_AUDIO_SEGMENTS, SEGMENT_S, EmotionTap
 from processors.emotion.fillers import FillerPicker
-from services.prosody.emotion import ProsodyPool, segment_arousal
-from services.vader.emotion import LocalTextAnalyzer
-from processors.emotion.providers import LocalAudioProvider, LocalTextProvider
-from processors.emotion.state import EmotionalState, EmotionReading, Source
+from processors.emotion.state import EmotionalState
 from processors.emotion.steering import session_steering
 from processors.emotion.tone import choose_tone
+from services.emotion.dimensions import emotion_table
+from services.emotion.reading import EmotionReading, Source
 from services.espeak.engine import VoiceShape, synthesize_pcm
-from call.voice_settings import VoiceSettings
+from services.prosody.emotion import LocalAudioProvider, ProsodyPool, segment_arousal
+from services.vader.emotion import LocalTextAnalyzer, LocalTextProvider
 from tests.fakes import CollectingWriter
 
 RATES = (8000, 16000)

@@ -28,8 +28,8 @@ from loguru import logger
 from bench.harness import percentile
 from bench.report import measured_line, write_section
 from lib import event_loop
-from services.espeak.engine import synthesize_script
 from processors.world.field_grammar import FIELD_KINDS, FieldKind, FieldReading, FieldRecognizer
+from services.espeak.engine import synthesize_script
 
 RATE = 8000
 TIMEOUT_S = 30.0

@@ -38,21 +38,21 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
 from bench.report import bench_parser, measured_line, percentile, publish
+from call.call_session import CallLog, CallSession, SessionMode
 from config import Settings
+from lib import event_loop
 from processors.conversation.agent_gate import AgentGate
 from processors.conversation.conversation_director import ConversationDirector
+from processors.conversation.director import LocalDirector
 from processors.conversation.guidance_stripper import GuidanceStripper
 from processors.conversation.quick_observer import QuickObserver
-from processors.conversation.reply_guard import ReplyGuard
-from processors.safety.safety_monitor import SafetyMonitor
-from processors.conversation.silence_monitor import SilenceMonitor
-from lib import event_loop
-from call.call_session import CallLog, CallSession, SessionMode
-from processors.conversation.director import LocalDirector
 from processors.conversation.quick_rules import quick_rules
-from services.embeddings import LocalEmbedder
+from processors.conversation.reply_guard import ReplyGuard
+from processors.conversation.silence_monitor import SilenceMonitor
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices
+from processors.safety.safety_monitor import SafetyMonitor
+from services.embeddings import LocalEmbedder
 
 CALLER_LINES = [
     "Yes.", "No thanks.", "Tuesday please.", "The earlier one.", "Goodbye.",

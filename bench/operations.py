@@ -42,20 +42,20 @@ from loguru import logger
 
 from bench.calls_api import NOW, add_calls
 from bench.report import bench_parser, measured_line, percentile, publish
+from call.recording import interleave, write_wav
 from config import Settings
+from db import recording_files as rec
 from db import repositories as repo
 from db.insights import call_aggregates
 from db.migrations import apply_migrations
 from db.pool import Database
 from flows.graph import RETURN, ContextGraph, bundled_graph
-from main import create_app
+from flows.state_guide import state_guide
 from lib import event_loop
-from db import recording_files as rec
+from lib.log_privacy import mask_record
+from main import create_app
 from runner import transcript_verification as tv
 from services.espeak.engine import synthesize_script
-from flows.state_guide import state_guide
-from lib.log_privacy import mask_record
-from call.recording import interleave, write_wav
 
 RATE = 8000
 RANGE_BYTES = 64 * 1024

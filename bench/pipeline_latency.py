@@ -48,16 +48,18 @@ from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import MemoryTransport, percentile, speak, trim_trailing_silence
 from bench.report import measured_line, write_section
-from bot import PHONE_SAMPLE_RATE, ServiceOverrides, build_call_pipeline, user_aggregator_params
+from call.call_session import CallLog, CallSession, SessionMode
 from config import Settings
 from lib import event_loop
-from call.call_session import CallLog, CallSession, SessionMode
+from pipeline.call_deps import CallDeps, ServiceOverrides
+from pipeline.factory import build_call_pipeline, user_aggregator_params
+from pipeline.providers import ProviderPlan
 from processors.emotion.call_emotion import CallEmotion
-from services.prosody.emotion import ProsodyPool
 from services.espeak.engine import synthesize_pcm
 from services.pocketsphinx.stt import DecoderPool
-from runner.providers import ProviderPlan
+from services.prosody.emotion import ProsodyPool
 from services.turn_models import load_turn_models
+from services.twilio import PHONE_SAMPLE_RATE
 from tests.fakes import CollectingWriter, InstantSTT, InstantTTS, ScriptedLLM
 
 CALLER_LINE = "Hi, I would like to book an appointment for next Tuesday morning please."
@@ -113,11 +115,10 @@ def _processors(processor: FrameProcessor) -> Iterator[FrameProcessor]:
         yield from _processors(child)
 
 
-def phone_session(*, emotion: bool = False) -> CallSession:
-    """A phone call; `emotion`: with the emotion layers, as production runs by default."""
+def phone_session() -> CallSession:
+    """A phone call."""
     call_id = str(uuid.uuid4())
-    return CallSession(call_id=call_id, mode=SessionMode.PHONE, log=CallLog(call_id, CollectingWriter()),
-                       emotion=CallEmotion() if emotion else None)
+    return CallSession(call_id=call_id, mode=SessionMode.PHONE, log=CallLog(call_id, CollectingWriter()))
 
 
 def bare_worker(transport: MemoryTransport) -> PipelineWorker:
@@ -145,7 +146,7 @@ LOCAL_REPLY = "Okay."
 
 
 def our_worker_factory(workdir: Path, voices: str = "fake"):
-    """`bot.build_call_pipeline` with instant fakes, or ("local") the offline voice stack.
+    """`pipeline.factory.build_call_pipeline` with instant fakes, or ("local") the offline voice stack.
 
     "local" is what `make run` serves with no keys: PocketSphinx STT and eSpeak NG TTS,
     with the instant fake LLM in place of the fallback responder's dialogue.
@@ -166,11 +167,11 @@ def our_worker_factory(workdir: Path, voices: str = "fake"):
         )
 
     def make(transport: MemoryTransport) -> PipelineWorker:
-        call = build_call_pipeline(
-            transport, phone_session(emotion=True), settings=settings, plan=plan,
-            overrides=overrides(),
+        # With the emotion layers, as production runs by default.
+        call = build_call_pipeline(transport, phone_session(), CallDeps(
+            settings=settings, plan=plan, emotion=CallEmotion(), overrides=overrides(),
             recordings_dir=workdir / "recordings",
-        )
+        ))
         return call.worker
 
     return make
@@ -337,7 +338,7 @@ def render(report: dict) -> str:
         measured_line("python -m bench.pipeline_latency"),
         "",
         "Bare Pipecat (transport, STT, user aggregator, LLM, TTS, transport, assistant aggregator) "
-        "and ours (`bot.build_call_pipeline`: recording taps, caller-audio stop, the emotion "
+        "and ours (`pipeline.factory.build_call_pipeline`: recording taps, caller-audio stop, the emotion "
         "layers on the offline analyzers (tap, steering, tone), fallback "
         "responder, greeting player, call controller, call recorder observer, worker event "
         "recording) get the same caller audio (eSpeak NG, 8 kHz, 20 ms frames at real-time "

@@ -41,6 +41,7 @@ from bench.harness import percentile
 from bench.report import measured_line, write_section
 from lib import event_loop
 from services.espeak.engine import synthesize_pcm
+from services.espeak.tts import EspeakTTSService
 from services.pocketsphinx.stt import (
     CORPUS_FILE,
     DecodeResult,
@@ -49,7 +50,6 @@ from services.pocketsphinx.stt import (
     PocketSphinxSTTService,
     scheduling_corpus,
 )
-from services.espeak.tts import EspeakTTSService
 
 RATE = 8000
 FRAME_BYTES = RATE * 2 * 20 // 1000

@@ -30,6 +30,7 @@ from pathlib import Path
 from loguru import logger
 
 from bench.report import bench_parser, measured_line, percentile, publish
+from call.call_session import CallLog
 from config import Settings
 from db.migrations import apply_migrations
 from db.pool import Database
@@ -38,12 +39,11 @@ from db.world import EventDraft, Provenance, write_event
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.session import BookingSession
+from language.carriers import default_carriers
 from lib import event_loop
-from call.call_session import CallLog
-from services.embeddings import LocalEmbedder
-from processors.world.carriers import default_carriers
 from processors.world.extraction import extract_by_rules
 from processors.world.index import PatientQuery, WorldIndex
+from services.embeddings import LocalEmbedder
 from tests.fakes import CollectingWriter
 
 FIRSTS = ("James Mary John Patricia Robert Jennifer Michael Linda William Elizabeth David "

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loguru import logger
 
+from call.conversation import ConversationState
+from call.system_prompt import SystemPrompt
+from call.turn_audio import TurnAudio
+from call.voice_settings import VoiceSettings
 from db.writer import (
     CallRecordWriter,
     CallUpdate,
@@ -26,13 +30,6 @@ from db.writer import (
     TransitionRecord,
     TurnRecord,
 )
-from processors.conversation.conversation_state import ConversationState
-from call.system_prompt import SystemPrompt
-from call.turn_audio import TurnAudio
-from call.voice_settings import VoiceSettings
-
-if TYPE_CHECKING:
-    from processors.emotion.call_emotion import CallEmotion
 
 
 class SessionMode(StrEnum):
@@ -182,14 +179,30 @@ class CallSession:
     transfer_to: str | None = None
     caller_hung_up: bool = False
     bad_messages: int = 0
-    # The call's emotional intelligence (None: emotion is off for this workspace).
-    emotion: CallEmotion | None = None
     # What the observer layers share: goodbye, suspension, the conversation so far.
     conversation: ConversationState = field(default_factory=ConversationState)
     # The engage LLM's system instruction, with the blocks layers keep current.
     instruction: SystemPrompt = field(default_factory=SystemPrompt)
     # The caller's last turn as audio (audio sessions), for audio verification.
     turn_audio: TurnAudio = field(default_factory=TurnAudio)
+
+    def count_bad_message(self) -> int:
+        """One more bad message on the media stream; how many so far."""
+        self.bad_messages += 1
+        return self.bad_messages
+
+    def stream_stopped(self) -> str:
+        """Twilio stopped the stream: the caller hung up."""
+        self.caller_hung_up = True
+        return CompletionReason.CALLER_HANGUP.value
+
+    def end_for_bad_messages(self) -> str | None:
+        """Too many bad messages end the call as a protocol error, unless it is already
+        ending for another reason."""
+        if self.completion_reason is not None:
+            return None
+        self.completion_reason = CompletionReason.PROTOCOL_ERROR
+        return CompletionReason.PROTOCOL_ERROR.value
 
     def cancel_transfer(self, why: str) -> None:
         """A transfer that waits for the goodbye is called off (a barge-in, an operator

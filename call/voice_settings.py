@@ -30,9 +30,10 @@ from pydantic import (
     field_validator,
 )
 
-from processors.emotion.steering import TONES
 from services.keyterms import MAX_KEYTERMS, merge_keyterms
 
+# The tones the agent's voice can take (a workspace default, or chosen per turn).
+TONES = frozenset({"neutral", "calm", "sympathetic", "enthusiastic", "content", "curious"})
 POLICY_FILE = Path(__file__).resolve().parent / "data" / "voice_settings_policy.yaml"
 MAX_TERM_CHARS = 60
 MAX_TOPICS = 50

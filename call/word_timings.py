@@ -19,19 +19,11 @@ A provider that gives no times yields None: no time is ever made up.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from services.pocketsphinx.stt import SegmentWords
+
 WordDict = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class SegmentWords:
-    """What a segmented STT knows of its words' times: seconds from the segment start,
-    and where in the segment the caller's audio ended (the VAD stop)."""
-
-    words: tuple[Any, ...]  # objects with .word, .start_s, .end_s (local_stt.TimedWord)
-    audio_end_s: float
 
 
 def _word(word: str, start_ms: int, end_ms: int) -> WordDict:

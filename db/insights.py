@@ -9,10 +9,66 @@ entry too.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
+
 import asyncpg
 
 from db.repositories import as_uuid
-from flows.state_guide import CallAggregates, StateCount, ToolCount, TriggerCount, ValueCount
+
+# --- What the database aggregates ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateCount:
+    """Entries into one state: how often, in how many calls, when last."""
+
+    state: str
+    times: int
+    calls: int
+    last_seen: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TriggerCount:
+    """One exit taken: from `state` by `reason` (the exit's name) to `to`."""
+
+    state: str | None
+    reason: str | None
+    to: str
+    count: int
+    last_seen: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ToolCount:
+    """One tool's calls by outcome; `error_classes` maps error class → count."""
+
+    name: str
+    calls: int
+    error_classes: dict[str, int] = field(default_factory=dict)
+    last_seen: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ValueCount:
+    value: str | None
+    count: int
+
+
+@dataclass(frozen=True)
+class CallAggregates:
+    """Everything the guide needs from the last N calls."""
+
+    calls: int
+    first_started_at: datetime | None = None
+    last_started_at: datetime | None = None
+    states: list[StateCount] = field(default_factory=list)
+    triggers: list[TriggerCount] = field(default_factory=list)
+    tools: list[ToolCount] = field(default_factory=list)
+    completion_reasons: list[ValueCount] = field(default_factory=list)
+    final_states: list[ValueCount] = field(default_factory=list)
+
 
 _WINDOW = """
     WITH window_calls AS (

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from db import repositories as repo
 from db import world
-from processors.world.carriers import default_carriers
+from language.carriers import default_carriers
 
 DEMO_WORKSPACE = "demo"
 DEMO_CLINIC = "Demo Family Clinic"

@@ -22,9 +22,9 @@ from typing import Any
 from pipecat.flows import ContextStrategy, ContextStrategyConfig, FlowsFunctionSchema, NodeConfig
 
 from flows.engine import BookingEngine
+from flows.graph import visible_tools
 from flows.navigator import NavDecision
 from lib.prompts import render_prompt
-from processors.world.write_safety import visible_tools
 
 # Runs after the terminal state's goodbye has played (a Flows function action).
 EndCall = Callable[[dict[str, Any], Any], Awaitable[None]]

@@ -11,18 +11,19 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, model_validator
 
 from db.scheduling import Appointment
+from db.slots import Slot
 from flows.graph import ContextGraph
 from flows.session import BookingSession
-from lib.prompts import PROMPTS_DIR
-from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from flows.tools import BookingTools, ToolResult
-from db.slots import Slot
+from language.spoken import say_date, say_list, say_phone, say_price, say_time
+from lib.prompts import PROMPTS_DIR
 
 LINES_FILE = PROMPTS_DIR / "actions.yaml"
 FIELDS = frozenset({

@@ -21,6 +21,8 @@ from datetime import date
 import asyncpg
 from loguru import logger
 
+from call.call_session import CallLog
+from flows.ambient import ambient_context
 from flows.engage_local import engage
 from flows.graph import ContextGraph
 from flows.navigator import (
@@ -37,8 +39,6 @@ from flows.navigator import (
 from flows.recalls import RECALLS, load_chart
 from flows.session import BookingSession
 from flows.tools import BookingTools
-from call.call_session import CallLog
-from flows.ambient import ambient_context
 from processors.world.index import WorldIndex
 from services.practice.base import PracticeSystem
 

@@ -29,14 +29,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from processors.conversation.time_limit import DEFAULT_TIME_LIMIT, TimeLimitPolicy
+
 GRAPHS_DIR = Path(__file__).parent / "graphs"
 
 # An exit to this target goes back to the state the side-loop was entered from.
 RETURN = "@return"
 
-# What a call does at the director's time limit (see the module docstring).
-TimeLimitPolicy = Literal["escalate", "offer_callback", "end"]
-DEFAULT_TIME_LIMIT: TimeLimitPolicy = "escalate"
 
 
 class StateType(StrEnum):
@@ -383,3 +382,14 @@ def bundled_graph(graph_id: str) -> ContextGraph:
     if not re.fullmatch(r"[a-z0-9_]{1,64}", graph_id):
         raise GraphError(f"{graph_id!r} is not a graph name (lower-case letters, digits, _)")
     return load_graph(GRAPHS_DIR / f"{graph_id}.yaml")
+
+
+def visible_tools(graph: ContextGraph, state: str, *, identified: bool) -> frozenset[str]:
+    """The state's tools this caller may be offered (by whether they are identified)."""
+    allowed = graph.state_tools.get(state, frozenset())
+    if identified:
+        return allowed
+    return frozenset(
+        name for name in allowed
+        if graph.tools[name].kind != "write" or graph.tools[name].unidentified
+    )

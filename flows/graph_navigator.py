@@ -40,14 +40,15 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import LLMSettings
 
+from call.call_session import CallSession, CompletionReason
+from call.frames import EndCallFrame, NavigationFrame
 from flows.compile import EngageNodes
 from flows.engine import BookingEngine
 from flows.navigator import NavDecision
-from processors.call_control.fallback_responder import last_user_text
-from call.frames import EndCallFrame, NavigationFrame
-from processors.voice.spoken_line import LineSpeaker
-from call.call_session import CallSession, CompletionReason
 from lib.prompts import render_prompt
+from processors.emotion.call_emotion import CallEmotion
+from processors.llm_context import is_caller_turn, last_user_text
+from processors.voice.spoken_line import LineSpeaker
 from processors.world.audio_check import (
     MIN_AUDIO_S,
     AudioCheck,
@@ -66,11 +67,13 @@ def _field_name(kind: str) -> str:
 
 class GraphNavigator(LineSpeaker):
     def __init__(self, session: CallSession, engine: BookingEngine, *,
+                 emotion: CallEmotion | None = None,
                  audio_verifier: AudioVerifier | None = None,
                  audio_timeout_s: float = AUDIO_CHECK_TIMEOUT_S, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
         self._engine = engine
+        self._emotion = emotion
         self._audio_verifier = audio_verifier
         self._audio_timeout_s = audio_timeout_s
         self._started: asyncio.Task | None = None
@@ -121,8 +124,8 @@ class GraphNavigator(LineSpeaker):
         except Exception as error:  # noqa: BLE001 - never silence: static prompt mode instead
             self._static_from_here(error)
             return False
-        if self._session.emotion is not None and not self._engine.navigates_by_model:
-            self._session.emotion.latency.observe(
+        if self._emotion is not None and not self._engine.navigates_by_model:
+            self._emotion.latency.observe(
                 "offline_turn", (time.perf_counter() - started) * 1000)
         if self._engine.failed or not reply.text:
             if not self._engine.failed:
@@ -177,8 +180,8 @@ class GraphNavigator(LineSpeaker):
         """Flows sets the node's task and tools, then runs the LLM (awaited off the frame
         path: the node's frames enter at the pipeline source and pass this processor)."""
         assert self._flows is not None
-        if self._session.emotion is not None:
-            self._session.emotion.reply_requested_at = self._session.emotion.clock()
+        if self._emotion is not None:
+            self._emotion.reply_requested_at = self._emotion.clock()
         try:
             await self._flows.set_node_from_config(self._nodes.node(decision))
         except Exception as error:  # noqa: BLE001 - the LLM answers in static prompt mode
@@ -206,8 +209,8 @@ class GraphNavigator(LineSpeaker):
             self._session.log.event("audio_verification", field=kind, provider=verifier.name,
                                     outcome="unavailable", error=type(error).__name__)
             return None
-        if self._session.emotion is not None:  # how long the next filler must cover
-            self._session.emotion.latency.observe(
+        if self._emotion is not None:  # how long the next filler must cover
+            self._emotion.latency.observe(
                 "audio_verification", (time.perf_counter() - started) * 1000)
         self._session.log.event(
             "audio_verification", field=kind, provider=verifier.name, outcome=check.band,
@@ -249,7 +252,7 @@ class GraphNavigator(LineSpeaker):
     ) -> None:
         """Say a filler if the wait ahead of `kind` is long and the caller's state allows
         one (processors/emotion/fillers.py); without the emotion layer, what was offered."""
-        emotion = self._session.emotion
+        emotion = self._emotion
         if emotion is None:
             if text:
                 self._session.log.event("filler", said=text, register=None, why="offered")
@@ -305,7 +308,3 @@ class GraphNavigator(LineSpeaker):
             self._session.log.event("prefetch_slow", waited_ms=int(PREFETCH_WAIT_S * 1000))
 
 
-def is_caller_turn(context: LLMContext) -> bool:
-    """A context that ends with the caller's words (not a Flows task or a tool result)."""
-    messages = context.get_messages()
-    return bool(messages) and messages[-1].get("role") == "user"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import date
 from typing import Any
 
-from flows.graph import ContextGraph
+from flows.graph import ContextGraph, visible_tools
 from flows.session import (
     BookingSession,
     attendance_subject,
@@ -21,7 +21,7 @@ from flows.session import (
     reminder_subject,
 )
 from language.fields import parse_date
-from processors.world.write_safety import QUOTE_RECENT_TURNS, quote_problem, visible_tools
+from processors.world.write_safety import QUOTE_RECENT_TURNS, quote_problem
 
 Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
 

@@ -22,6 +22,7 @@ from datetime import date
 
 from pydantic import BaseModel, field_validator
 
+from call.call_session import CallLog
 from flows.graph import ContextGraph, StateType
 from flows.navigator import (
     MAX_HOPS,
@@ -36,7 +37,6 @@ from flows.navigator import (
     understand,
 )
 from flows.session import BookingSession
-from call.call_session import CallLog
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt
 

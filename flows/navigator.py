@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, Protocol
 
+from db.slots import Slot
 from flows.graph import RETURN, ContextGraph, StateType
 from flows.router import (
     CRISIS_ROUTE,
@@ -33,7 +34,16 @@ from flows.router import (
     requests_in_order,
     route_turn,
 )
-from flows.caller_identity import (
+from flows.session import (
+    BookingSession,
+    Confirmation,
+    NewPatientDetails,
+    attendance_subject,
+    cancel_subject,
+    reminder_subject,
+)
+from language.affirmation import Answer, classify_answer
+from language.caller_identity import (
     answered_name,
     closer_to_first,
     corrected_birth_date,
@@ -43,24 +53,14 @@ from flows.caller_identity import (
     volunteered_birth_date,
     volunteered_phone,
 )
-from flows.session import (
-    BookingSession,
-    Confirmation,
-    NewPatientDetails,
-    attendance_subject,
-    cancel_subject,
-    reminder_subject,
-)
-from flows.time_preferences import (
+from language.time_preferences import (
     excluded_weekdays,
     flexible_days,
     part_of_day,
     preferred_days,
 )
-from flows.time_preferences import warm_up as warm_up_time_words
+from language.time_preferences import warm_up as warm_up_time_words
 from language.understanding import appointment_type, date_of_birth, named, slot_choice
-from language.affirmation import Answer, classify_answer
-from db.slots import Slot
 
 MAX_HOPS = 12
 # The same question at most this many times in a row; the next time the graph's global

@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from processors.conversation.quick_rules import quick_rules
 from language.phrases import normalize, phrase_pattern
+from processors.conversation.quick_rules import quick_rules
 from processors.safety.red_flags import RedFlagRecognizer, default_red_flags
 
 RULES_FILE = Path(__file__).parent / "data" / "router_rules.yaml"

@@ -14,9 +14,9 @@ from typing import Any
 
 from db.companion import Memory, Reminder
 from db.scheduling import Appointment, AppointmentType, Location, Patient
+from db.slots import Slot
 from db.world import ClinicalContext
 from flows.router import TaskKind
-from db.slots import Slot
 
 
 @dataclass
@@ -192,6 +192,14 @@ class BookingSession:
                 self.task, self.appointment_type, self.days, self.part_of_day,
                 self.not_weekdays, self.practitioner, self.location, self.picked_slot,
                 tuple(self.targets), self.confirmation, self.patient, self.callback_phone)
+
+    def identified_patient_id(self) -> str | None:
+        """The patient the caller was identified as, if they were."""
+        return self.patient.id if self.patient is not None else None
+
+    def chart_changed(self) -> None:
+        """A write changed what the caller's chart should say: reload it before next use."""
+        self.chart_stale = True
 
     def recent_caller_turns(self, count: int) -> list[str]:
         """The caller's last `count` turns, newest first."""

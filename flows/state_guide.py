@@ -11,68 +11,15 @@ call; pms: the practice system failed; other: timeouts and the unknown).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 
+from db.insights import CallAggregates, ToolCount, ValueCount
 from flows.graph import RETURN, ContextGraph
 
 # Error classes the tool layer writes (flows/tools.py); anything else counts as "other".
 GUARD, PMS = "guard", "pms"
-
-
-# --- What the database aggregates (inputs) -------------------------------------------
-
-
-@dataclass(frozen=True)
-class StateCount:
-    """Entries into one state: how often, in how many calls, when last."""
-
-    state: str
-    times: int
-    calls: int
-    last_seen: datetime | None = None
-
-
-@dataclass(frozen=True)
-class TriggerCount:
-    """One exit taken: from `state` by `reason` (the exit's name) to `to`."""
-
-    state: str | None
-    reason: str | None
-    to: str
-    count: int
-    last_seen: datetime | None = None
-
-
-@dataclass(frozen=True)
-class ToolCount:
-    """One tool's calls by outcome; `error_classes` maps error class → count."""
-
-    name: str
-    calls: int
-    error_classes: dict[str, int] = field(default_factory=dict)
-    last_seen: datetime | None = None
-
-
-@dataclass(frozen=True)
-class ValueCount:
-    value: str | None
-    count: int
-
-
-@dataclass(frozen=True)
-class CallAggregates:
-    """Everything the guide needs from the last N calls."""
-
-    calls: int
-    first_started_at: datetime | None = None
-    last_started_at: datetime | None = None
-    states: list[StateCount] = field(default_factory=list)
-    triggers: list[TriggerCount] = field(default_factory=list)
-    tools: list[ToolCount] = field(default_factory=list)
-    completion_reasons: list[ValueCount] = field(default_factory=list)
-    final_states: list[ValueCount] = field(default_factory=list)
 
 
 # --- The guide (outputs) --------------------------------------------------------------

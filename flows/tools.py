@@ -22,22 +22,22 @@ from zoneinfo import ZoneInfo
 import asyncpg
 from loguru import logger
 
+from call.call_session import CallLog
 from db import companion, world
 from db import scheduling as db
+from db.slots import Slot, spread
 from db.world import EventDraft
 from flows import guards
 from flows.graph import ContextGraph
 from flows.session import BookingSession
-from language.spoken import say_date, say_hours, say_list, say_price, say_time
 from flows.world_tools import WorldRefused, WorldTools
-from call.call_session import CallLog
-from services.embeddings import LocalEmbedder
-from db.slots import Slot, spread
 from language.fields import normalize_phone, parse_date
+from language.spoken import say_date, say_hours, say_list, say_price, say_time
 from processors.world.index import WorldIndex
+from processors.world.write_safety import WriteDeduplicator, target_outside_scope
+from services.embeddings import LocalEmbedder
 from services.practice.base import PMSError, PracticeSystem
 from services.practice.builtin import BuiltinPractice
-from processors.world.write_safety import WriteDeduplicator, target_outside_scope
 
 TOOL_TIMEOUT_S = 3.0
 SLOTS_READ_OUT = 2

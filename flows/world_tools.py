@@ -19,12 +19,11 @@ from zoneinfo import ZoneInfo
 import asyncpg
 import dateparser
 
+from call.call_session import CallLog
 from db import world
 from db.world import CoverageSpec, OutboundTaskSpec, PatientRecord, Provenance
 from flows.session import BookingSession
-from language.spoken import say_date
-from call.call_session import CallLog
-from processors.world.carriers import default_carriers, match_carrier
+from language.carriers import default_carriers, match_carrier
 from language.fields import (
     normalize_email,
     normalize_member_id,
@@ -33,6 +32,7 @@ from language.fields import (
     parse_date,
     plausible_birth_date,
 )
+from language.spoken import say_date
 from processors.world.index import PatientQuery, WorldIndex
 
 # Natural field names a model (or a caller's phrasing) may use, per canonical field.

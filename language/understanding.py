@@ -3,8 +3,8 @@
 Spoken numbers, full dates (of birth), which offered slot they chose and which
 appointment type they mean. Speech recognisers write numbers as words ("march
 fourteenth nineteen forty eight"), so spoken numbers are turned into digits before
-dates are read. Who the caller is: flows/caller_identity; when they want to come in:
-flows/time_preferences.
+dates are read. Who the caller is: language/caller_identity; when they want to come in:
+language/time_preferences.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import date
 
 from db.scheduling import AppointmentType
-from language.phrases import normalize, phrase_pattern
 from db.slots import Slot
+from language.phrases import normalize, phrase_pattern
 
 _UNITS = {
     "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,

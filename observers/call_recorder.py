@@ -48,10 +48,11 @@ from pipecat.frames.frames import (
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.utils.text.base_text_aggregator import TextType
 
-from call.frames import NavigationFrame, SpokenTextFrame, ToneFrame
 from call.call_session import CallSession
-from processors.conversation.guidance_filter import strip_guidance
+from call.frames import NavigationFrame, SpokenTextFrame, ToneFrame
 from call.word_timings import WordDict, caller_words, spoken_words
+from processors.conversation.guidance_filter import strip_guidance
+from processors.emotion.call_emotion import CallEmotion
 
 
 @dataclass
@@ -93,12 +94,14 @@ def _delta(later: int | None, earlier: int | None) -> int | None:
 class CallRecorder(BaseObserver):
     """Turns pipeline frames into caller and agent turn records."""
 
-    def __init__(self, session: CallSession, **kwargs) -> None:
+    def __init__(self, session: CallSession, *, emotion: CallEmotion | None = None,
+                 **kwargs) -> None:
         # First pushes only: a frame's later hops through the pipeline tell us nothing,
         # and each one would cost a queue round trip per 20 ms audio frame.
         kwargs.setdefault("observe_every_push", False)
         super().__init__(**kwargs)
         self._session = session
+        self._emotion = emotion
         self._t0_ns: int | None = None
         self._caller = _CallerTurn()
         self._agent: _AgentTurn | None = None
@@ -258,8 +261,8 @@ class CallRecorder(BaseObserver):
         if self._agent is not None and self._agent.text():
             self._close_agent_turn()
         heard = {}
-        if self._session.emotion is not None:  # how they sounded as the turn ended
-            snapshot = self._session.emotion.snapshot()
+        if self._emotion is not None:  # how they sounded as the turn ended
+            snapshot = self._emotion.snapshot()
             if snapshot.dominant is not None:
                 heard = {"emotion": snapshot.dominant, "valence": snapshot.valence,
                          "arousal": snapshot.arousal}

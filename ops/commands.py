@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from loguru import logger
 from pipecat.frames.frames import Frame, InterruptionFrame, TTSSpeakFrame
 
-from call.frames import EndCallFrame
 from call.call_session import CallSession, CompletionReason
+from call.frames import EndCallFrame
 from lib.prompts import render_prompt
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import asyncpg
 from loguru import logger
 
 from db import world
-from services.practice.base import PMSError, PracticeSystem
 from processors.world.verification import Judges, VerificationReport, verify_call
+from services.practice.base import PMSError, PracticeSystem
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 The first message decides which: Pipecat's `eval-connect` means a text session
 (the simulator's `--text` mode or `pipecat eval`), anything else is read as a
-Twilio stream. Both run the same pipeline from `bot.build_call_pipeline`; both
+Twilio stream. Both run the same pipeline (`runner/call_setup.build_call`); both
 end in `finish_call`, which closes the call record with a reason whatever
 happened, flushes the record writer, and starts the after-call work (write
 verification; transcript re-verification when the workspace enables it).
@@ -25,19 +25,15 @@ from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPI
 from pipecat.workers.runner import WorkerRunner
 from starlette.websockets import WebSocketDisconnect
 
-from bot import PHONE_SAMPLE_RATE, CallPipeline, build_call_pipeline
+from call.call_session import CallSession, CompletionReason, SessionMode
 from db import repositories as repo
-from flows.engine import BookingEngine
-from flows.llm_navigator import LLMNavigator
-from flows.session import BookingSession
+from ops.commands import CallControl
+from pipeline.factory import CallPipeline
 from processors.voice.greeting_player import PrerenderedSpeech
 from runner import transcript_verification as tv
-from call.call_session import CallLog, CallSession, CompletionReason, SessionMode
-from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.fillers import filler_guidance
-from ops.commands import CallControl
-from ops.plane import navigator_model
+from runner.call_setup import build_call, new_session
 from runner.runtime import AppRuntime, CallProfile
+from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.serializer import (
     SafeTwilioFrameSerializer,
     StreamStart,
@@ -122,7 +118,7 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
     profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
         call_id, call.get("to_number")
     )
-    session = _new_session(
+    session = new_session(
         runtime, profile, SessionMode.PHONE, call_sid=start.call_sid,
         caller_number=call.get("from_number"),
     )
@@ -179,15 +175,9 @@ async def _phone_pipeline(
         runtime.plan.tts_identity(settings, profile.voice), profile.greeting, PHONE_SAMPLE_RATE,
         timeout_s=GREETING_WAIT_S, speed=profile.voice.speed,
     )
-    call_pipeline = build_call_pipeline(
-        transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
-        greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
-        engine=booking_engine(runtime, session, profile),
-        emotion_providers=runtime.emotion_providers, director=runtime.director,
-        safety=runtime.safety, safety_index=profile.safety_index,
-        extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
-    )
-    _end_on_disconnect(transport, session, call_pipeline)
+    call_pipeline = build_call(runtime, transport, session, profile, greeting=greeting,
+                               sample_rate=PHONE_SAMPLE_RATE)
+    end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
 
 
@@ -238,7 +228,7 @@ async def _serve_text_session(
         profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
             call_id, call.get("to_number")
         )
-    session = _new_session(
+    session = new_session(
         runtime, profile, SessionMode.TEXT, caller_number=(call or {}).get("from_number")
     )
     try:
@@ -247,78 +237,18 @@ async def _serve_text_session(
         transport = EvalFastAPIWebsocketTransport(websocket, params, flags)
         # Text sessions have no audio: the greeting is its words alone.
         greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=PHONE_SAMPLE_RATE, audio=b"")
-        call_pipeline = build_call_pipeline(
-            transport, session, settings=runtime.settings, plan=runtime.plan, greeting=greeting,
-            greeting_text=profile.greeting, engine=booking_engine(runtime, session, profile),
-            emotion_providers=runtime.emotion_providers, director=runtime.director,
-            safety=runtime.safety, safety_index=profile.safety_index,
-            extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
-        )
-        _end_on_disconnect(transport, session, call_pipeline)
+        call_pipeline = build_call(runtime, transport, session, profile, greeting=greeting,
+                                   sample_rate=PHONE_SAMPLE_RATE)
+        end_on_disconnect(transport, session, call_pipeline)
     except Exception as error:
         await _abort_call(websocket, runtime, session, error)
         return
     await run_call(call_pipeline, session, runtime)
 
 
-def _new_session(
-    runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None,
-    caller_number: str | None = None,
-) -> CallSession:
-    graph = runtime.graph_for(profile)
-    feed = runtime.ops.feed(
-        profile.call_id, profile.workspace_id, service_id=profile.service_id, call_sid=call_sid,
-        initial_state=graph.initial_state if graph is not None else None,
-        navigator_model=navigator_model(runtime.plan.navigator.provider, runtime.settings),
-    )
-    log = CallLog(profile.call_id, runtime.writer, observe=feed)
-    session = CallSession(
-        call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
-        greeting=profile.greeting, workspace_id=profile.workspace_id,
-        service_id=profile.service_id, call_sid=call_sid, caller_number=caller_number,
-        keyterms=profile.keyterms, voice=profile.voice,
-        config_snapshot=runtime.snapshot(profile),
-        emotion=CallEmotion() if profile.voice.emotion_enabled else None,
-    )
-    log.update_call(
-        status="in_progress", connected_at=datetime.now(UTC),
-        config_snapshot={**session.config_snapshot, "transport": mode.value},
-    )
-    log.event("call_started", mode=mode.value)
-    for problem in profile.settings_problems:
-        log.event("voice_settings_invalid", problem=problem)
-    for problem in profile.graph_problems:
-        log.event("context_graph_invalid", problem=problem)
-    return session
+def end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeline) -> None:
+    """A closed socket ends the call at once."""
 
-
-def booking_engine(
-    runtime: AppRuntime, session: CallSession, profile: CallProfile
-) -> BookingEngine | None:
-    """The call's context-graph engine, or None for static prompt mode."""
-    graph = runtime.graph_for(profile)
-    if graph is None or session.workspace_id is None or session.service_id is None:
-        return None
-    booking = BookingSession(
-        call_id=session.call_id, workspace_id=session.workspace_id,
-        service_id=session.service_id, caller_phone=session.caller_number,
-    )
-    navigator = None
-    if runtime.navigator_model is not None:
-        navigator = LLMNavigator(
-            graph, runtime.navigator_model, session.log, clinic_name=session.clinic_name,
-            filler_guidance=lambda: filler_guidance(
-                session.emotion.snapshot() if session.emotion is not None else None),
-        )
-    return BookingEngine(
-        graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
-        emergency_number=runtime.settings.emergency_number, navigator=navigator,
-        index=runtime.world_index, practice=runtime.practice,
-        dialled_number=profile.dialled_number, country_code=runtime.settings.phone_country_code,
-    )
-
-
-def _end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeline) -> None:
     @transport.event_handler("on_client_disconnected")
     async def _on_disconnected(_transport, _websocket) -> None:
         await caller_disconnected(session, call_pipeline)
@@ -393,8 +323,8 @@ async def finish_call(
         session.log.event("bad_input_total", count=session.bad_messages)
     session.log.event("call_ended", reason=reason.value,
                       repeated_questions=session.conversation.tracker.repeated_questions)
-    if session.emotion is not None:
-        session.log.update_call(emotional_summary=session.emotion.summary_record())
+    if call_pipeline.emotion is not None:
+        session.log.update_call(emotional_summary=call_pipeline.emotion.summary_record())
     session.log.update_call(
         status="completed", ended_at=ended, completion_reason=reason.value,
         duration_s=round((ended - started).total_seconds(), 3),

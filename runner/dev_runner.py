@@ -17,19 +17,14 @@ from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.transports.base_transport import TransportParams
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 
-from bot import PHONE_SAMPLE_RATE, build_call_pipeline
+from call.call_session import SessionMode
 from config import get_settings
 from db import repositories as repo
 from processors.voice.greeting_player import PrerenderedSpeech
-from runner.call_runner import (
-    _end_on_disconnect,
-    _new_session,
-    booking_engine,
-    close_failed_call,
-    run_call,
-)
-from call.call_session import SessionMode
+from runner.call_runner import close_failed_call, end_on_disconnect, run_call
+from runner.call_setup import build_call, new_session
 from runner.runtime import AppRuntime
+from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.serializer import SafeTwilioFrameSerializer
 
 BROWSER_SAMPLE_RATE = 16000
@@ -88,7 +83,7 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
         call_sid=getattr(call_data, "call_id", None) if is_twilio else None,
         direction=direction, from_number=None, to_number=None, status="ringing",
     )
-    session = _new_session(runtime, profile, mode)
+    session = new_session(runtime, profile, mode)
     logger.info(f"dev runner: {mode.value} session, call {session.call_id}")
 
     rate = PHONE_SAMPLE_RATE if mode is SessionMode.PHONE else BROWSER_SAMPLE_RATE
@@ -111,16 +106,10 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
     if mode is SessionMode.TEXT:
         greeting = PrerenderedSpeech(text=profile.greeting, sample_rate=rate, audio=b"")
     try:
-        call_pipeline = build_call_pipeline(
-            transport, session, settings=settings, plan=runtime.plan, greeting=greeting,
-            greeting_text=profile.greeting, recordings_dir=settings.recordings_dir,
-            audio_in_sample_rate=rate, audio_out_sample_rate=rate,
-            engine=booking_engine(runtime, session, profile),
-            emotion_providers=runtime.emotion_providers, director=runtime.director,
-            safety=runtime.safety, safety_index=profile.safety_index,
-        )
+        call_pipeline = build_call(runtime, transport, session, profile, greeting=greeting,
+                                   sample_rate=rate)
     except Exception as error:
         await close_failed_call(runtime, session, error)
         raise
-    _end_on_disconnect(transport, session, call_pipeline)
+    end_on_disconnect(transport, session, call_pipeline)
     await run_call(call_pipeline, session, runtime)

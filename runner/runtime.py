@@ -13,25 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
+from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from config import Settings
 from db import repositories as repo
 from db.graph_store import latest_graph
 from db.migrations import apply_migrations
 from db.pool import Database
-from db.safety import workspace_concepts
 from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.writer import CallRecordWriter
 from flows.catalog import engine_problems, runnable_graph
 from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
-from runner import dev_credentials
-from processors.emotion.providers import load_emotion_data
 from lib.event_loop import BackgroundTasks
-from runner.greeting_cache import GreetingCache
-from processors.conversation.quick_rules import quick_rules
-from ops.plane import OpsPlane
 from lib.prompts import render_prompt
-from runner.providers import (
+from ops.plane import OpsPlane
+from pipeline.providers import (
     ProviderPlan,
     build_audio_verifier,
     build_director,
@@ -41,13 +37,17 @@ from runner.providers import (
     build_safety,
     build_verifier,
 )
+from processors.conversation.quick_rules import quick_rules
+from processors.emotion.warm_up import load_emotion_data
+from processors.safety.concept_store import workspace_concepts
 from processors.safety.concepts import ConceptIndex
 from processors.safety.monitor import concepts_named_by
-from services.turn_models import load_turn_models
-from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
-from runner.after_call import verify_and_sync
 from processors.world.index import WorldIndex
+from runner import dev_credentials
+from runner.after_call import verify_and_sync
+from runner.greeting_cache import GreetingCache
 from services.practice import build_practice
+from services.turn_models import load_turn_models
 
 if TYPE_CHECKING:
     from services.espeak.engine import TimedSpeech  # loaded lazily: only the local voice needs it
@@ -109,10 +109,10 @@ def load_context_graph(settings: Settings) -> ContextGraph | None:
 def stop_worker_pools() -> None:
     """Stop the decoder, prosody, grammar and transcript-verification worker processes
     this process started."""
-    from services.prosody.emotion import ProsodyPool
-    from services.pocketsphinx.stt import DecoderPool
-    from runner.transcript_verification import VerificationDecoder
     from processors.world.field_grammar import FieldRecognizer
+    from runner.transcript_verification import VerificationDecoder
+    from services.pocketsphinx.stt import DecoderPool
+    from services.prosody.emotion import ProsodyPool
 
     for pool in (DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started()
                  + VerificationDecoder.started()):

@@ -31,14 +31,14 @@ import jiwer
 import numpy as np
 from loguru import logger
 
-from db.repositories import as_uuid
-from services.pocketsphinx.stt import TRIM_THRESHOLD, DecoderPool
 from db.recording_files import channel_samples, read_wav
+from db.repositories import as_uuid
 from lib.worker_processes import ProcessWide
+from services.pocketsphinx.stt import TRIM_THRESHOLD, DecoderPool
 
 if TYPE_CHECKING:
-    from config import Settings
     from call.call_session import CallLog
+    from config import Settings
 
 SPEAKERS = ("caller", "agent")  # channel 0, channel 1 (call/recording.py)
 DEEPGRAM_BATCH_MODEL = "nova-3"

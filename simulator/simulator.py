@@ -41,6 +41,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from config import Settings
 from lib import event_loop
+from lib.redaction import mask_phone
 from simulator.caller_audio import (
     AGENT_QUIET_S,
     BARGE_IN_DELAY_S,
@@ -50,14 +51,13 @@ from simulator.caller_audio import (
     AudioOutcome,
     Caller,
     CallerLine,
-    ScriptedCaller,
     EndedBy,
+    ScriptedCaller,
     SpeechSegment,
     StreamIdentity,
     encode_ulaw,
     split_frames,
 )
-from lib.redaction import mask_phone
 
 # (text, sample rate, **voice) -> PCM16; `voice` is CallerVoice.synthesis() when a line has one.
 Synthesizer = Callable[..., Awaitable[bytes]]

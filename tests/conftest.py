@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from call.call_session import CallSession
 from config import Settings
 from db import repositories as repo
 from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
-from call.call_session import CallSession
 from tests.fakes import CollectingWriter, make_session
 
 

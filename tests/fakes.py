@@ -29,8 +29,8 @@ from pipecat.services.stt_service import SegmentedSTTService
 from pipecat.services.tts_service import TTSService
 from pipecat.utils.time import time_now_iso8601
 
-from processors.call_control.fallback_responder import last_user_text
 from call.call_session import CallLog, CallSession, SessionMode
+from processors.llm_context import last_user_text
 
 
 def _blank(settings_cls):

@@ -22,8 +22,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from call.frames import EndCallFrame
 from call.call_session import CallSession, CompletionReason
+from call.frames import EndCallFrame
 from lib.prompts import render_prompt
 
 

@@ -20,13 +20,12 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
 
-from call.frames import EndCallFrame
-from processors.voice.spoken_line import LineSpeaker
-from language.affirmation import Answer, classify_answer
 from call.call_session import CallSession, CompletionReason
-from processors.emotion.steering import strip_voice_tag
-from processors.conversation.guidance_filter import is_guidance_message
+from call.frames import EndCallFrame
+from language.affirmation import Answer, classify_answer
 from lib.prompts import render_prompt
+from processors.llm_context import last_user_text
+from processors.voice.spoken_line import LineSpeaker
 
 
 class _Step(StrEnum):
@@ -34,22 +33,6 @@ class _Step(StrEnum):
     AWAIT_ANSWER = "await_answer"
     ASKED_AGAIN = "asked_again"
     DONE = "done"
-
-
-def last_user_text(frame: LLMContextFrame) -> str:
-    """The newest caller message in the LLM context, as plain text (the caller's words
-    only: the emotion tag the steering adds for the LLM is not theirs, and the observers'
-    guidance lines, user-role too, are not the caller speaking)."""
-    for message in reversed(frame.context.get_messages()):
-        if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                content = " ".join(
-                    part.get("text", "") for part in content if isinstance(part, dict))
-            if not isinstance(content, str) or is_guidance_message(content):
-                continue
-            return strip_voice_tag(content)
-    return ""
 
 
 class CallbackDialogue:

@@ -34,11 +34,11 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 
-from call.frames import EndCallFrame
-from processors.voice.spoken_line import LineSpeaker
 from call.call_session import CallSession
-from processors.call_control.reply_watch import ReplyWatch
+from call.frames import EndCallFrame
 from lib.prompts import render_prompt
+from processors.call_control.reply_watch import ReplyWatch
+from processors.voice.spoken_line import LineSpeaker
 
 POLL_S = 0.1
 

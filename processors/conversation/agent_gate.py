@@ -22,12 +22,11 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 
-from processors.call_control.fallback_responder import last_user_text
-from call.frames import EndCallFrame
-from flows.graph_navigator import is_caller_turn
-from processors.voice.spoken_line import LineSpeaker
 from call.call_session import CallSession, CompletionReason
+from call.frames import EndCallFrame
 from lib.prompts import render_prompt
+from processors.llm_context import is_caller_turn, last_user_text
+from processors.voice.spoken_line import LineSpeaker
 
 
 class AgentGate(LineSpeaker):

@@ -34,11 +34,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 
-from call.frames import EndCallFrame
-from processors.conversation.quick_observer import guidance_message
-from processors.voice.spoken_line import LineSpeaker
-from flows.graph import DEFAULT_TIME_LIMIT, TimeLimitPolicy
 from call.call_session import CallSession, CompletionReason
+from call.frames import EndCallFrame
 from processors.conversation.director import (
     DirectorBackend,
     DirectorView,
@@ -47,7 +44,15 @@ from processors.conversation.director import (
     hold_wind_down,
 )
 from processors.conversation.quick_rules import QuickRules, quick_rules
-from processors.conversation.time_limit import TIME_LIMIT_CONCEPT, offer_answers, time_limit_step
+from processors.conversation.time_limit import (
+    DEFAULT_TIME_LIMIT,
+    TIME_LIMIT_CONCEPT,
+    TimeLimitPolicy,
+    offer_answers,
+    time_limit_step,
+)
+from processors.llm_context import guidance_message
+from processors.voice.spoken_line import LineSpeaker
 
 FORCE_END_DELAY_S = 3.0
 CLOSING_END_DELAY_S = 5.0

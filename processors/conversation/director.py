@@ -27,9 +27,9 @@ from typing import Literal, Protocol
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from call.conversation import Observation
+from call.conversation_tracker import ConversationTracker
 from lib.model_answers import parse_answer
-from processors.conversation.quick_rules import Observation
-from processors.conversation.conversation_tracker import ConversationTracker
 from lib.prompts import PROMPTS_DIR, render_prompt
 
 Phase = Literal["opening", "rapport", "main", "winding_down", "closing"]
@@ -289,7 +289,7 @@ class ModelDirector:
     name = "model"
 
     def __init__(self, ask, *, timeout_s: float) -> None:
-        """`ask`: runner.providers.structured_model(...) with `director_schema()`."""
+        """`ask`: pipeline.providers.structured_model(...) with `director_schema()`."""
         self._ask = ask
         self._timeout_s = timeout_s
 

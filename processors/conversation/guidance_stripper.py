@@ -22,8 +22,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from call.frames import SpokenTextFrame
 from call.call_session import CallSession
+from call.frames import SpokenTextFrame
 from processors.conversation.guidance_filter import GuidanceFilter, strip_guidance
 
 

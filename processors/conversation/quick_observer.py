@@ -26,17 +26,18 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     Frame,
     InterimTranscriptionFrame,
-    LLMMessagesAppendFrame,
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from call.frames import EndCallFrame
 from call.call_session import CallSession, CompletionReason
-from processors.conversation.quick_rules import Observation, QuickRules, quick_rules, render_guidance
+from call.conversation import Observation
+from call.frames import EndCallFrame
 from lib.prompts import render_prompt
+from processors.conversation.quick_rules import QuickRules, quick_rules, render_guidance
+from processors.llm_context import guidance_message
 
 GOODBYE_DELAY_S = 3.5
 # After the caller stops, how long their words may take to be transcribed.
@@ -44,11 +45,6 @@ TRANSCRIPT_GRACE_S = 1.5
 # The longest the end waits for a speaker to finish once the delay is over.
 MAX_HOLD_S = 15.0
 POLL_S = 0.05
-
-
-def guidance_message(text: str) -> LLMMessagesAppendFrame:
-    """Guidance for the next LLM run, without starting one."""
-    return LLMMessagesAppendFrame(messages=[{"role": "user", "content": text}], run_llm=False)
 
 
 class QuickObserver(FrameProcessor):

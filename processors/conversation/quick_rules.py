@@ -16,7 +16,6 @@ goodbye.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from string import Template
@@ -25,6 +24,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from call.conversation import Engagement, GoodbyeStrength, Observation, Signal
 from language.patterns import valid_regex
 from processors.safety.red_flags import red_flag
 
@@ -37,8 +37,6 @@ DEFAULT_TOKENS = 150
 EMERGENCY_SIGNAL = "emergency"
 URGENT_CATEGORIES = frozenset({"safety", "health"})  # their own guidance says it already
 
-GoodbyeStrength = Literal["strong", "weak"]
-Engagement = Literal["low", "medium", "high"]
 # The one placeholder guidance may hold: the configured emergency number (a number of the
 # guidance's own would be an invented one).
 GUIDANCE_PLACEHOLDERS = frozenset({"emergency_number"})
@@ -125,13 +123,6 @@ class PatternFile(BaseModel):
     engagement: EngagementSpec
     farewell: FarewellSpec
     categories: dict[str, CategorySpec]
-    advice: list[str] = Field(min_length=1)
-
-    @field_validator("advice")
-    @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
-        return [valid_regex(pattern) for pattern in patterns]
-
     @model_validator(mode="after")
     def _consistent(self) -> PatternFile:
         ids = [p.id for c in self.categories.values() for p in c.patterns]
@@ -152,54 +143,6 @@ class PatternFile(BaseModel):
                 if name == "emotion" and (pattern.valence is None or pattern.intensity is None):
                     raise ValueError(f"{pattern.id}: emotion patterns need valence and intensity")
         return self
-
-
-@dataclass(frozen=True)
-class Signal:
-    """One pattern that matched: what it means, never the caller's words."""
-
-    category: str
-    id: str
-    tag: str
-    priority: int
-    guidance: str
-    tokens: int
-    valence: float | None = None
-    intensity: float | None = None
-    strength: GoodbyeStrength | None = None
-    clause_start: bool = False
-    holds_call: bool = False
-    escalate: str | None = None
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the quick observer made of one caller turn."""
-
-    signals: tuple[Signal, ...]
-    # None also when a goodbye was taken back, or said in a turn that holds the call open
-    goodbye: GoodbyeStrength | None
-    false_goodbye: bool
-    engagement: Engagement
-    guidance: str | None  # may hold $emergency_number: see `render_guidance`
-    tokens: int
-
-    @property
-    def categories(self) -> list[str]:
-        return sorted({s.category for s in self.signals})
-
-    @property
-    def signal_ids(self) -> list[str]:
-        return [s.id for s in self.signals]
-
-    @property
-    def holds_call(self) -> bool:
-        return any(s.holds_call for s in self.signals)
-
-    @property
-    def escalations(self) -> list[str]:
-        """The safety concepts this turn escalates on its own (their keys)."""
-        return [s.escalate for s in self.signals if s.escalate is not None]
 
 
 def _bounded(regex: str) -> str:
@@ -278,7 +221,6 @@ class QuickRules:
         self._emergency = next(s for s in self._signals if s.id == EMERGENCY_SIGNAL)
         self.farewell = FarewellRules(spec.farewell, [
             p.regex for p in spec.categories["goodbye"].patterns])
-        self.advice = re.compile(_any_of(spec.advice), re.IGNORECASE)
 
     @property
     def pattern_count(self) -> int:

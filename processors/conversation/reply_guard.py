@@ -28,8 +28,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from processors.voice.spoken_line import OWN_LINE
 from call.call_session import CallSession
+from processors.voice.spoken_line import OWN_LINE
 
 
 class ReplyGuard(FrameProcessor):

@@ -24,11 +24,11 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 
-from call.frames import EndCallFrame
-from processors.voice.spoken_line import LineSpeaker
 from call.call_session import CallSession, CompletionReason
-from processors.conversation.silence_schedule import SilenceSchedule
+from call.frames import EndCallFrame
 from lib.prompts import render_prompt
+from processors.conversation.silence_schedule import SilenceSchedule
+from processors.voice.spoken_line import LineSpeaker
 
 POLL_S = 0.25
 

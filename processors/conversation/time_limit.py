@@ -27,6 +27,9 @@ from language.phrases import normalize, phrase_pattern
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "time_limit.yaml"
 
+# What a call does at the director's time limit, as its context graph names it.
+TimeLimitPolicy = Literal["escalate", "offer_callback", "end"]
+DEFAULT_TIME_LIMIT: TimeLimitPolicy = "escalate"
 TimeLimitStep = Literal["end", "escalate", "transfer", "offer_callback"]
 OfferAnswer = Literal["accepted", "declined", "not_answered"]
 

@@ -18,11 +18,10 @@ from pipecat.frames.frames import Frame, LLMContextFrame, LLMUpdateSettingsFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.settings import LLMSettings
 
-from processors.call_control.fallback_responder import last_user_text
-from flows.graph_navigator import is_caller_turn
 from call.call_session import CallSession
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.steering import annotation, session_steering
+from processors.llm_context import is_caller_turn, last_user_text
 
 
 class EmotionSteering(FrameProcessor):

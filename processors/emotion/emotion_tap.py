@@ -35,12 +35,8 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from call.call_session import CallSession
 from processors.emotion.breaker import BreakerState, CircuitBreaker
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.providers import (
-    AudioEmotionProvider,
-    ProviderUnavailable,
-    TextEmotionProvider,
-)
-from processors.emotion.state import EmotionReading, Source
+from services.emotion.provider import AudioEmotionProvider, ProviderUnavailable, TextEmotionProvider
+from services.emotion.reading import EmotionReading, Source
 
 SEGMENT_S = 2.0
 MAX_AUDIO_SEGMENTS = 5

@@ -16,16 +16,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from call.voice_settings import TONES
 from lib.prompts import PROMPTS_DIR
-from processors.emotion.dimensions import emotion_table
 from processors.emotion.state import EmotionSnapshot, Trend
+from services.emotion.dimensions import emotion_table
 
 STEERING_FILE = PROMPTS_DIR / "emotion" / "steering.yaml"
-TONES = frozenset({"neutral", "calm", "sympathetic", "enthusiastic", "content", "curious"})
 REGISTERS = frozenset({
     "suppressed", "reassuring", "warm", "simple", "engaged", "encouraging", "concise",
     "professional", "neutral",

@@ -25,8 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from call.voice_settings import TONES
 from processors.emotion.state import EmotionSnapshot
-from processors.emotion.steering import TONES, steering_rules
+from processors.emotion.steering import steering_rules
 
 BURST_WINDOW_S = 5.0
 BURST_CONFIDENCE = 0.5

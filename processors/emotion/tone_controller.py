@@ -24,8 +24,8 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.settings import TTSSettings
 
-from call.frames import NavigationFrame, ToneFrame
 from call.call_session import CallSession
+from call.frames import NavigationFrame, ToneFrame
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.tone import choose_tone
 from processors.emotion.voice_controls import tts_settings_for

@@ -13,7 +13,7 @@ import yaml
 from pipecat.services.settings import TTSSettings
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from processors.emotion.steering import TONES
+from call.voice_settings import TONES
 
 TONES_FILE = Path(__file__).resolve().parent / "data" / "voice_tones.yaml"
 

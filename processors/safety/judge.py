@@ -93,7 +93,7 @@ class ModelJudge:  # pragma: no mutate block
     name = "model"
 
     def __init__(self, ask, *, timeout_s: float) -> None:
-        """`ask`: runner.providers.structured_model(...) with `JUDGE_SCHEMA`."""
+        """`ask`: pipeline.providers.structured_model(...) with `JUDGE_SCHEMA`."""
         self._ask = ask
         self._timeout_s = timeout_s
 

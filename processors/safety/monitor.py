@@ -13,11 +13,11 @@ import asyncio
 from dataclasses import dataclass, field
 
 from config import CrisisResource
-from services.embeddings import Embedder
-from processors.conversation.quick_rules import QuickRules
 from lib.prompts import render_prompt
+from processors.conversation.quick_rules import QuickRules
 from processors.safety.concepts import ConceptIndex, SafetyConcept, default_concepts
 from processors.safety.judge import SafetyJudge
+from services.embeddings import Embedder
 
 
 @dataclass

@@ -33,12 +33,11 @@ from loguru import logger
 from pipecat.frames.frames import Frame, TranscriptionFrame
 from pipecat.processors.frame_processor import FrameDirection
 
-from config import CrisisResource
-from call.frames import EndCallFrame
-from processors.conversation.quick_observer import guidance_message
-from processors.voice.spoken_line import LineSpeaker
 from call.call_session import CallSession, CompletionReason
+from call.frames import EndCallFrame
+from config import CrisisResource
 from processors.conversation.quick_rules import QuickRules, quick_rules
+from processors.llm_context import guidance_message
 from processors.safety.concepts import ConceptIndex, Nearness, SafetyConcept
 from processors.safety.monitor import (
     SafetyServices,
@@ -46,6 +45,7 @@ from processors.safety.monitor import (
     holding_line,
     soft_guidance,
 )
+from processors.voice.spoken_line import LineSpeaker
 
 
 class SafetyMonitor(LineSpeaker):

@@ -31,14 +31,14 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lib.model_answers import parse_answer
-from lib.prompts import render_prompt
 from language.fields import (
     normalize_member_id,
     normalize_name,
     normalize_phone,
     parse_date,
 )
+from lib.model_answers import parse_answer
+from lib.prompts import render_prompt
 
 FieldKind = Literal["name", "date", "phone", "member_id"]
 Band = Literal["use", "confirm", "repeat", "spell"]

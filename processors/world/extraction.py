@@ -30,15 +30,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from db import world
 from db.world import Carrier, EventDraft, Provenance
-from language.understanding import spoken_numbers_to_digits
-from lib.model_answers import parse_answer
-from language.patterns import valid_regex
-from processors.world.carriers import match_carrier
+from language.carriers import match_carrier
 from language.fields import (
     normalize_email,
     normalize_member_id,
     normalize_phone,
 )
+from language.patterns import valid_regex
+from language.understanding import spoken_numbers_to_digits
+from lib.model_answers import parse_answer
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "extraction_rules.yaml"
 FactKind = Literal["insurance", "contact", "preference"]
@@ -270,7 +270,7 @@ class ModelExtractor:
 
     def __init__(self, ask, *, timeout_s: float = MODEL_TIMEOUT_S, country_code: str = "1",
                  fallback: Extractor | None = None) -> None:
-        """`ask`: runner.providers.structured_model(...) with `extraction_schema()`."""
+        """`ask`: pipeline.providers.structured_model(...) with `extraction_schema()`."""
         self._ask, self._timeout_s, self._country_code = ask, timeout_s, country_code
         self._fallback = fallback or RulesExtractor(country_code=country_code)
 

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from loguru import logger
 
-from language.understanding import spoken_numbers_to_digits
-from services.pocketsphinx.stt import DECODER_SAMPLE_RATE, decode_utterance
-from services.pocketsphinx.pronunciation import CmuDictionary
-from lib.worker_processes import LazyProcessPool, ProcessWide
 from language.fields import normalize_member_id, normalize_phone, parse_date
+from language.understanding import spoken_numbers_to_digits
+from lib.worker_processes import LazyProcessPool, ProcessWide
+from services.pocketsphinx.pronunciation import CmuDictionary
+from services.pocketsphinx.stt import DECODER_SAMPLE_RATE, decode_utterance
 
 if TYPE_CHECKING:
     from pocketsphinx import Decoder

@@ -25,10 +25,10 @@ from rapidfuzz import fuzz
 from db import world
 from db import world_search as store
 from db.world import ClinicalEvent, PatientRecord
-from services.embeddings import Embedder, SpellingEmbedder
+from language.fields import normalize_phone
 from lib.event_loop import BackgroundTasks
 from processors.world.documents import patient_document
-from language.fields import normalize_phone
+from services.embeddings import Embedder, SpellingEmbedder
 
 NAME_CANDIDATES = 40
 INDEX_TIMEOUT_S = 10.0

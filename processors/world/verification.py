@@ -40,13 +40,8 @@ from rapidfuzz import fuzz
 
 from db import scheduling, world
 from db.world import ClinicalEvent, EventDraft, PatientRecord, Provenance
-from flows.caller_identity import spelled_words
-from language.understanding import date_of_birth, spoken_numbers_to_digits
-from lib.model_answers import parse_answer
-from language.patterns import valid_regex
-from lib.prompts import render_prompt
-from processors.world.carriers import default_carriers
-from processors.world.extraction import extraction_rules
+from language.caller_identity import spelled_words
+from language.carriers import default_carriers
 from language.fields import (
     digits_in,
     is_e164,
@@ -55,6 +50,11 @@ from language.fields import (
     normalize_phone,
     plausible_birth_date,
 )
+from language.patterns import valid_regex
+from language.understanding import date_of_birth, spoken_numbers_to_digits
+from lib.model_answers import parse_answer
+from lib.prompts import render_prompt
+from processors.world.extraction import extraction_rules
 from processors.world.write_safety import quote_problem
 
 JUNK_FILE = Path(__file__).resolve().parent / "data" / "junk_calls.yaml"

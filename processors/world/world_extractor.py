@@ -11,12 +11,12 @@ Facts heard before the caller is identified wait for the identification; `finish
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from loguru import logger
 from pipecat.frames.frames import Frame, TranscriptionFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from flows.session import BookingSession
 from call.call_session import CallSession
 from lib.event_loop import BackgroundTasks
 from processors.world.extraction import CallExtraction
@@ -24,12 +24,21 @@ from processors.world.extraction import CallExtraction
 FINISH_TIMEOUT_S = 3.0
 
 
+class CallerChart(Protocol):
+    """Who the caller was identified as, and the chart that shows it (the call's graph
+    session keeps both)."""
+
+    def identified_patient_id(self) -> str | None: ...
+
+    def chart_changed(self) -> None: ...
+
+
 class WorldExtractor(FrameProcessor):
-    def __init__(self, session: CallSession, booking: BookingSession, capture: CallExtraction,
+    def __init__(self, session: CallSession, chart: CallerChart, capture: CallExtraction,
                  *, timeout_s: float, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session
-        self._booking = booking
+        self._chart = chart
         self._capture = capture
         self._timeout_s = timeout_s
         self._turns = 0
@@ -44,7 +53,7 @@ class WorldExtractor(FrameProcessor):
             self._running.start(self._extract(frame.text, self._turns), name="extraction")
 
     def _patient_id(self) -> str | None:
-        return self._booking.patient.id if self._booking.patient is not None else None
+        return self._chart.identified_patient_id()
 
     async def _extract(self, text: str, turn: int) -> None:
         try:
@@ -60,7 +69,7 @@ class WorldExtractor(FrameProcessor):
             self._session.log.event("extracted", turn=turn, written=len(written),
                                     waiting_for_identity=kinds)
         if written:
-            self._booking.chart_stale = True
+            self._chart.chart_changed()
 
     async def finish(self) -> None:
         """After the call: the last extractions, then whatever still waits (unattached

@@ -24,7 +24,6 @@ from typing import Any, Generic, TypeVar
 
 from rapidfuzz import fuzz
 
-from flows.graph import ContextGraph
 from language.understanding import spoken_numbers_to_digits
 
 DEDUP_TTL_S = 30.0
@@ -101,14 +100,3 @@ def quote_problem(quote: object, recent_caller_turns: Iterable[str]) -> str | No
             return None
     return ("the caller did not say that in the last few turns; ask them, and quote their "
             "words exactly")
-
-
-def visible_tools(graph: ContextGraph, state: str, *, identified: bool) -> frozenset[str]:
-    """The state's tools this caller may be offered (by whether they are identified)."""
-    allowed = graph.state_tools.get(state, frozenset())
-    if identified:
-        return allowed
-    return frozenset(
-        name for name in allowed
-        if graph.tools[name].kind != "write" or graph.tools[name].unidentified
-    )

@@ -34,8 +34,8 @@ from loguru import logger
 from db import world
 from db.repositories import as_uuid
 from db.scheduling import AppointmentType
-from db.world import CONTACT_FIELDS, ClinicalEvent
 from db.slots import PART_OF_DAY, Slot
+from db.world import CONTACT_FIELDS, ClinicalEvent
 from services.practice.base import PMSError, SyncOutcome
 
 SYSTEM = "cliniko"

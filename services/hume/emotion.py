@@ -98,9 +98,9 @@ from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from processors.emotion.dimensions import emotion_table
-from processors.emotion.providers import ProviderUnavailable
-from processors.emotion.state import EmotionReading, Source
+from services.emotion.dimensions import emotion_table
+from services.emotion.provider import ProviderUnavailable
+from services.emotion.reading import EmotionReading, Source
 
 LABELS_FILE = Path(__file__).resolve().parent / "data" / "hume_labels.yaml"
 

@@ -16,10 +16,10 @@ import asyncio
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from processors.emotion.dimensions import emotion_table
-from processors.emotion.state import TOXICITY_CATEGORIES, EmotionReading, Source
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt
+from services.emotion.dimensions import emotion_table
+from services.emotion.reading import TOXICITY_CATEGORIES, EmotionReading, Source
 
 INSTRUCTION = "You rate emotion in short phone transcripts. Answer with JSON only."
 MAX_TOKENS = 300
@@ -117,7 +117,7 @@ class LLMTextProvider:
     name = "llm"
 
     def __init__(self, ask, *, timeout_s: float) -> None:
-        """`ask`: runner.providers.structured_model(...) with `language_schema()`."""
+        """`ask`: pipeline.providers.structured_model(...) with `language_schema()`."""
         self._ask = ask
         self._timeout_s = timeout_s
         self._labels = ", ".join(sorted(emotion_table().dimensions))

@@ -37,7 +37,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import soxr
@@ -57,14 +57,13 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 from pipecat.utils.tracing.service_decorators import traced_stt
 
+from lib.worker_processes import LazyProcessPool
 from services.pocketsphinx.pronunciation import (
     CmuDictionary,
     Pronunciation,
     derive_pronunciation,
     dictionary_words,
 )
-from call.word_timings import SegmentWords
-from lib.worker_processes import LazyProcessPool
 
 if TYPE_CHECKING:
     from pocketsphinx import Decoder
@@ -368,6 +367,15 @@ class TimedWord:
     word: str
     start_s: float
     end_s: float
+
+
+@dataclass(frozen=True)
+class SegmentWords:
+    """What a segmented STT knows of its words' times: seconds from the segment start,
+    and where in the segment the caller's audio ended (the VAD stop)."""
+
+    words: tuple[Any, ...]  # objects with .word, .start_s, .end_s (TimedWord)
+    audio_end_s: float
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
+from services.cliniko.practice import ClinikoPractice
 from services.practice.base import PMSError, PracticeSystem, SyncOutcome
 from services.practice.builtin import BuiltinPractice
-from services.cliniko.practice import ClinikoPractice
 
 if TYPE_CHECKING:
     from config import Settings

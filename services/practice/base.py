@@ -19,8 +19,8 @@ from datetime import date, datetime
 from typing import Literal, Protocol
 
 from db.scheduling import AppointmentType
-from db.world import ClinicalEvent
 from db.slots import Slot
+from db.world import ClinicalEvent
 
 
 class PMSError(Exception):

@@ -13,8 +13,8 @@ import asyncpg
 
 from db import scheduling, world
 from db.scheduling import AppointmentType
-from db.world import ClinicalEvent, CoverageSpec, Provenance
 from db.slots import Slot
+from db.world import ClinicalEvent, CoverageSpec, Provenance
 from services.practice.base import SyncOutcome
 
 APPLIED_AT_WRITE = {"patient_created", "contact_updated", "insurance_added",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lib.worker_processes import LazyProcessPool, ProcessWide
+from services.emotion.reading import EmotionReading, Source
 
 FRAME_S = 0.040  # three periods of a 75 Hz voice
 HOP_S = 0.010
@@ -159,3 +160,28 @@ class ProsodyPool(ProcessWide):
     def shutdown(self) -> None:
         """Stop the worker (service shutdown, tests); the next segment would start another."""
         self._pool.shutdown()
+
+
+class LocalAudioProvider:
+    """Signal prosody in the shared analyzer process (`ProsodyPool`): how activated the
+    caller sounds, nothing more."""
+
+    name = "local"
+
+    def __init__(self, pool: ProsodyPool | None = None) -> None:
+        self._pool = pool or ProsodyPool.shared()
+
+    async def connect(self) -> None:
+        return None
+
+    async def analyze(self, pcm: bytes, sample_rate: int, *, at: float) -> list[EmotionReading]:
+        if not may_hold_speech(pcm, sample_rate):
+            return []  # silence: nothing to hear, and no trip to the analyzer
+        arousal = await self._pool.arousal(pcm, sample_rate)
+        if arousal is None:
+            return []
+        return [EmotionReading(Source.PROSODY, {}, at, provider=self.name,
+                               valence_measured=False, arousal=arousal)]
+
+    async def close(self) -> None:
+        return None

@@ -14,7 +14,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from fastapi import WebSocket
@@ -24,7 +24,6 @@ from pipecat.serializers.twilio import TwilioFrameSerializer
 from starlette.websockets import WebSocketDisconnect
 
 from config import Settings
-from call.call_session import CallSession, CompletionReason
 from services.twilio.twiml import transfer_twiml
 
 # Events recorded individually; after this many only the count is kept.
@@ -85,15 +84,42 @@ class StreamStart:
     bad_messages: list[str] = field(default_factory=list)
 
 
-def note_bad_message(session: CallSession | None, error: BadMessage, where: str) -> None:
-    """Log and record a protocol violation (kind only: payloads may carry caller audio)."""
-    call = session.call_id if session else "unknown"
-    logger.warning(f"media stream {where}: bad message ({error.kind}) on call {call}")
-    if session is None:
-        return
-    session.bad_messages += 1
-    if session.bad_messages <= MAX_RECORDED_BAD_EVENTS:
-        session.log.event("bad_input", kind=error.kind, where=where, detail=error.detail)
+class CallEvents(Protocol):
+    def event(self, type_: str, **data: Any) -> None: ...
+
+
+class StreamCall(Protocol):
+    """The call a media stream carries: what the serializer tells it and asks of it."""
+
+    call_id: str
+    log: CallEvents
+
+    @property
+    def transfer_to(self) -> str | None:
+        """Where the caller is put through when the call ends (None: hang up)."""
+
+    def count_bad_message(self) -> int:
+        """One more bad message on the stream; how many so far."""
+
+    def stream_stopped(self) -> str:
+        """The caller hung up (Twilio stopped the stream); the call's completion reason."""
+
+    def end_for_bad_messages(self) -> str | None:
+        """Too many bad messages: the completion reason, or None if the call was already
+        ending for another reason."""
+
+
+def note_bad_message(call: StreamCall | None, error: BadMessage, where: str) -> int:
+    """Log and record a protocol violation (kind only: payloads may carry caller audio);
+    how many the call has had so far."""
+    call_id = call.call_id if call else "unknown"
+    logger.warning(f"media stream {where}: bad message ({error.kind}) on call {call_id}")
+    if call is None:
+        return 0
+    count = call.count_bad_message()
+    if count <= MAX_RECORDED_BAD_EVENTS:
+        call.log.event("bad_input", kind=error.kind, where=where, detail=error.detail)
+    return count
 
 
 async def read_stream_start(
@@ -221,7 +247,7 @@ class SafeTwilioFrameSerializer(TwilioFrameSerializer):
     """
 
     def __init__(
-        self, *args: Any, session: CallSession, max_message_bytes: int, max_bad: int,
+        self, *args: Any, session: StreamCall, max_message_bytes: int, max_bad: int,
         credentials: TwilioCredentials | None = None, **kwargs: Any,
     ) -> None:
         if credentials is not None:
@@ -272,16 +298,16 @@ class SafeTwilioFrameSerializer(TwilioFrameSerializer):
         return await super().deserialize(data)
 
     def _caller_hung_up(self) -> Frame:
-        self._session.caller_hung_up = True
+        reason = self._session.stream_stopped()
         self._session.log.event("stream_stopped", by="twilio")
         # The call is already over at Twilio; do not try to hang it up again.
         self._hangup_attempted = True
-        return CancelWorkerFrame(reason=CompletionReason.CALLER_HANGUP.value)
+        return CancelWorkerFrame(reason=reason)
 
     def _bad(self, error: BadMessage) -> Frame | None:
-        note_bad_message(self._session, error, "in call")
-        if self._session.bad_messages >= self._max_bad and self._session.completion_reason is None:
-            logger.warning(f"call {self._session.call_id}: too many bad messages, ending call")
-            self._session.completion_reason = CompletionReason.PROTOCOL_ERROR
-            return CancelWorkerFrame(reason=CompletionReason.PROTOCOL_ERROR.value)
+        if note_bad_message(self._session, error, "in call") >= self._max_bad:
+            reason = self._session.end_for_bad_messages()
+            if reason is not None:
+                logger.warning(f"call {self._session.call_id}: too many bad messages, ending call")
+                return CancelWorkerFrame(reason=reason)
         return None

@@ -22,9 +22,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from processors.emotion.dimensions import emotion_table
-from processors.emotion.state import TOXICITY_CATEGORIES, EmotionReading, Source
 from language.phrases import normalize, phrase_pattern
+from services.emotion.dimensions import emotion_table
+from services.emotion.reading import TOXICITY_CATEGORIES, EmotionReading, Source
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "text_rules.yaml"
 CLEAR_SENTIMENT = 0.5
@@ -132,3 +132,15 @@ class LocalTextAnalyzer:
                 sentiment=sentiment_distribution(compound), toxicity=toxicity,
             ))
         return readings
+
+
+class LocalTextProvider:
+    """VADER and phrase rules: well under a millisecond, so it runs inline."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self._analyzer = LocalTextAnalyzer()
+
+    async def analyze(self, text: str, *, at: float) -> list[EmotionReading]:
+        return self._analyzer.analyze(text, at=at)

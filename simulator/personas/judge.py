@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from language.phrases import normalize, phrase_pattern
 from simulator.personas.model import Outcome, Persona, Task
 from simulator.personas.questions import answers, classify, offers_in
-from language.phrases import normalize, phrase_pattern
 
 EXPLICIT_YES_FILE = Path(__file__).resolve().parent / "data" / "explicit_yes.yaml"
 

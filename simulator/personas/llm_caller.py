@@ -16,10 +16,10 @@ from pydantic import BaseModel, Field
 
 from config import Settings, _fast_model_choice
 from lib.model_answers import parse_answer
+from lib.prompts import render_prompt
 from simulator.personas.caller import RuleCaller
 from simulator.personas.model import Persona
 from simulator.personas.spoken import say_date_of_birth, say_phone
-from lib.prompts import render_prompt
 
 LLM_TIMEOUT_S = 8.0
 MAX_TOKENS = 200
@@ -112,7 +112,7 @@ class LlmCaller:
 
 def build_model_caller(persona: Persona, settings: Settings) -> LlmCaller | None:
     """The model-played caller when GOOGLE_API_KEY or ANTHROPIC_API_KEY is set, else None."""
-    from runner.providers import build_fast_llm, structured_model
+    from pipeline.providers import build_fast_llm, structured_model
 
     choice = _fast_model_choice("persona_caller", "auto", settings, offline="rules")
     if choice.provider == "rules":

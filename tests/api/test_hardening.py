@@ -20,8 +20,8 @@ from api.deps import ApiKeyCache
 from api.middleware import SecurityHeaders, TokenBuckets, add_hardening, rate_limit_caller
 from config import Settings
 from db import repositories as repo
-from main import configure_logging
 from lib.log_privacy import MAX_EXTRA_DEPTH, mask_phi, mask_record
+from main import configure_logging
 from tests.api.app_client import bearer, running_app
 
 

@@ -9,18 +9,17 @@ from fastapi.testclient import TestClient
 
 from config import Settings
 from db import repositories as repo
-from db.insights import call_aggregates
-from flows.graph import parse_graph
-from main import create_app
-from flows.state_guide import (
+from db.insights import (
     CallAggregates,
     StateCount,
     ToolCount,
     TriggerCount,
     ValueCount,
-    error_pct,
-    state_guide,
+    call_aggregates,
 )
+from flows.graph import parse_graph
+from flows.state_guide import error_pct, state_guide
+from main import create_app
 
 TINY = {
     "id": "tiny", "version": 3, "description": "A small graph.", "initial_state": "start",

@@ -5,6 +5,7 @@ from datetime import date
 
 import pytest
 
+from call.call_session import CallLog
 from db import companion, world
 from db import scheduling as sched
 from db.scheduling import NotFound
@@ -12,7 +13,6 @@ from db.world import Provenance
 from flows.graph import bundled_graph
 from flows.session import BookingSession, Confirmation, reminder_subject
 from flows.tools import BookingTools
-from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 

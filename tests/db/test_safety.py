@@ -5,10 +5,10 @@ import pytest
 
 from db import control, safety
 from db.records import EscalationRecord, write_records
-from services.embeddings import LocalEmbedder
 from processors.safety.concepts import ConceptSpec, default_concepts
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices
+from services.embeddings import LocalEmbedder
 
 GAMBLING = ConceptSpec(
     key="gambling_crisis", name="Gambling crisis", severity="soft",

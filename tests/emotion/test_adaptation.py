@@ -3,6 +3,7 @@ tables say, each level and exception on its own."""
 
 import pytest
 
+from call.voice_settings import DEFAULT_SENSITIVE_TOPICS
 from processors.emotion.breaker import BreakerState, CircuitBreaker
 from processors.emotion.fillers import (
     FILLER_AFTER_MS,
@@ -11,18 +12,10 @@ from processors.emotion.fillers import (
     filler_guidance,
     suppressed,
 )
-from processors.emotion.state import (
-    BehaviourSignals,
-    Burst,
-    EmotionalState,
-    EmotionReading,
-    EmotionSnapshot,
-    Source,
-    Trend,
-)
+from processors.emotion.state import BehaviourSignals, Burst, EmotionalState, EmotionSnapshot, Trend
 from processors.emotion.steering import annotation, call_phase_urgency, session_steering
 from processors.emotion.tone import ToneLevel, choose_tone
-from call.voice_settings import DEFAULT_SENSITIVE_TOPICS
+from services.emotion.reading import EmotionReading, Source
 
 
 def snapshot(dominant="Anger", score=0.6, valence=-0.6, arousal=0.58, segments=3,

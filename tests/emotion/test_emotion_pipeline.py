@@ -16,14 +16,16 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import MemoryTransport, speak, trim_trailing_silence
-from bot import ServiceOverrides, build_call_pipeline
-from config import Settings
 from call.call_session import CallLog, CallSession, SessionMode
+from config import Settings
+from pipeline.call_deps import CallDeps, ServiceOverrides
+from pipeline.factory import build_call_pipeline
+from pipeline.providers import ProviderPlan
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.providers import LocalTextProvider, ProviderUnavailable
-from processors.emotion.state import EmotionReading, Source
+from services.emotion.provider import ProviderUnavailable
+from services.emotion.reading import EmotionReading, Source
 from services.espeak.engine import synthesize_pcm
-from runner.providers import ProviderPlan
+from services.vader.emotion import LocalTextProvider
 from tests.fakes import CollectingWriter, InstantSTT, InstantTTS, ScriptedLLM
 
 pytestmark = pytest.mark.timeout(60)
@@ -84,18 +86,19 @@ class JunkWords:
         raise ValueError("not language emotion scores")
 
 
-async def run_call(audio, text) -> tuple[ContextKeepingLLM, CallSession, CollectingWriter]:
+async def run_call(audio, text) -> tuple[ContextKeepingLLM, CallEmotion, CollectingWriter]:
     writer = CollectingWriter()
     session = CallSession(call_id="call-e", mode=SessionMode.PHONE, log=CallLog("call-e", writer),
-                          clinic_name="Riverside Clinic", emotion=CallEmotion())
+                          clinic_name="Riverside Clinic")
+    emotion = CallEmotion()
     settings = Settings(_env_file=None)
     llm = ContextKeepingLLM()
     transport = MemoryTransport(RATE)
-    call = build_call_pipeline(
-        transport, session, settings=settings, plan=ProviderPlan.from_settings(settings),
+    call = build_call_pipeline(transport, session, CallDeps(
+        settings=settings, plan=ProviderPlan.from_settings(settings), emotion=emotion,
         overrides=ServiceOverrides(stt=InstantSTT(LINES), llm=llm, tts=InstantTTS(),
                                    emotion_audio=audio, emotion_text=text),
-    )
+    ))
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(call.worker)
     running = asyncio.create_task(runner.run())
@@ -105,7 +108,7 @@ async def run_call(audio, text) -> tuple[ContextKeepingLLM, CallSession, Collect
         await speak(transport, pcm, RATE, silence_s=2.5)
     await call.worker.cancel()
     await asyncio.wait_for(running, 10)
-    return llm, session, writer
+    return llm, emotion, writer
 
 
 def agent_lines(writer: CollectingWriter) -> list[str]:
@@ -113,7 +116,7 @@ def agent_lines(writer: CollectingWriter) -> list[str]:
 
 
 async def test_an_angry_caller_changes_what_the_llm_is_told_and_how_the_agent_sounds():
-    llm, session, writer = await run_call(AngryVoice(), LocalTextProvider())
+    llm, emotion, writer = await run_call(AngryVoice(), LocalTextProvider())
 
     assert len(llm.user_messages) == 2
     assert "[VOICE: Anger, valence=-0.6" in llm.user_messages[-1]  # the model sees the voice
@@ -123,7 +126,7 @@ async def test_an_angry_caller_changes_what_the_llm_is_told_and_how_the_agent_so
     assert [e.data["tone"] for e in writer.events("tone")][-1] == "calm"
     caller_turns = [t for t in writer.of_type("TurnRecord") if t.speaker_role == "caller"]
     assert caller_turns[-1].emotion == "Anger" and caller_turns[-1].valence < -0.5
-    summary = session.emotion.summary_record()
+    summary = emotion.summary_record()
     assert summary["dominant_counts"]["Anger"] >= 1 and summary["provider_health"] == {
         "audio": "closed", "text": "closed"}
 
@@ -132,7 +135,7 @@ async def test_an_angry_caller_changes_what_the_llm_is_told_and_how_the_agent_so
     ("connect", "disabled"), ("mid_call", "open"), ("junk", "open"),
 ])
 async def test_the_agent_answers_every_turn_whatever_the_emotion_provider_does(how, state):
-    llm, session, writer = await run_call(BrokenVoice(how), JunkWords())
+    llm, emotion, writer = await run_call(BrokenVoice(how), JunkWords())
 
     assert len(agent_lines(writer)) >= 2 and len(llm.user_messages) == 2
     assert all("[VOICE" not in message for message in llm.user_messages)  # nothing heard
@@ -140,5 +143,5 @@ async def test_the_agent_answers_every_turn_whatever_the_emotion_provider_does(h
                     if e.data["channel"] == "audio"]
     assert audio_states[0] == state
     assert any(e.data["channel"] == "text" for e in writer.events("emotion_provider"))
-    assert session.emotion.summary_record()["provider_health"]["audio"] in ("open", "disabled",
+    assert emotion.summary_record()["provider_health"]["audio"] in ("open", "disabled",
                                                                              "half_open")

@@ -6,10 +6,11 @@ import time
 from pipecat.frames.frames import InputAudioRawFrame, TranscriptionFrame
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.emotion.emotion_tap import BoundedQueue, EmotionTap
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.providers import LocalTextProvider, ProviderUnavailable
-from processors.emotion.state import EmotionReading, Source
+from processors.emotion.emotion_tap import BoundedQueue, EmotionTap
+from services.emotion.provider import ProviderUnavailable
+from services.emotion.reading import EmotionReading, Source
+from services.vader.emotion import LocalTextProvider
 
 RATE = 8000
 FRAME = b"\x10\x00" * (RATE // 50)  # 20 ms

@@ -4,11 +4,15 @@ import time
 
 import pytest
 
-from services.prosody.emotion import ProsodyPool, may_hold_speech, prosody_features
-from services.vader.emotion import LocalTextAnalyzer, sentiment_distribution
-from processors.emotion.providers import LocalAudioProvider
-from processors.emotion.state import EmotionReading, Source
+from services.emotion.reading import EmotionReading, Source
 from services.espeak.engine import VoiceShape, synthesize_pcm
+from services.prosody.emotion import (
+    LocalAudioProvider,
+    ProsodyPool,
+    may_hold_speech,
+    prosody_features,
+)
+from services.vader.emotion import LocalTextAnalyzer, sentiment_distribution
 
 SENTENCE = "I need to see a doctor about my appointment next week please"
 SEGMENT_S = 2.0

@@ -2,16 +2,9 @@
 
 import pytest
 
-from processors.emotion.dimensions import emotion_table, load_table
-from processors.emotion.state import (
-    EmotionalState,
-    EmotionReading,
-    Source,
-    Trend,
-    coherence_of,
-    recency_mean,
-    trend_of,
-)
+from processors.emotion.state import EmotionalState, Trend, coherence_of, recency_mean, trend_of
+from services.emotion.dimensions import emotion_table, load_table
+from services.emotion.reading import EmotionReading, Source
 
 
 class Clock:
@@ -42,7 +35,7 @@ def test_every_label_either_provider_emits_has_a_sourced_point():
 def test_a_table_missing_a_label_does_not_load(tmp_path):
     import yaml
 
-    from processors.emotion.dimensions import DATA_FILE
+    from services.emotion.dimensions import DATA_FILE
     data = yaml.safe_load(DATA_FILE.read_text())
     del data["labels"]["Nostalgia"]
     broken = tmp_path / "dims.yaml"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from flows.caller_identity import (
+from language.caller_identity import (
     answered_name,
     closer_to_first,
     corrected_birth_date,

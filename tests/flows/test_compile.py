@@ -4,6 +4,7 @@ booking is refused; a write moves the node on; the terminal node hangs up after 
 import json
 from datetime import date
 
+from call.call_session import CallLog
 from db.scheduling import Patient
 from flows.compile import EngageNodes
 from flows.engine import BookingEngine
@@ -11,7 +12,6 @@ from flows.graph import bundled_graph
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
 from flows.session import BookingSession
-from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")

@@ -10,13 +10,13 @@ from datetime import date
 
 import pytest
 
+from call.call_session import CallLog
 from db import repositories as repo
 from db import scheduling as sched
 from db.seed import seed_clinic
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.session import BookingSession
-from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")

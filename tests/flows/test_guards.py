@@ -4,10 +4,10 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from db.scheduling import Appointment, Patient
+from db.slots import Slot
 from flows.graph import bundled_graph
 from flows.guards import check, unknown_guards
 from flows.session import BookingSession, Confirmation, NewPatientDetails, cancel_subject
-from db.slots import Slot
 
 GRAPH = bundled_graph("clinic_booking")
 START = datetime(2026, 11, 24, 9, 0, tzinfo=ZoneInfo("America/Chicago"))

@@ -5,14 +5,15 @@ from datetime import date
 
 import pytest
 
+from call.call_session import CallLog
 from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.guards import check
 from flows.llm_navigator import LLMNavigator, parse_choice
 from flows.session import BookingSession
-from call.call_session import CallLog
 from processors.emotion.fillers import filler_guidance
-from processors.emotion.state import EmotionalState, EmotionReading, Source
+from processors.emotion.state import EmotionalState
+from services.emotion.reading import EmotionReading, Source
 from tests.fakes import CollectingWriter, ScriptedModel, choice
 
 GRAPH = bundled_graph("clinic_booking")

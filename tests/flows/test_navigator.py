@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from db.scheduling import Appointment, AppointmentType, Patient
+from db.slots import Slot
 from flows.graph import GRAPHS_DIR, bundled_graph, parse_graph
 from flows.guards import check
 from flows.navigator import NavigationError, condition_problems, navigate, settle, walk
 from flows.session import BookingSession
-from db.slots import Slot
 
 GRAPH = bundled_graph("clinic_booking")
 TODAY = date(2026, 11, 24)

@@ -4,7 +4,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from flows.time_preferences import (
+from language.time_preferences import (
     FLEXIBLE_DAYS,
     excluded_weekdays,
     flexible_days,

@@ -6,6 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from db.scheduling import AppointmentType
+from db.slots import Slot
 from language.understanding import (
     appointment_type,
     date_of_birth,
@@ -13,7 +14,6 @@ from language.understanding import (
     slot_choice,
     spoken_numbers_to_digits,
 )
-from db.slots import Slot
 
 TODAY = date(2026, 11, 24)  # a Tuesday
 ZONE = ZoneInfo("America/Chicago")

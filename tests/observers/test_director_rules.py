@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from call.conversation_tracker import ConversationTracker
 from processors.conversation.director import (
     DirectorAnalysis,
     DirectorView,
@@ -14,7 +15,6 @@ from processors.conversation.director import (
     parse_analysis,
 )
 from processors.conversation.quick_rules import quick_rules
-from processors.conversation.conversation_tracker import ConversationTracker
 
 
 def view(latest: str, tracker: ConversationTracker | None = None, **kwargs) -> DirectorView:

@@ -231,11 +231,6 @@ def test_a_probable_ending_taken_back_is_not_one(rules):
     assert observation.goodbye is None
 
 
-def test_the_agents_advice_is_recognised_whatever_its_capitals(rules):
-    assert rules.advice.search("It's best to come ten minutes early.")
-    assert not rules.advice.search("It was the best day of the week.")
-
-
 def test_a_goodbye_taken_back_after_an_earlier_one_in_the_same_turn_ends_nothing(rules):
     observation = rules.observe("Okay, bye now. Bye, oh hang on, what time was it?")
     assert observation.goodbye is None and observation.false_goodbye
@@ -345,7 +340,6 @@ def test_ordinary_clinic_talk_is_not_a_scam_or_a_fire(rules, text):
      "lower-cased"),
     (lambda d: d["farewell"]["other_senses"].append("(unclosed"), "bad regular expression"),
     (lambda d: d["farewell"]["closing_words"].append("Thanks"), "lower-cased"),
-    (lambda d: d["advice"].append("[oops"), "bad regular expression"),
     (lambda d: d["categories"]["health"]["patterns"][0].update(strength="strong"),
      "only goodbye patterns have a strength"),
     (lambda d: d["categories"]["health"]["patterns"][0].update(clause_start=True),

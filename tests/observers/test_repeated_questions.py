@@ -9,9 +9,9 @@ from pipecat.frames.frames import (
     UserStoppedSpeakingFrame,
 )
 
-from observers.call_recorder import CallRecorder
 from call.call_session import SessionMode
-from processors.conversation.conversation_tracker import ConversationTracker, asking_question, same_question
+from call.conversation_tracker import ConversationTracker, asking_question, same_question
+from observers.call_recorder import CallRecorder
 from tests.fakes import make_session
 from tests.processors.test_call_recorder import Clock, feed
 

@@ -7,10 +7,17 @@ import yaml
 from pydantic import ValidationError
 
 from config import CrisisResource
-from processors.safety.concepts import ConceptIndex, default_concepts
-from services.embeddings import LocalEmbedder
+from processors.conversation.quick_rules import DATA_FILE as QUICK_PATTERNS
+from processors.conversation.quick_rules import load_rules, quick_rules
 from processors.safety.concepts import DATA_FILE as CONCEPTS_FILE
-from processors.safety.concepts import ConceptFile, ConceptSpec, SafetyConcept, load_concepts
+from processors.safety.concepts import (
+    ConceptFile,
+    ConceptIndex,
+    ConceptSpec,
+    SafetyConcept,
+    default_concepts,
+    load_concepts,
+)
 from processors.safety.judge import (
     IDIOM,
     NO_RULES,
@@ -20,9 +27,8 @@ from processors.safety.judge import (
     Verdict,
     judge_by_rules,
 )
-from processors.conversation.quick_rules import DATA_FILE as QUICK_PATTERNS
-from processors.conversation.quick_rules import load_rules, quick_rules
 from processors.safety.monitor import concepts_named_by, holding_line, soft_guidance
+from services.embeddings import LocalEmbedder
 
 
 @pytest.fixture(scope="module")

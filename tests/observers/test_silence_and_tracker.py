@@ -1,7 +1,11 @@
 """Silence check-ins on a clock, and what the tracker remembers of a call."""
 
+import pytest
+from pydantic import ValidationError
+
+from call.conversation_tracker import WORDS_FILE, ConversationTracker, advice_pattern, tracker_words
 from processors.conversation.silence_schedule import SilenceSchedule
-from processors.conversation.conversation_tracker import ConversationTracker
+from tests.observers.data_files import rewritten
 
 
 def test_check_ins_come_at_growing_intervals_then_a_goodbye():
@@ -45,3 +49,14 @@ def test_the_tracker_keeps_the_last_forty_turns_and_what_the_agent_asked_and_adv
     assert "Already asked: Which day suits you?" in summary
     assert tracker.transcript(last=2) == (
         "Caller: line 29\nAgent: Which day suits you? You should bring your insurance card.")
+
+
+def test_the_agents_advice_is_recognised_whatever_its_capitals():
+    assert advice_pattern().search("It's best to come ten minutes early.")
+    assert not advice_pattern().search("It was the best day of the week.")
+
+
+def test_a_tracker_words_file_with_a_broken_advice_pattern_is_refused_at_load(tmp_path):
+    path = rewritten(WORDS_FILE, tmp_path, lambda d: d["advice"].append("[oops"))
+    with pytest.raises(ValidationError, match="bad regular expression"):
+        tracker_words(path)

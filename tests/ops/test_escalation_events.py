@@ -23,8 +23,13 @@ from ops.registry import LocalRegistry, RedisRegistry
 from simulator.simulator import CallScript
 from tests.fakes import CollectingWriter
 from tests.ops.redis_server import valkey_server
-from tests.ops.test_live_calls import bearer, closed_with_messages, next_message, \
-    start_text_call, ws_url
+from tests.ops.test_live_calls import (
+    bearer,
+    closed_with_messages,
+    next_message,
+    start_text_call,
+    ws_url,
+)
 
 ESCALATION = {"id": 41, "call_id": "call-1", "concept": "self_harm", "severity": "hard"}
 

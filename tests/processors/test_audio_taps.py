@@ -7,11 +7,12 @@ from pipecat.tests.utils import run_test
 from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import MemoryTransport
-from bot import ServiceOverrides, build_call_pipeline
-from config import Settings
-from processors.voice.audio_taps import CallerAudioEnd
-from runner.providers import ProviderPlan
 from call.recording import StereoRecording
+from config import Settings
+from pipeline.call_deps import CallDeps, ServiceOverrides
+from pipeline.factory import build_call_pipeline
+from pipeline.providers import ProviderPlan
+from processors.voice.audio_taps import CallerAudioEnd
 from tests.fakes import InstantSTT, InstantTTS, ScriptedLLM
 
 RATE = 8000
@@ -33,11 +34,11 @@ async def test_caller_audio_is_recorded_and_goes_no_further(session, tmp_path):
 async def test_the_recording_has_every_caller_frame_the_transport_received(session, tmp_path):
     settings = Settings(_env_file=None, data_dir=tmp_path)
     transport = MemoryTransport(RATE)
-    call = build_call_pipeline(
-        transport, session, settings=settings, plan=ProviderPlan.from_settings(settings),
+    call = build_call_pipeline(transport, session, CallDeps(
+        settings=settings, plan=ProviderPlan.from_settings(settings),
         overrides=ServiceOverrides(stt=InstantSTT(["hello"]), llm=ScriptedLLM(), tts=InstantTTS()),
         recordings_dir=tmp_path,
-    )
+    ))
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(call.worker)
     running = asyncio.create_task(runner.run())

@@ -3,9 +3,9 @@
 from pipecat.frames.frames import EndWorkerFrame, InterruptionFrame, TTSSpeakFrame
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.call_control.call_controller import CallController
-from call.frames import EndCallFrame
 from call.call_session import CompletionReason, SessionMode
+from call.frames import EndCallFrame
+from processors.call_control.call_controller import CallController
 from tests.fakes import make_session
 
 

@@ -22,8 +22,8 @@ from pipecat.observers.base_observer import FramePushed
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.utils.text.base_text_aggregator import TextType
 
-from observers.call_recorder import CallRecorder
 from call.call_session import SessionMode
+from observers.call_recorder import CallRecorder
 from tests.fakes import make_session
 
 

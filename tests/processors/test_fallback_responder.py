@@ -14,8 +14,9 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 
-from processors.call_control.fallback_responder import CallbackDialogue, FallbackResponder, last_user_text
 from call.frames import EndCallFrame
+from processors.call_control.fallback_responder import CallbackDialogue, FallbackResponder
+from processors.llm_context import last_user_text
 from tests.fakes import FailingLLM, ScriptedLLM
 
 

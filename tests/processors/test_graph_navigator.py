@@ -16,18 +16,17 @@ from pipecat.frames.frames import (
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
+from call.frames import EndCallFrame, NavigationFrame
 from flows.engine import BookingEngine, Reply
-from flows.graph import bundled_graph
+from flows.graph import bundled_graph, visible_tools
+from flows.graph_navigator import GraphNavigator
 from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
 from flows.session import BookingSession
-from call.frames import EndCallFrame, NavigationFrame
-from flows.graph_navigator import GraphNavigator
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.fillers import filler_set
-from processors.emotion.state import EmotionReading, Source
-from processors.world.write_safety import visible_tools
+from services.emotion.reading import EmotionReading, Source
 from tests.fakes import ScriptedModel, choice
 
 
@@ -213,11 +212,11 @@ async def test_when_flows_cannot_enter_the_node_the_llm_answers_in_static_prompt
     assert [e.data for e in writer.events("context_graph_failed")] == [{"error": "RuntimeError"}]
 
 
-def with_emotion(session, *readings: EmotionReading):
-    session.emotion = CallEmotion()
+def emotion_with(*readings: EmotionReading) -> CallEmotion:
+    emotion = CallEmotion()
     for reading in readings:
-        session.emotion.state.add(reading)
-    return session
+        emotion.state.add(reading)
+    return emotion
 
 
 def heard(label: str, at: float) -> EmotionReading:
@@ -233,8 +232,8 @@ async def test_the_wait_for_the_llm_is_covered_in_the_callers_register(
     session, writer, caller, register
 ):
     now = time.monotonic()
-    with_emotion(session, *(heard(label, now - i) for i, label in enumerate(caller)))
-    navigator = GraphNavigator(session, engine_for(session))
+    emotion = emotion_with(*(heard(label, now - i) for i, label in enumerate(caller)))
+    navigator = GraphNavigator(session, engine_for(session), emotion=emotion)
     navigator.engage_with(RecordingFlows())
     phrases = [] if register == "suppressed" else filler_set().registers[register].short
     expected = [NavigationFrame, TTSSpeakFrame] if phrases else [NavigationFrame]
@@ -256,10 +255,11 @@ async def test_offline_lines_need_no_filler_but_a_frustrated_callers_turns_recor
     session, writer
 ):
     now = time.monotonic()
-    with_emotion(session, heard("Anger", now - 1), heard("Anger", now))
-    await run_test(GraphNavigator(session, ScriptedEngine(reply("Which day suits you?"))),
+    emotion = emotion_with(heard("Anger", now - 1), heard("Anger", now))
+    await run_test(GraphNavigator(session, ScriptedEngine(reply("Which day suits you?")),
+                                  emotion=emotion),
                    frames_to_send=[caller_says("I need an appointment")],
                    expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame,
                                          LLMTextFrame, LLMFullResponseEndFrame])
     assert [e.data["register"] for e in writer.events("filler")] == ["suppressed"]
-    assert session.emotion.latency.expected_ms("offline_turn") < 700  # learnt from the turn
+    assert emotion.latency.expected_ms("offline_turn") < 700  # learnt from the turn

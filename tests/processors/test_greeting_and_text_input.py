@@ -11,9 +11,9 @@ from pipecat.frames.frames import (
 from pipecat.processors.frameworks.rtvi.frames import RTVISendTextFrame
 from pipecat.tests.utils import run_test
 
+from call.call_session import SessionMode
 from processors.voice.greeting_player import GreetingPlayer, PrerenderedSpeech
 from processors.voice.text_input import TextInputBridge
-from call.call_session import SessionMode
 from tests.fakes import make_session, tone
 
 GREETING = "Thank you for calling Riverside Clinic."

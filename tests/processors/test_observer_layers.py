@@ -16,13 +16,13 @@ from pipecat.frames.frames import (
 )
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.conversation.conversation_director import ConversationDirector
-from call.frames import EndCallFrame, SpokenTextFrame
-from processors.conversation.guidance_stripper import GuidanceStripper
-from processors.conversation.guidance_filter import strip_guidance
-from processors.conversation.silence_monitor import SilenceMonitor
 from call.call_session import CompletionReason, SessionMode
+from call.frames import EndCallFrame, SpokenTextFrame
+from processors.conversation.conversation_director import ConversationDirector
 from processors.conversation.director import DirectorAnalysis, LocalDirector
+from processors.conversation.guidance_filter import strip_guidance
+from processors.conversation.guidance_stripper import GuidanceStripper
+from processors.conversation.silence_monitor import SilenceMonitor
 from processors.conversation.silence_schedule import SilenceSchedule
 from tests.fakes import make_session
 

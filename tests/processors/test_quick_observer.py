@@ -8,9 +8,9 @@ from pipecat.frames.frames import (
 )
 from pipecat.tests.utils import SleepFrame, run_test
 
+from call.call_session import SessionMode
 from call.frames import EndCallFrame
 from processors.conversation.quick_observer import QuickObserver
-from call.call_session import SessionMode
 from tests.fakes import make_session
 
 

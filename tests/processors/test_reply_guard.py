@@ -17,11 +17,11 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 
+from call.call_session import SessionMode
 from processors.conversation.agent_gate import AgentGate
 from processors.conversation.quick_observer import QuickObserver
 from processors.conversation.reply_guard import ReplyGuard
 from processors.voice.spoken_line import reply_frames
-from call.call_session import SessionMode
 from tests.fakes import make_session
 
 

@@ -30,11 +30,11 @@ from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
-from flows.graph_navigator import GraphNavigator
-from processors.conversation.guidance_stripper import GuidanceStripper
-from processors.call_control.reply_watchdog import SilentReplyWatchdog
 from call.call_session import SessionMode
+from flows.graph_navigator import GraphNavigator
 from processors.call_control.reply_watch import ReplyWatch
+from processors.call_control.reply_watchdog import SilentReplyWatchdog
+from processors.conversation.guidance_stripper import GuidanceStripper
 from tests.fakes import ScriptedLLM, make_session
 from tests.processors.test_graph_navigator import ScriptedEngine, caller_says
 from tests.processors.test_graph_navigator import reply as engine_reply

@@ -14,14 +14,14 @@ from pipecat.frames.frames import (
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
+from call.call_session import CompletionReason, SessionMode
+from call.frames import EndCallFrame
 from config import CrisisResource
 from processors.conversation.agent_gate import AgentGate
-from call.frames import EndCallFrame
-from processors.safety.safety_monitor import SafetyMonitor
-from call.call_session import CompletionReason, SessionMode
-from services.embeddings import LocalEmbedder
 from processors.safety.judge import RulesJudge, Verdict
 from processors.safety.monitor import SafetyServices
+from processors.safety.safety_monitor import SafetyMonitor
+from services.embeddings import LocalEmbedder
 from tests.fakes import make_session
 
 

@@ -26,11 +26,11 @@ from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
-from turns.semantic_barge_in import SemanticBargeInStrategy
 from call.call_session import CompletionReason
+from tests.fakes import make_session
 from turns.barge_in import BargeInRule
 from turns.deferred_turns import DeferredTurns
-from tests.fakes import make_session
+from turns.semantic_barge_in import SemanticBargeInStrategy
 
 
 def aggregator(session):

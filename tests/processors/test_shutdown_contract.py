@@ -24,13 +24,14 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from bench.harness import MemoryTransport
-from bot import ServiceOverrides, build_call_pipeline
-from config import Settings
-from call.frames import EndCallFrame
-from runner.call_runner import caller_disconnected, run_call
 from call.call_session import CompletionReason
+from call.frames import EndCallFrame
+from config import Settings
 from ops.plane import OpsPlane
-from runner.providers import ProviderPlan
+from pipeline.call_deps import CallDeps, ServiceOverrides
+from pipeline.factory import build_call_pipeline
+from pipeline.providers import ProviderPlan
+from runner.call_runner import caller_disconnected, run_call
 from tests.fakes import make_session
 
 pytestmark = pytest.mark.timeout(90)
@@ -71,10 +72,10 @@ async def end_by(trigger, writer, **settings_values):
     session = make_session(writer)
     transport = MemoryTransport(8000)
     stt = FailingSTT()
-    call = build_call_pipeline(
-        transport, session, settings=settings, plan=ProviderPlan.from_settings(settings),
+    call = build_call_pipeline(transport, session, CallDeps(
+        settings=settings, plan=ProviderPlan.from_settings(settings),
         overrides=ServiceOverrides(stt=stt),
-    )
+    ))
     runtime = Runtime(settings)
     running = asyncio.create_task(run_call(call, session, runtime))
     await asyncio.sleep(0.5)

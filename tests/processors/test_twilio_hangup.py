@@ -10,7 +10,11 @@ from pipecat.frames.frames import EndFrame, StartFrame
 
 from config import Settings
 from runner.call_runner import tell_caller_unavailable
-from services.twilio.serializer import SafeTwilioFrameSerializer, TwilioCredentials, hang_up_twilio_call
+from services.twilio.serializer import (
+    SafeTwilioFrameSerializer,
+    TwilioCredentials,
+    hang_up_twilio_call,
+)
 from tests.fakes import make_session
 from tests.local_http import serve_http
 

@@ -10,8 +10,8 @@ from pipecat.processors.filters.identity_filter import IdentityFilter
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
-from bot import record_worker_events
 from call.call_session import CompletionReason
+from pipeline.factory import record_worker_events
 
 pytestmark = pytest.mark.timeout(20)
 

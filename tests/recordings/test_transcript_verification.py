@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from call.recording import interleave, write_wav
 from config import Settings
 from db import repositories as repo
 from main import create_app
 from runner import transcript_verification as tv
 from services.espeak.engine import synthesize_script
-from call.recording import interleave, write_wav
 from tests.recordings.deepgram_fake import serve_deepgram
 
 pytestmark = pytest.mark.timeout(120)

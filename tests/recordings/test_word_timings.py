@@ -19,10 +19,10 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.tests.utils import run_test
 from pipecat.utils.text.base_text_aggregator import TextType
 
+from call.word_timings import SegmentWords, caller_words, deepgram_words, spoken_words
 from observers.call_recorder import CallRecorder
 from services.espeak.engine import synthesize_pcm
 from services.pocketsphinx.stt import PocketSphinxSTTService, TimedWord
-from call.word_timings import SegmentWords, caller_words, deepgram_words, spoken_words
 from tests.fakes import make_session
 
 MS = 1_000_000

@@ -16,8 +16,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import run_test
 
 from config import Settings
+from pipeline.providers import ProviderPlan, build_llm
 from processors.call_control.fallback_responder import FallbackResponder
-from runner.providers import ProviderPlan, build_llm
 from tests.local_http import event_stream, serve_http
 
 pytestmark = pytest.mark.timeout(20)

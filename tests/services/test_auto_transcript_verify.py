@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
+from call.voice_settings import VoiceSettings
 from config import Settings
+from lib.event_loop import BackgroundTasks
 from runner import transcript_verification as tv
 from runner.call_runner import finish_call
-from lib.event_loop import BackgroundTasks
 from runner.runtime import stop_worker_pools
-from call.voice_settings import VoiceSettings
 from tests.fakes import CollectingWriter, make_session
 
 CALLER_WORDS = "my date of birth is the first of May"

@@ -20,8 +20,8 @@ from pipecat.tests.utils import SleepFrame, run_test
 from websockets.asyncio.server import ServerConnection
 
 from config import Settings
+from pipeline.providers import ProviderPlan, build_stt
 from services.keyterms import merge_keyterms
-from runner.providers import ProviderPlan, build_stt
 from tests.local_http import serve_websocket
 
 pytestmark = pytest.mark.timeout(20)

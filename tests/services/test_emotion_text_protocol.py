@@ -10,9 +10,10 @@ import json
 import pytest
 
 from config import Settings
+from pipeline.providers import ProviderPlan, build_emotion_providers
+from processors.emotion.state import EmotionalState
+from services.emotion.reading import TOXICITY_CATEGORIES, Source
 from services.llm.emotion import parse_language_scores, reading_from
-from processors.emotion.state import TOXICITY_CATEGORIES, EmotionalState, Source
-from runner.providers import ProviderPlan, build_emotion_providers
 from tests.model_fakes import serve_anthropic, serve_gemini
 
 pytestmark = pytest.mark.timeout(20)

@@ -5,6 +5,8 @@ import asyncio
 import uvloop
 
 from lib import event_loop
+
+
 def test_entry_points_run_on_uvloop_like_the_server():
     async def loop_type() -> type:
         return type(asyncio.get_running_loop())

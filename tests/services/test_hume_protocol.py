@@ -21,17 +21,19 @@ from pipecat.tests.utils import SleepFrame, run_test
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from processors.emotion.emotion_tap import EmotionTap
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.dimensions import emotion_table
+from processors.emotion.emotion_tap import EmotionTap
+from processors.emotion.state import EmotionalState
+from services.emotion.dimensions import emotion_table
+from services.emotion.provider import ProviderUnavailable
+from services.emotion.reading import EmotionReading, Source
 from services.hume.emotion import (
     HumeAudioProvider,
     hume_labels,
     load_hume_labels,
     sdk_expression_names,
 )
-from processors.emotion.providers import LocalTextProvider, ProviderUnavailable
-from processors.emotion.state import EmotionalState, EmotionReading, Source
+from services.vader.emotion import LocalTextProvider
 from tests.fakes import tone
 
 pytestmark = pytest.mark.timeout(30)

@@ -13,6 +13,7 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
 from services.espeak.engine import synthesize_pcm
+from services.pocketsphinx.pronunciation import CmuDictionary
 from services.pocketsphinx.stt import (
     CORPUS_FILE,
     DecoderPool,
@@ -22,7 +23,6 @@ from services.pocketsphinx.stt import (
     restore_spelling,
     scheduling_corpus,
 )
-from services.pocketsphinx.pronunciation import CmuDictionary
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -20,10 +20,10 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
 from processors.emotion.tone_controller import tone_settings_of
-from services.prosody.emotion import prosody_features
 from processors.emotion.voice_controls import tts_settings_for
 from services.espeak.engine import EspeakEngine
 from services.espeak.tts import EspeakTTSService, words_per_minute_for
+from services.prosody.emotion import prosody_features
 
 pytestmark = pytest.mark.timeout(20)
 

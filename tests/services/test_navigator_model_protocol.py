@@ -13,13 +13,13 @@ from datetime import date
 
 import pytest
 
+from call.call_session import CallLog
 from config import Settings
 from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.llm_navigator import LLMNavigator
 from flows.session import BookingSession
-from call.call_session import CallLog
-from runner.providers import ProviderPlan, build_navigator_model
+from pipeline.providers import ProviderPlan, build_navigator_model
 from tests.fakes import CollectingWriter
 from tests.model_fakes import serve_anthropic, serve_gemini
 

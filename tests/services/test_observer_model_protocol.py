@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from aiohttp import web
 
+from call.conversation_tracker import ConversationTracker
 from config import Settings
+from pipeline.providers import ProviderPlan, build_director, build_safety
 from processors.conversation.director import DirectorView
 from processors.conversation.quick_rules import quick_rules
-from processors.conversation.conversation_tracker import ConversationTracker
-from runner.providers import ProviderPlan, build_director, build_safety
 from processors.safety.concepts import default_concepts
 from services.embeddings import OpenAIEmbedder
 from tests.local_http import serve_http

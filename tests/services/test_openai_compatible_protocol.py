@@ -10,7 +10,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import run_test
 
 from config import Settings
-from runner.providers import ProviderPlan, build_llm
+from pipeline.providers import ProviderPlan, build_llm
 from tests.fake_chat import Say, serve_chat
 
 pytestmark = pytest.mark.timeout(20)

@@ -5,7 +5,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from processors.emotion.tone import PROSODY_SCORE
 from call.voice_settings import (
     MAX_TERM_CHARS,
     VoiceSettings,
@@ -17,6 +16,7 @@ from call.voice_settings import (
     stored_fields,
     voice_settings_policy,
 )
+from processors.emotion.tone import PROSODY_SCORE
 
 
 def refused_fields(data: dict) -> set[str]:

@@ -15,13 +15,13 @@ import pytest
 
 from config import Settings
 from db.world import Carrier
-from runner.providers import (
+from language.carriers import default_carriers
+from pipeline.providers import (
     ProviderPlan,
     build_audio_verifier,
     build_extractor,
     build_verifier,
 )
-from processors.world.carriers import default_carriers
 from processors.world.verification import ModelJudges, RulesJudges
 from tests.model_fakes import serve_anthropic, serve_gemini
 

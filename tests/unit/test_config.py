@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from config import Settings, resolve_providers
-from runner.providers import (
+from pipeline.providers import (
     CLOUD_VOICES_CALL_CAPACITY,
     LOCAL_VOICES_CALL_CAPACITY,
     ProviderPlan,

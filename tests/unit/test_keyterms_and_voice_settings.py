@@ -1,7 +1,7 @@
 """Keyterm layers and workspace voice settings with safe defaults."""
 
-from services.keyterms import merge_keyterms
 from call.voice_settings import DEFAULT_SENSITIVE_TOPICS, VoiceSettings, parse_voice_settings
+from services.keyterms import merge_keyterms
 
 
 def test_keyterms_merge_in_layer_order_without_duplicates():

@@ -12,8 +12,8 @@ from db import repositories as repo
 from db import world
 from db.seed import seed_clinic, seed_world
 from db.world import PatientRecord
-from services.embeddings import LocalEmbedder
 from processors.world.index import WorldIndex
+from services.embeddings import LocalEmbedder
 
 TODAY = date(2026, 11, 23)
 NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)  # 9 AM in Chicago, the same day

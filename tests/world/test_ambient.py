@@ -5,8 +5,8 @@ from zoneinfo import ZoneInfo
 
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.world import Allergy, ClinicalContext, Condition, Coverage, Medication, PatientRecord
-from flows.session import BookingSession
 from flows.ambient import ambient_context
+from flows.session import BookingSession
 
 PRIYA = Patient("p-1", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
 START = datetime(2026, 11, 24, 15, 0, tzinfo=ZoneInfo("UTC"))  # 9 AM in Chicago

@@ -7,11 +7,11 @@ from pipecat.frames.frames import LLMContextFrame, LLMUpdateSettingsFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
+from call.frames import NavigationFrame
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
-from flows.session import BookingSession
-from call.frames import NavigationFrame
 from flows.graph_navigator import GraphNavigator
+from flows.session import BookingSession
 from tests.fakes import make_session
 from tests.world.conftest import TODAY, Clinic
 

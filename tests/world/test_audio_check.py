@@ -14,8 +14,8 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
-from flows.session import BookingSession
 from flows.graph_navigator import GraphNavigator
+from flows.session import BookingSession
 from processors.world.audio_check import AudioCheck, Correction, LocalAudioVerifier
 from tests.fakes import make_session
 

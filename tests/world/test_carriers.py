@@ -5,7 +5,7 @@ import yaml
 from pydantic import ValidationError
 
 from db.world import Carrier
-from processors.world.carriers import CARRIERS_FILE, CarrierList, default_carriers, match_carrier
+from language.carriers import CARRIERS_FILE, CarrierList, default_carriers, match_carrier
 
 CARRIERS = [Carrier(f"carrier-{i}", spec.name, tuple(spec.aliases), None)
             for i, spec in enumerate(default_carriers(), 1)]

@@ -18,9 +18,9 @@ from db import repositories as repo
 from db import scheduling, world
 from db.seed import seed_clinic
 from db.world import EventDraft, Provenance
+from services.cliniko.practice import ClinikoRateLimited, base_url_for
 from services.practice import BuiltinPractice, ClinikoPractice, build_practice
 from services.practice.base import PMSError
-from services.cliniko.practice import ClinikoRateLimited, base_url_for
 from tests.fake_cliniko import FakeCliniko, serve_cliniko
 
 pytestmark = pytest.mark.timeout(30)

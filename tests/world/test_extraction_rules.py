@@ -5,7 +5,7 @@ import json
 import pytest
 
 from db.world import Carrier
-from processors.world.carriers import default_carriers
+from language.carriers import default_carriers
 from processors.world.extraction import Fact, extract_by_rules, facts_from_model
 
 CARRIERS = [Carrier(f"carrier-{i}", spec.name, tuple(spec.aliases), None)

@@ -6,8 +6,6 @@ from datetime import date
 
 import pytest
 
-from services.espeak.engine import synthesize_script
-from services.pocketsphinx.pronunciation import CmuDictionary
 from processors.world.field_grammar import (
     FIELD_KINDS,
     FieldRecognizer,
@@ -18,6 +16,8 @@ from processors.world.field_grammar import (
     member_id_value,
     phone_value,
 )
+from services.espeak.engine import synthesize_script
+from services.pocketsphinx.pronunciation import CmuDictionary
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,9 +7,9 @@ import json
 
 from db import world
 from db.world import EventDraft, Provenance
+from processors.world.verification import ModelJudges, RulesJudges, verify_call
 from runner.after_call import verify_and_sync
 from services.practice.builtin import BuiltinPractice
-from processors.world.verification import ModelJudges, RulesJudges, verify_call
 from tests.world.conftest import TODAY, Clinic, transcript
 
 EXTRACTED = Provenance("extraction", "extraction:rules", "moderate")

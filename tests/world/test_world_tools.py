@@ -8,12 +8,12 @@ from datetime import date
 
 import pytest
 
+from call.call_session import CallLog
 from db import scheduling, world
 from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.session import BookingSession, Confirmation, patient_subject
 from flows.tools import BookingTools
-from call.call_session import CallLog
 from tests.fakes import CollectingWriter
 from tests.world.conftest import NOW, TODAY, Clinic
 

@@ -5,12 +5,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from call.call_session import CallLog
 from db.scheduling import Appointment, Patient
 from flows.graph import bundled_graph
 from flows.guards import check
 from flows.session import BookingSession, Confirmation, cancel_subject, patient_subject
 from flows.tools import BookingTools
-from call.call_session import CallLog
 from processors.world.write_safety import (
     DEDUP_TTL_S,
     QUOTE_RECENT_TURNS,

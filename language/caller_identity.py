@@ -20,9 +20,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from language.understanding import MONTHS, date_of_birth, full_year, spoken_numbers_to_digits
-from language.phrases import normalize, phrase_pattern
 from language.fields import normalize_phone
+from language.phrases import normalize, phrase_pattern
+from language.understanding import MONTHS, date_of_birth, full_year, spoken_numbers_to_digits
 
 WORDS_FILE = Path(__file__).parent / "data" / "caller_words.yaml"
 # Introductions that need two name words ("I'm Jamie Cole"), or one followed by "here"

@@ -19,9 +19,9 @@ import dateparser
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from language.understanding import MONTHS, WEEKDAYS, spoken_numbers_to_digits
-from language.phrases import normalize, phrase_pattern
 from db.slots import PART_OF_DAY
+from language.phrases import normalize, phrase_pattern
+from language.understanding import MONTHS, WEEKDAYS, spoken_numbers_to_digits
 
 WORDS_FILE = Path(__file__).parent / "data" / "time_words.yaml"
 FLEXIBLE_DAYS = 14

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from processors.conversation.quick_rules import quick_rules
+from language.patterns import valid_regex
 
 MAX_TURNS = 40
 MAX_LISTED = 5  # questions, advice and topics named in a summary
@@ -32,18 +32,36 @@ _SENTENCE = re.compile(r"[^.!?]+[.!?]?")
 SAME_QUESTION_RATIO = 0.85
 SAME_SUBJECT_OVERLAP = 0.75
 _NOT_A_WORD = re.compile(r"[^\w' ]+")
-QUESTION_WORDS_FILE = Path(__file__).resolve().parent / "data" / "question_words.yaml"
+WORDS_FILE = Path(__file__).resolve().parent / "data" / "tracker_words.yaml"
 
 
-class QuestionWords(BaseModel):
+class TrackerWords(BaseModel):
     filler: frozenset[str] = Field(min_length=1)
+    advice: list[str] = Field(min_length=1)
+
+    @field_validator("advice")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        return [valid_regex(pattern) for pattern in patterns]
+
+
+@lru_cache(maxsize=1)
+def tracker_words(path: Path = WORDS_FILE) -> TrackerWords:
+    """The tracker's word lists (validated at first use)."""
+    return TrackerWords.model_validate(yaml.safe_load(path.read_text()))
+
+
+@lru_cache(maxsize=1)
+def advice_pattern() -> re.Pattern[str]:
+    """What counts as advice in the agent's words, whatever its capitals."""
+    alternatives = "|".join(f"(?:{p})" for p in tracker_words().advice)
+    return re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
 def question_fillers() -> frozenset[str]:
     """The words that do not change what a question asks (validated at first use)."""
-    words = QuestionWords.model_validate(yaml.safe_load(QUESTION_WORDS_FILE.read_text()))
-    return frozenset(word.lower() for word in words.filler)
+    return frozenset(word.lower() for word in tracker_words().filler)
 
 Speaker = Literal["caller", "agent"]
 
@@ -110,7 +128,7 @@ class ConversationTracker:
         if not text:
             return None
         self.turns.append(TrackedTurn("agent", text))
-        advice = quick_rules().advice
+        advice = advice_pattern()
         for sentence in (s.strip() for s in _SENTENCE.findall(text)):
             if sentence.endswith("?") and sentence not in self.questions:
                 self.questions.append(sentence)

@@ -18,8 +18,8 @@ import asyncpg
 import numpy as np
 
 from db.repositories import as_uuid
-from services.embeddings import Embedder
 from processors.safety.concepts import ConceptSpec, SafetyConcept, default_concepts
+from services.embeddings import Embedder
 
 
 class ConceptError(ValueError):

@@ -17,15 +17,10 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transcriptions.language import Language
 
+from call.voice_settings import VoiceSettings
 from config import ProviderChoice, Settings, resolve_providers
 from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
-from services.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
-from processors.emotion.providers import (
-    AudioEmotionProvider,
-    LocalAudioProvider,
-    LocalTextProvider,
-    TextEmotionProvider,
-)
+from lib.prompts import render_prompt
 from processors.conversation.director import MAX_TOKENS as DIRECTOR_MAX_TOKENS
 from processors.conversation.director import (
     DirectorBackend,
@@ -34,12 +29,10 @@ from processors.conversation.director import (
     director_lines,
     director_schema,
 )
-from lib.prompts import render_prompt
 from processors.safety.judge import INSTRUCTION as JUDGE_INSTRUCTION
 from processors.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJudge
 from processors.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from processors.safety.monitor import SafetyServices
-from call.voice_settings import VoiceSettings
 from processors.world.audio_check import AudioVerifier, LocalAudioVerifier
 from processors.world.extraction import (
     Extractor,
@@ -49,6 +42,10 @@ from processors.world.extraction import (
 )
 from processors.world.verification import SCHEMAS as VERIFICATION_SCHEMAS
 from processors.world.verification import Judges, ModelJudges, RulesJudges
+from services.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
+from services.emotion.provider import AudioEmotionProvider, TextEmotionProvider
+from services.prosody.emotion import LocalAudioProvider
+from services.vader.emotion import LocalTextProvider
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
 # measured on 2 vCPUs (docs/PERFORMANCE.md): 60 calls with cloud voices on the Intel

@@ -23,11 +23,61 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
-from processors.conversation.quick_rules import Observation
-from processors.conversation.conversation_tracker import ConversationTracker
+from call.conversation_tracker import ConversationTracker
 
 Clock = Callable[[], float]
+GoodbyeStrength = Literal["strong", "weak"]
+Engagement = Literal["low", "medium", "high"]
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One pattern that matched: what it means, never the caller's words."""
+
+    category: str
+    id: str
+    tag: str
+    priority: int
+    guidance: str
+    tokens: int
+    valence: float | None = None
+    intensity: float | None = None
+    strength: GoodbyeStrength | None = None
+    clause_start: bool = False
+    holds_call: bool = False
+    escalate: str | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the quick observer made of one caller turn."""
+
+    signals: tuple[Signal, ...]
+    # None also when a goodbye was taken back, or said in a turn that holds the call open
+    goodbye: GoodbyeStrength | None
+    false_goodbye: bool
+    engagement: Engagement
+    guidance: str | None  # may hold $emergency_number: see `render_guidance`
+    tokens: int
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({s.category for s in self.signals})
+
+    @property
+    def signal_ids(self) -> list[str]:
+        return [s.id for s in self.signals]
+
+    @property
+    def holds_call(self) -> bool:
+        return any(s.holds_call for s in self.signals)
+
+    @property
+    def escalations(self) -> list[str]:
+        """The safety concepts this turn escalates on its own (their keys)."""
+        return [s.escalate for s in self.signals if s.escalate is not None]
 
 
 @dataclass

@@ -1,0 +1,106 @@
+"""Setting up one call, the same way for phone, text and development-runner calls:
+its session and record, its context-graph engine, and what its pipeline is built from.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pipecat.transports.base_transport import BaseTransport
+
+from call.call_session import CallLog, CallSession, SessionMode
+from flows.engine import BookingEngine
+from flows.llm_navigator import LLMNavigator
+from flows.session import BookingSession
+from ops.plane import navigator_model
+from pipeline.call_deps import CallDeps
+from pipeline.factory import CallPipeline, build_call_pipeline
+from processors.emotion.call_emotion import CallEmotion
+from processors.emotion.fillers import filler_guidance
+from processors.voice.greeting_player import PrerenderedSpeech
+from runner.runtime import AppRuntime, CallProfile
+
+
+def new_session(
+    runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None,
+    caller_number: str | None = None,
+) -> CallSession:
+    """The call's session, with its record opened (`in_progress`, `call_started`)."""
+    graph = runtime.graph_for(profile)
+    feed = runtime.ops.feed(
+        profile.call_id, profile.workspace_id, service_id=profile.service_id, call_sid=call_sid,
+        initial_state=graph.initial_state if graph is not None else None,
+        navigator_model=navigator_model(runtime.plan.navigator.provider, runtime.settings),
+    )
+    log = CallLog(profile.call_id, runtime.writer, observe=feed)
+    session = CallSession(
+        call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
+        greeting=profile.greeting, workspace_id=profile.workspace_id,
+        service_id=profile.service_id, call_sid=call_sid, caller_number=caller_number,
+        keyterms=profile.keyterms, voice=profile.voice,
+        config_snapshot=runtime.snapshot(profile),
+    )
+    log.update_call(
+        status="in_progress", connected_at=datetime.now(UTC),
+        config_snapshot={**session.config_snapshot, "transport": mode.value},
+    )
+    log.event("call_started", mode=mode.value)
+    for problem in profile.settings_problems:
+        log.event("voice_settings_invalid", problem=problem)
+    for problem in profile.graph_problems:
+        log.event("context_graph_invalid", problem=problem)
+    return session
+
+
+def booking_engine(
+    runtime: AppRuntime, session: CallSession, profile: CallProfile,
+    emotion: CallEmotion | None = None,
+) -> BookingEngine | None:
+    """The call's context-graph engine, or None for static prompt mode."""
+    graph = runtime.graph_for(profile)
+    if graph is None or session.workspace_id is None or session.service_id is None:
+        return None
+    booking = BookingSession(
+        call_id=session.call_id, workspace_id=session.workspace_id,
+        service_id=session.service_id, caller_phone=session.caller_number,
+    )
+    navigator = None
+    if runtime.navigator_model is not None:
+        navigator = LLMNavigator(
+            graph, runtime.navigator_model, session.log, clinic_name=session.clinic_name,
+            filler_guidance=lambda: filler_guidance(
+                emotion.snapshot() if emotion is not None else None),
+        )
+    return BookingEngine(
+        graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
+        emergency_number=runtime.settings.emergency_number, navigator=navigator,
+        index=runtime.world_index, practice=runtime.practice,
+        dialled_number=profile.dialled_number, country_code=runtime.settings.phone_country_code,
+    )
+
+
+def call_deps(
+    runtime: AppRuntime, session: CallSession, profile: CallProfile, *,
+    greeting: PrerenderedSpeech | None, sample_rate: int,
+) -> CallDeps:
+    """What this call's pipeline is built from: the process's providers and this call's
+    engine, emotional state and greeting."""
+    emotion = CallEmotion() if profile.voice.emotion_enabled else None
+    return CallDeps(
+        settings=runtime.settings, plan=runtime.plan,
+        engine=booking_engine(runtime, session, profile, emotion), emotion=emotion,
+        greeting=greeting, greeting_text=profile.greeting,
+        recordings_dir=runtime.settings.recordings_dir, sample_rate=sample_rate,
+        emotion_providers=runtime.emotion_providers, director=runtime.director,
+        safety=runtime.safety, safety_index=profile.safety_index,
+        extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
+    )
+
+
+def build_call(
+    runtime: AppRuntime, transport: BaseTransport, session: CallSession, profile: CallProfile,
+    *, greeting: PrerenderedSpeech | None, sample_rate: int,
+) -> CallPipeline:
+    """The call's pipeline, from the one bundle every entry path builds alike."""
+    deps = call_deps(runtime, session, profile, greeting=greeting, sample_rate=sample_rate)
+    return build_call_pipeline(transport, session, deps)
