@@ -42,6 +42,7 @@ from flows.compile import EngageNodes
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.navigator import warm_up
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from lib import event_loop
 from tests.fakes import CollectingWriter
@@ -89,8 +90,7 @@ async def run_call(db: Database, workspace_id: str, service_id: str, graph_id: s
         db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
         direction="eval", from_number=phone, to_number=None, status="in_progress",
     )
-    session = BookingSession(call_id=call_id, workspace_id=workspace_id, service_id=service_id,
-                             caller_phone=phone)
+    session = BookingSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
     engine = BookingEngine(bundled_graph(graph_id), session, db.pool,
                            CallLog(call_id, writer), clinic_name="Demo Family Clinic",
                            emergency_number="911")

@@ -60,6 +60,7 @@ from pipecat.workers.runner import WorkerRunner
 from bench.harness import FRAME_MS, percentile
 from bench.report import measured_line, write_section
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from call.voice_settings import VoiceSettings
 from lib import event_loop
 from processors.emotion.call_emotion import CallEmotion
@@ -186,7 +187,7 @@ class FrameRun:
 
 def phone_session() -> CallSession:
     call_id = str(uuid.uuid4())
-    return CallSession(call_id=call_id, mode=SessionMode.PHONE,
+    return CallSession(identity=CallIdentity(call_id), mode=SessionMode.PHONE,
                        log=CallLog(call_id, CollectingWriter()), clinic_name="Riverside Clinic")
 
 

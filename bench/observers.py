@@ -39,6 +39,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from bench.report import bench_parser, measured_line, percentile, publish
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from config import Settings
 from lib import event_loop
 from processors.conversation.agent_gate import AgentGate
@@ -120,7 +121,8 @@ class Sink(FrameProcessor):
 
 
 def session() -> CallSession:
-    return CallSession(call_id="bench", mode=SessionMode.TEXT, log=CallLog("bench", None))
+    return CallSession(identity=CallIdentity("bench"), mode=SessionMode.TEXT,
+                       log=CallLog("bench", None))
 
 
 def observer_chain(call: CallSession, services: SafetyServices) -> list[FrameProcessor]:

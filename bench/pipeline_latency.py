@@ -49,6 +49,7 @@ from pipecat.workers.runner import WorkerRunner
 from bench.harness import MemoryTransport, percentile, speak, trim_trailing_silence
 from bench.report import measured_line, write_section
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from config import Settings
 from lib import event_loop
 from pipeline.call_deps import CallDeps, ServiceOverrides
@@ -118,7 +119,8 @@ def _processors(processor: FrameProcessor) -> Iterator[FrameProcessor]:
 def phone_session() -> CallSession:
     """A phone call."""
     call_id = str(uuid.uuid4())
-    return CallSession(call_id=call_id, mode=SessionMode.PHONE, log=CallLog(call_id, CollectingWriter()))
+    return CallSession(identity=CallIdentity(call_id), mode=SessionMode.PHONE,
+                       log=CallLog(call_id, CollectingWriter()))
 
 
 def bare_worker(transport: MemoryTransport) -> PipelineWorker:

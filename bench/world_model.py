@@ -38,6 +38,7 @@ from db.seed import seed_demo
 from db.world import EventDraft, Provenance, write_event
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from language.carriers import default_carriers
 from lib import event_loop
@@ -166,8 +167,8 @@ async def ambient_timings(db, seeded, queries: int) -> dict:
     chars: list[int] = []
     for i in range(queries):
         log = CallLog(f"bench-{i}", CollectingWriter())
-        session = BookingSession(call_id=str(uuid.uuid4()), workspace_id=seeded.workspace_id,
-                                 service_id=seeded.service_id, caller_phone=phones[i % len(phones)])
+        session = BookingSession(identity=CallIdentity(
+            str(uuid.uuid4()), seeded.workspace_id, seeded.service_id, phones[i % len(phones)]))
         engine = BookingEngine(graph, session, db.pool, log, clinic_name="Demo",
                                emergency_number="911", dialled_number="+15550100100")
         started = time.perf_counter()

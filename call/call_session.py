@@ -18,6 +18,7 @@ from typing import Any
 from loguru import logger
 
 from call.conversation import ConversationState
+from call.identity import CallIdentity
 from call.system_prompt import SystemPrompt
 from call.turn_audio import TurnAudio
 from call.voice_settings import VoiceSettings
@@ -161,15 +162,12 @@ class CallLog:
 class CallSession:
     """Everything the pipeline needs to know about one call."""
 
-    call_id: str
+    identity: CallIdentity
     mode: SessionMode
     log: CallLog
     clinic_name: str = "the clinic"
     greeting: str = ""
-    workspace_id: str | None = None
-    service_id: str | None = None
     call_sid: str | None = None
-    caller_number: str | None = None  # who is calling (for identity), never logged
     keyterms: list[str] = field(default_factory=list)
     voice: VoiceSettings = field(default_factory=VoiceSettings)
     config_snapshot: dict[str, Any] = field(default_factory=dict)
@@ -186,6 +184,45 @@ class CallSession:
     # The caller's last turn as audio (audio sessions), for audio verification.
     turn_audio: TurnAudio = field(default_factory=TurnAudio)
 
+    @property
+    def call_id(self) -> str:
+        return self.identity.call_id
+
+    @property
+    def workspace_id(self) -> str | None:
+        return self.identity.workspace_id
+
+    @property
+    def service_id(self) -> str | None:
+        return self.identity.service_id
+
+    @property
+    def caller_number(self) -> str | None:
+        """Who is calling (for identifying them), never logged."""
+        return self.identity.caller_number
+
+    def end_as(self, reason: CompletionReason) -> bool:
+        """Why the call ends, unless a reason was given already (the first one stands);
+        whether this one was taken."""
+        if self.completion_reason is not None:
+            return False
+        self.completion_reason = reason
+        return True
+
+    def end_called_off(self, reason: CompletionReason) -> None:
+        """An end that was about to happen will not (a barge-in cut the goodbye short)."""
+        if self.completion_reason is reason:
+            self.completion_reason = None
+
+    def request_transfer(self, number: str, *, why: str) -> bool:
+        """Put the caller through to `number` once the last line has played, unless a
+        transfer is agreed already; whether this request was taken."""
+        if self.transfer_to is not None:
+            return False
+        self.transfer_to = number
+        self.log.event("transfer_requested", state=why)
+        return True
+
     def count_bad_message(self) -> int:
         """One more bad message on the media stream; how many so far."""
         self.bad_messages += 1
@@ -199,9 +236,8 @@ class CallSession:
     def end_for_bad_messages(self) -> str | None:
         """Too many bad messages end the call as a protocol error, unless it is already
         ending for another reason."""
-        if self.completion_reason is not None:
+        if not self.end_as(CompletionReason.PROTOCOL_ERROR):
             return None
-        self.completion_reason = CompletionReason.PROTOCOL_ERROR
         return CompletionReason.PROTOCOL_ERROR.value
 
     def cancel_transfer(self, why: str) -> None:
@@ -210,8 +246,7 @@ class CallSession:
         if self.transfer_to is None:
             return
         self.transfer_to = None
-        if self.completion_reason is CompletionReason.TRANSFERRED:
-            self.completion_reason = None
+        self.end_called_off(CompletionReason.TRANSFERRED)
         self.log.event("transfer_cancelled", why=why)
 
     @property

@@ -108,6 +108,39 @@ class ConversationState:
         """Call time starts with the media stream (as `CallLog.restart_clock`)."""
         self.started_at = self.clock()
 
+    def suspend(self, on_words: str | None = None) -> bool:
+        """Hand the call to a person: the agent says nothing more of its own. `on_words`:
+        the caller's words that escalated (the holding line has answered them). Whether
+        this suspended it (False: it already was)."""
+        if self.suspended:
+            return False
+        self.suspended = True
+        if on_words is not None:
+            self.escalated_on = on_words
+        return True
+
+    def resume(self) -> None:
+        """The agent takes the call back."""
+        self.suspended = False
+        self.escalated_on = None
+
+    def escalation_answered(self) -> None:
+        """The turn that escalated has had its answer (the holding line)."""
+        self.escalated_on = None
+
+    def reply_interrupted(self, said: str | None) -> None:
+        """The caller cut the agent off while it said `said`."""
+        self.interrupted_reply = said
+
+    def take_interrupted_reply(self) -> str | None:
+        """What the agent was saying when last cut off, once (for the next turn's context)."""
+        said, self.interrupted_reply = self.interrupted_reply, None
+        return said
+
+    def count_final_transcript(self) -> None:
+        """The caller finished more words (newer than any reply started before them)."""
+        self.final_transcripts += 1
+
     def not_a_turn(self, transcripts: int = 1) -> None:
         """Finalized words that turned out to be only a backchannel under the agent's
         voice: they do not count as newer caller words."""

@@ -228,7 +228,7 @@ def _fields(
         "reminder": _lower_first(session.reminder_in_focus.text.rstrip("."))
         if session.reminder_in_focus else "",
         "summary": _check_in_summary(session),
-        "callback_number": say_phone(session.callback_phone or session.caller_phone or ""),
+        "callback_number": say_phone(session.callback_phone or session.caller_number or ""),
         "service_names": say_list([_lower_first(t.name) for t in session.services], "or"),
         "locations": say_list([loc.name for loc in session.locations], "or"),
         "full_name": " ".join(n for n in (session.new_patient.first_name,

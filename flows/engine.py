@@ -210,7 +210,7 @@ class BookingEngine:
             decisions.append(decision)
         return Reply(
             " ".join(line for line in said if line), decisions, nav_ms,
-            end_call=decisions[-1].terminal, transfer_to=self.session.transfer_to,
+            end_call=decisions[-1].terminal, transfer_to=self.session.handoff_to,
         )
 
     async def _say(self, decision: NavDecision, caller_text: str) -> str:

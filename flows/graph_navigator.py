@@ -236,8 +236,8 @@ class GraphNavigator(LineSpeaker):
 
     async def _end_after_goodbye(self, _action: dict, _flow_manager: FlowManager) -> None:
         """The terminal node's goodbye has played: transfer if asked, then hang up."""
-        if self._engine.session.transfer_to:
-            self._transfer(self._engine.session.transfer_to, self._engine.state)
+        if self._engine.session.handoff_to:
+            self._transfer(self._engine.session.handoff_to, self._engine.state)
         await self.queue_frame_at_source(EndCallFrame(reason=self._end_reason().value))
 
     async def queue_frame_at_source(self, frame: Frame) -> None:
@@ -286,9 +286,7 @@ class GraphNavigator(LineSpeaker):
         self._session.log.update_call(final_state=decision.state)
 
     def _transfer(self, number: str, state: str) -> None:
-        if self._session.transfer_to is None:
-            self._session.transfer_to = number  # dialled after the goodbye plays
-            self._session.log.event("transfer_requested", state=state)
+        self._session.request_transfer(number, why=state)  # dialled after the goodbye plays
 
     def _end_reason(self) -> CompletionReason:
         return (CompletionReason.TRANSFERRED if self._session.transfer_to

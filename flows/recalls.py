@@ -23,9 +23,9 @@ Recall = Callable[[BookingSession, asyncpg.Pool], Awaitable[None]]
 
 
 async def identify_by_phone(session: BookingSession, pool: asyncpg.Pool) -> None:
-    if session.caller_phone:
+    if session.caller_number:
         session.phone_matches = await db.patients_by_phone(
-            pool, session.workspace_id, session.caller_phone
+            pool, session.workspace_id, session.caller_number
         )
     if len(session.phone_matches) == 1:
         session.patient = session.phone_matches[0]

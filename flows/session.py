@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from call.identity import CallIdentity
 from db.companion import Memory, Reminder
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.slots import Slot
@@ -51,11 +52,8 @@ class Confirmation:
 class BookingSession:
     """What the call knows (booking calls; companion check-ins use the last fields too)."""
 
-    call_id: str
-    workspace_id: str
-    service_id: str
-    caller_phone: str | None = None
-    # identity
+    identity: CallIdentity
+    # who the caller is
     phone_matches: list[Patient] = field(default_factory=list)
     patient: Patient | None = None
     new_patient: NewPatientDetails = field(default_factory=NewPatientDetails)
@@ -97,7 +95,7 @@ class BookingSession:
     booked: list[Appointment] = field(default_factory=list)
     registered: list[str] = field(default_factory=list)  # patient ids this call created
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
-    transfer_to: str | None = None  # set by TransferCall; dialled after the goodbye plays
+    handoff_to: str | None = None  # the number TransferCall chose; dialled after the goodbye
     in_crisis: bool = False  # the caller spoke of ending their life: never hang up on them
     crisis_escalated: bool = False  # the team was asked, urgently, to take this call
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
@@ -192,6 +190,22 @@ class BookingSession:
                 self.task, self.appointment_type, self.days, self.part_of_day,
                 self.not_weekdays, self.practitioner, self.location, self.picked_slot,
                 tuple(self.targets), self.confirmation, self.patient, self.callback_phone)
+
+    @property
+    def call_id(self) -> str:
+        return self.identity.call_id
+
+    @property
+    def workspace_id(self) -> str:
+        return self.identity.workspace_id or ""
+
+    @property
+    def service_id(self) -> str:
+        return self.identity.service_id or ""
+
+    @property
+    def caller_number(self) -> str | None:
+        return self.identity.caller_number
 
     def identified_patient_id(self) -> str | None:
         """The patient the caller was identified as, if they were."""

@@ -451,7 +451,7 @@ class BookingTools:
         await db.request_callback(
             self.pool, service_id=session.service_id, call_id=session.call_id,
             patient_id=session.patient.id if session.patient else None,
-            phone=session.callback_phone or session.caller_phone,
+            phone=session.callback_phone or session.caller_number,
             reason=str(args.get("reason", "caller asked for a person")),
             message=str(args.get("message", "")), urgent=bool(args.get("urgent", False)),
         )
@@ -468,7 +468,7 @@ class BookingTools:
         )
         if number is None:
             raise Refused("no transfer number is configured; offer a callback instead")
-        session.transfer_to = number
+        session.handoff_to = number
         session.outcome = "handed_off"
         return "The call will be transferred to the front desk after the goodbye."
 

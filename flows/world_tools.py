@@ -260,7 +260,7 @@ class WorldTools:
             raise WorldRefused("a first and last name are needed")
         spoken_phone = given.get("phone")
         phone = (normalize_phone(str(spoken_phone), country_code=self.country_code)
-                 if spoken_phone else self.session.caller_phone)
+                 if spoken_phone else self.session.caller_number)
         email = normalize_email(str(given["email"])) if given.get("email") else None
         record, created, event_id = await world.create_patient(
             self.pool, self.session.workspace_id, first_name=first, last_name=last,

@@ -246,7 +246,7 @@ class CallRecorder(BaseObserver):
             agent.interrupted = True
             agent.speech_end_ms = now
             # What the caller cut off, for the next turn's prompt (seed 004, section 16).
-            self._session.conversation.interrupted_reply = agent.text() or None
+            self._session.conversation.reply_interrupted(agent.text() or None)
             self._close_agent_turn()
 
     def _close_caller_turn(self, now: int | None) -> None:

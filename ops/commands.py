@@ -129,15 +129,13 @@ class CallControl:
             self._session.log.event("operator_action", action=OperatorAction.TAKE_OVER.value,
                                     outcome="already_suspended")
             return
-        conversation.suspended = True
+        conversation.suspend()
         transfer = self._transfer_number if self._session.transfer_to is None else None
         self._session.log.event("operator_action", action=OperatorAction.TAKE_OVER.value,
                                 outcome="suspended", transfer=transfer is not None)
         frames: list[Frame] = [InterruptionFrame(),
                                TTSSpeakFrame(render_prompt("operator/joining.txt"))]
-        if transfer is not None:
-            self._session.transfer_to = transfer  # dialled after the line plays
-            self._session.log.event("transfer_requested", state="operator")
+        if transfer is not None and self._session.request_transfer(transfer, why="operator"):
             frames.append(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))
         await self._queue(frames)
 
@@ -152,8 +150,7 @@ class CallControl:
             self._session.log.event("operator_action", action=OperatorAction.RELEASE.value,
                                     outcome="transfer_in_progress")
             return
-        conversation.suspended = False
-        conversation.escalated_on = None
+        conversation.resume()
         self._session.log.event("operator_action", action=OperatorAction.RELEASE.value,
                                 outcome="resumed")
 

@@ -209,10 +209,9 @@ def record_worker_events(worker: PipelineWorker, session: CallSession) -> None:
     @worker.event_handler("on_idle_timeout")
     async def _on_idle(_worker) -> None:
         session.log.event("idle_timeout")
-        if session.completion_reason is None:
-            session.completion_reason = CompletionReason.IDLE_TIMEOUT
+        session.end_as(CompletionReason.IDLE_TIMEOUT)
 
     @worker.event_handler("on_pipeline_error")
     async def _on_error(_worker, frame: ErrorFrame) -> None:
-        if frame.fatal and session.completion_reason is None:
-            session.completion_reason = CompletionReason.PIPELINE_ERROR
+        if frame.fatal:
+            session.end_as(CompletionReason.PIPELINE_ERROR)

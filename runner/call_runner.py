@@ -256,8 +256,8 @@ def end_on_disconnect(transport, session: CallSession, call_pipeline: CallPipeli
 
 async def caller_disconnected(session: CallSession, call_pipeline: CallPipeline) -> None:
     """The socket closed under the call: stop it at once (no one is left to hear it)."""
-    if not session.caller_hung_up and session.completion_reason is None:
-        session.completion_reason = CompletionReason.CALLER_DISCONNECTED
+    if not session.caller_hung_up:
+        session.end_as(CompletionReason.CALLER_DISCONNECTED)
     await call_pipeline.worker.cancel()
 
 
@@ -276,12 +276,12 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
             await call_pipeline.worker.queue_frames(call_pipeline.initial_frames)
         await runner.run()
     except asyncio.CancelledError:
-        session.completion_reason = session.completion_reason or CompletionReason.SERVER_SHUTDOWN
+        session.end_as(CompletionReason.SERVER_SHUTDOWN)
         await call_pipeline.worker.cancel()
     except Exception as error:
         logger.exception(f"call {session.call_id}: pipeline failed")
         session.log.event("pipeline_failed", error=type(error).__name__)
-        session.completion_reason = session.completion_reason or CompletionReason.PIPELINE_ERROR
+        session.end_as(CompletionReason.PIPELINE_ERROR)
     finally:
         runtime.active_calls.pop(session.call_id, None)
         runtime.ops.call_finished(session.call_id)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pipecat.transports.base_transport import BaseTransport
 
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from flows.engine import BookingEngine
 from flows.llm_navigator import LLMNavigator
 from flows.session import BookingSession
@@ -34,9 +35,10 @@ def new_session(
     )
     log = CallLog(profile.call_id, runtime.writer, observe=feed)
     session = CallSession(
-        call_id=profile.call_id, mode=mode, log=log, clinic_name=profile.clinic_name,
-        greeting=profile.greeting, workspace_id=profile.workspace_id,
-        service_id=profile.service_id, call_sid=call_sid, caller_number=caller_number,
+        identity=CallIdentity(profile.call_id, profile.workspace_id, profile.service_id,
+                              caller_number),
+        mode=mode, log=log, clinic_name=profile.clinic_name, greeting=profile.greeting,
+        call_sid=call_sid,
         keyterms=profile.keyterms, voice=profile.voice,
         config_snapshot=runtime.snapshot(profile),
     )
@@ -60,10 +62,7 @@ def booking_engine(
     graph = runtime.graph_for(profile)
     if graph is None or session.workspace_id is None or session.service_id is None:
         return None
-    booking = BookingSession(
-        call_id=session.call_id, workspace_id=session.workspace_id,
-        service_id=session.service_id, caller_phone=session.caller_number,
-    )
+    booking = BookingSession(identity=session.identity)
     navigator = None
     if runtime.navigator_model is not None:
         navigator = LLMNavigator(

@@ -30,6 +30,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.time import time_now_iso8601
 
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from processors.llm_context import last_user_text
 
 
@@ -115,7 +116,8 @@ class InstantSTT(SegmentedSTTService):
 def make_session(writer: CollectingWriter, mode: SessionMode = SessionMode.PHONE) -> CallSession:
     """A call session whose record goes to `writer` instead of the database."""
     return CallSession(
-        call_id="call-1", mode=mode, log=CallLog("call-1", writer), clinic_name="Riverside Clinic"
+        identity=CallIdentity("call-1"), mode=mode, log=CallLog("call-1", writer),
+        clinic_name="Riverside Clinic",
     )
 
 

@@ -66,9 +66,7 @@ class CallController(FrameProcessor):
         if self._ending:
             return
         self._ending = True
-        set_reason = self._session.completion_reason is None
-        if set_reason:
-            self._session.completion_reason = reason
+        set_reason = self._session.end_as(reason)
         self._session.log.event("call_end_requested", reason=reason.value)
         if self._session.is_audio:
             try:
@@ -77,7 +75,7 @@ class CallController(FrameProcessor):
                 # A barge-in cut the goodbye short: the call goes on (and may end later).
                 self._ending = False
                 if set_reason:
-                    self._session.completion_reason = None
+                    self._session.end_called_off(reason)
                 self._session.cancel_transfer("barge_in")
                 self._session.log.event("call_end_cancelled", reason=reason.value)
                 raise

@@ -64,12 +64,11 @@ class AgentGate(LineSpeaker):
         conversation = self._session.conversation
         escalated_on = conversation.escalated_on
         if escalated_on and escalated_on in caller_text:
-            conversation.escalated_on = None  # the holding line already answered this turn
+            conversation.escalation_answered()  # the holding line already answered this turn
             self._session.log.event("agent_held", answered="holding line")
             return
         self._session.log.event("agent_held", answered="still holding")
         await self.say_line(render_prompt("safety/still_holding.txt"), own_line=True)
-        if self._transfer_number and self._session.transfer_to is None:
-            self._session.transfer_to = self._transfer_number
-            self._session.log.event("transfer_requested", state="held")
+        if self._transfer_number and self._session.request_transfer(
+                self._transfer_number, why="held"):
             await self.push_frame(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))

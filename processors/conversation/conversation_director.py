@@ -184,9 +184,8 @@ class ConversationDirector(LineSpeaker):
             session.log.escalation(TIME_LIMIT_CONCEPT, "soft", similarity=None, judge=None,
                                    reason="the call reached its time limit")
             await self.say_line(lines[step], own_line=True)
-            if step == "transfer":
-                session.transfer_to = self._transfer_number  # dialled after the line plays
-                session.log.event("transfer_requested", state="time_limit")
+            if step == "transfer" and session.request_transfer(
+                    self._transfer_number, why="time_limit"):
                 await self.push_frame(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))
 
     async def _answered_offer(self, text: str) -> bool:

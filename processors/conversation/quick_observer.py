@@ -94,14 +94,14 @@ class QuickObserver(FrameProcessor):
     async def _observe(self, text: str) -> None:
         observation = self._rules.observe(text)
         conversation = self._session.conversation
-        conversation.final_transcripts += 1
+        conversation.count_final_transcript()
         conversation.last_observation = (text, observation)
         if observation.goodbye != "strong":
             await self._caller_kept_talking()
         if observation.signals:
             conversation.tracker.add_topics([s.id for s in observation.signals
                                              if s.category not in ("goodbye", "engagement")])
-        interrupted, conversation.interrupted_reply = conversation.interrupted_reply, None
+        interrupted = conversation.take_interrupted_reply()
         if interrupted and not conversation.suspended:
             # Seed 004, section 16: what was cut off, by whom, and what they said now.
             await self.push_frame(guidance_message(render_prompt(

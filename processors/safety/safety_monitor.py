@@ -153,10 +153,8 @@ class SafetyMonitor(LineSpeaker):
         if concept.severity == "soft":
             await self.push_frame(guidance_message(soft_guidance(concept)))
             return
-        if conversation.suspended:
+        if not conversation.suspend(on_words=text.strip()):
             return
-        conversation.suspended = True
-        conversation.escalated_on = text.strip()
         self._session.log.event("agent_suspended", concept=concept.key,
                                 transfer=self._transfer_number is not None)
         # Whatever the agent was saying stops; then the one holding line.
@@ -164,9 +162,8 @@ class SafetyMonitor(LineSpeaker):
         line = holding_line(concept, emergency_number=self._emergency_number,
                             crisis_resources=self._crisis_resources)
         await self.say_line(line, own_line=True)
-        if self._transfer_number and self._session.transfer_to is None:
-            self._session.transfer_to = self._transfer_number  # dialled after the line plays
-            self._session.log.event("transfer_requested", state="safety_escalation")
+        if self._transfer_number and self._session.request_transfer(
+                self._transfer_number, why="safety_escalation"):
             await self.push_frame(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))
 
     async def cleanup(self) -> None:

@@ -11,6 +11,7 @@ from db import scheduling as sched
 from db.scheduling import NotFound
 from db.world import Provenance
 from flows.graph import bundled_graph
+from call.identity import CallIdentity
 from flows.session import BookingSession, Confirmation, reminder_subject
 from flows.tools import BookingTools
 from tests.fakes import CollectingWriter
@@ -70,7 +71,7 @@ async def test_a_reminder_is_marked_done_only_after_the_person_said_so(db, works
     )
     writer = CollectingWriter()
     reminders = await companion.open_reminders(db.pool, ada.id)
-    session = BookingSession(call_id=call_id, workspace_id=workspace_id, service_id="s",
+    session = BookingSession(identity=CallIdentity(call_id, workspace_id, "s"),
                              patient=ada, reminders=reminders)
     graph = bundled_graph("companion_checkin")
     tools = BookingTools(graph, session, db.pool, CallLog(call_id, writer))

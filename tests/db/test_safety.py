@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from db import control, safety
+from db import control
 from db.records import EscalationRecord, write_records
+from processors.safety import concept_store as safety
 from processors.safety.concepts import ConceptSpec, default_concepts
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices

@@ -17,6 +17,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from bench.harness import MemoryTransport, speak, trim_trailing_silence
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from config import Settings
 from pipeline.call_deps import CallDeps, ServiceOverrides
 from pipeline.factory import build_call_pipeline
@@ -88,7 +89,8 @@ class JunkWords:
 
 async def run_call(audio, text) -> tuple[ContextKeepingLLM, CallEmotion, CollectingWriter]:
     writer = CollectingWriter()
-    session = CallSession(call_id="call-e", mode=SessionMode.PHONE, log=CallLog("call-e", writer),
+    session = CallSession(identity=CallIdentity("call-e"), mode=SessionMode.PHONE,
+                          log=CallLog("call-e", writer),
                           clinic_name="Riverside Clinic")
     emotion = CallEmotion()
     settings = Settings(_env_file=None)

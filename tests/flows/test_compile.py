@@ -11,6 +11,7 @@ from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from tests.fakes import CollectingWriter
 
@@ -23,7 +24,7 @@ async def hang_up(_action, _flow_manager) -> None:
 
 
 def nodes(writer: CollectingWriter, state: str = "init") -> EngageNodes:
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
+    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
     engine = BookingEngine(GRAPH, session, pool=None, log=CallLog("c", writer),
                            clinic_name="Demo Family Clinic", emergency_number="911")
     engine.state = state

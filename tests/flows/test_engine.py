@@ -16,6 +16,7 @@ from db import scheduling as sched
 from db.seed import seed_clinic
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from tests.fakes import CollectingWriter
 
@@ -52,9 +53,7 @@ async def call_from(db, clinic, phone: str | None) -> Caller:
         db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
         direction="inbound", from_number=phone, to_number=None, status="in_progress",
     )
-    session = BookingSession(
-        call_id=call_id, workspace_id=workspace_id, service_id=service_id, caller_phone=phone
-    )
+    session = BookingSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
     engine = BookingEngine(
         GRAPH, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
         emergency_number="911",

@@ -7,6 +7,7 @@ from db.scheduling import Appointment, Patient
 from db.slots import Slot
 from flows.graph import bundled_graph
 from flows.guards import check, unknown_guards
+from call.identity import CallIdentity
 from flows.session import BookingSession, Confirmation, NewPatientDetails, cancel_subject
 
 GRAPH = bundled_graph("clinic_booking")
@@ -26,7 +27,7 @@ def appointment(appointment_id: str) -> Appointment:
 
 
 def session_with_offer() -> tuple[BookingSession, str]:
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
+    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
     (ref, _), _ = session.offer([slot(), slot(30)])
     return session, ref
 
@@ -70,7 +71,7 @@ def test_an_unidentified_caller_cannot_book():
 
 
 def test_cancel_needs_a_loaded_id_and_a_confirmation_of_exactly_it():
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                              heard=["I'd like to cancel my physio on Tuesday"])
 
     def cancel(state: str = "confirming_cancel") -> str | None:
@@ -88,7 +89,7 @@ def test_cancel_needs_a_loaded_id_and_a_confirmation_of_exactly_it():
 
 
 def test_a_new_patient_needs_name_and_birth_date_and_transfers_never_take_a_spoken_number():
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s")
+    session = BookingSession(identity=CallIdentity("c", "w", "s"))
 
     def allowed(state: str, tool: str, args: dict) -> str | None:
         return check(GRAPH, state, tool, session, args)

@@ -10,6 +10,7 @@ from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.guards import check
 from flows.llm_navigator import LLMNavigator, parse_choice
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from processors.emotion.fillers import filler_guidance
 from processors.emotion.state import EmotionalState
@@ -27,7 +28,7 @@ def navigator(model: ScriptedModel, writer: CollectingWriter | None = None) -> L
 
 
 def session() -> BookingSession:
-    return BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+    return BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                           phone_matches=[PRIYA], upcoming=[], services_read=True)
 
 

@@ -16,6 +16,7 @@ from db.slots import Slot
 from flows.graph import GRAPHS_DIR, bundled_graph, parse_graph
 from flows.guards import check
 from flows.navigator import NavigationError, condition_problems, navigate, settle, walk
+from call.identity import CallIdentity
 from flows.session import BookingSession
 
 GRAPH = bundled_graph("clinic_booking")
@@ -47,8 +48,7 @@ class Call:
     """A call in progress: its session and the state the last turn landed in."""
 
     def __init__(self, **session) -> None:
-        self.session = BookingSession(
-            call_id="c", workspace_id="w", service_id="s", services=[PHYSIO, FLU],
+        self.session = BookingSession(identity=CallIdentity("c", "w", "s"), services=[PHYSIO, FLU],
             services_read=True, **session,
         )
         self.state = "greeting"
@@ -258,7 +258,7 @@ def test_a_graph_that_cannot_reach_an_action_is_a_navigation_error():
         },
     }
     graph = parse_graph(data)
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s")
+    session = BookingSession(identity=CallIdentity("c", "w", "s"))
     with pytest.raises(NavigationError):
         navigate(graph, session, "a", "hello", TODAY)
 

@@ -15,6 +15,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from ops.bus import InProcessBus
 from ops.commands import CallControl, OperatorAction, OperatorCommand
 from ops.plane import OpsPlane
@@ -47,9 +48,9 @@ class Worker:
 def running(plane: OpsPlane, writer: CollectingWriter, call_id: str = "call-1") -> CallSession:
     """A call live on `plane`'s pod: its record and feed, open to commands."""
     feed = plane.feed(call_id, "w1", service_id="s1", call_sid=None, initial_state="greeting")
-    session = CallSession(call_id=call_id, mode=SessionMode.TEXT,
+    session = CallSession(identity=CallIdentity(call_id, "w1", "s1"), mode=SessionMode.TEXT,
                           log=CallLog(call_id, writer, observe=feed),
-                          clinic_name="Riverside Clinic", workspace_id="w1", service_id="s1")
+                          clinic_name="Riverside Clinic")
     session.log.event("call_started", mode="text")
     session.log.escalation("self_harm", "hard", similarity=0.8, judge=None, reason="test")
     plane.call_running(session, CallControl(session, Worker(), transfer_number=None))

@@ -23,6 +23,7 @@ from flows.graph_navigator import GraphNavigator
 from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.fillers import filler_set
@@ -127,7 +128,7 @@ async def test_a_model_navigators_filler_is_spoken_before_the_answer(session, wr
         json.dumps({"choice": "teleport", "filler": "One moment."}),  # invalid: asked again
         choice("caller_spoke"), choice("book_new"), choice("ask_visit_reason"),
     )
-    booking = BookingSession(call_id="call-1", workspace_id="w", service_id="s",
+    booking = BookingSession(identity=CallIdentity("call-1", "w", "s"),
                              services_read=True, upcoming=[])
     engine = BookingEngine(
         graph, booking, pool=None, log=session.log, clinic_name="Riverside Clinic",
@@ -163,7 +164,7 @@ class RecordingFlows:
 
 def engine_for(session, navigator=None) -> BookingEngine:
     graph = bundled_graph("clinic_booking")
-    booking = BookingSession(call_id="call-1", workspace_id="w", service_id="s",
+    booking = BookingSession(identity=CallIdentity("call-1", "w", "s"),
                              services_read=True, upcoming=[])
     return BookingEngine(graph, booking, pool=None, log=session.log,
                          clinic_name="Riverside Clinic", emergency_number="911",

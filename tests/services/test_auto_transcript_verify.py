@@ -18,6 +18,7 @@ from lib.event_loop import BackgroundTasks
 from runner import transcript_verification as tv
 from runner.call_runner import finish_call
 from runner.runtime import stop_worker_pools
+from call.identity import CallIdentity
 from tests.fakes import CollectingWriter, make_session
 
 CALLER_WORDS = "my date of birth is the first of May"
@@ -43,6 +44,7 @@ class FakePipeline:
     def __init__(self, recording: FakeRecording | None) -> None:
         self.recorder = FakeRecorder()
         self.extractor = None
+        self.emotion = None
         self.recording = recording
 
 
@@ -92,7 +94,7 @@ class FakeVerifier:
 
 def recorded_session(writer: CollectingWriter, *, enabled: bool):
     session = make_session(writer)
-    session.workspace_id = "w1"
+    session.identity = CallIdentity(session.call_id, workspace_id="w1")
     session.voice = VoiceSettings(transcript_correction_enabled=enabled)
     return session
 

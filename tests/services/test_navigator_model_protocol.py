@@ -18,6 +18,7 @@ from config import Settings
 from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.llm_navigator import LLMNavigator
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from pipeline.providers import ProviderPlan, build_navigator_model
 from tests.fakes import CollectingWriter
@@ -42,7 +43,7 @@ async def navigate_with(settings: Settings) -> tuple[object, list[str], Collecti
     async def say(text: str) -> None:
         said.append(text)
 
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                              phone_matches=[PRIYA], upcoming=[], services_read=True)
     navigator = LLMNavigator(GRAPH, model, CallLog("c", writer), clinic_name="Demo Family Clinic")
     decision = await navigator.navigate(

@@ -6,6 +6,7 @@ from zoneinfo import ZoneInfo
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.world import Allergy, ClinicalContext, Condition, Coverage, Medication, PatientRecord
 from flows.ambient import ambient_context
+from call.identity import CallIdentity
 from flows.session import BookingSession
 
 PRIYA = Patient("p-1", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
@@ -45,7 +46,7 @@ def call(**fields) -> BookingSession:
     """An identified caller with their chart and one upcoming booking, unless told otherwise."""
     defaults = {"patient": PRIYA, "chart": chart(), "upcoming": [appointment("a-1")],
                 "locations": [DOWNTOWN, NORTHSIDE], "services": [PHYSIO]}
-    return BookingSession(call_id="c", workspace_id="w", service_id="s",
+    return BookingSession(identity=CallIdentity("c", "w", "s"),
                           **{**defaults, **fields})
 
 
@@ -105,7 +106,7 @@ def test_a_chart_of_a_different_patient_than_the_caller_is_not_shown():
 
 
 def test_nothing_known_gives_no_context_at_all():
-    assert ambient_context(BookingSession(call_id="c", workspace_id="w", service_id="s")) == ""
+    assert ambient_context(BookingSession(identity=CallIdentity("c", "w", "s"))) == ""
 
 
 def test_the_dialled_number_names_the_called_location_only():

@@ -11,6 +11,7 @@ from call.frames import NavigationFrame
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.graph_navigator import GraphNavigator
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from tests.fakes import make_session
 from tests.world.conftest import TODAY, Clinic
@@ -33,8 +34,8 @@ async def first_turn_instruction(db, clinic: Clinic, writer, caller_phone: str,
                                  dialled: str | None = None) -> str:
     session = make_session(writer)
     session.instruction.base = "You are the scheduling assistant."
-    booking = BookingSession(call_id=await clinic.call(db), workspace_id=clinic.workspace_id,
-                             service_id=clinic.service_id, caller_phone=caller_phone)
+    booking = BookingSession(identity=CallIdentity(
+        await clinic.call(db), clinic.workspace_id, clinic.service_id, caller_phone))
     engine = BookingEngine(bundled_graph("clinic_booking"), booking, db.pool, session.log,
                            clinic_name="Demo Clinic", emergency_number="911",
                            today=lambda: TODAY, dialled_number=dialled)

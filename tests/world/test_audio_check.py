@@ -15,6 +15,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from flows.engine import BookingEngine
 from flows.graph import bundled_graph
 from flows.graph_navigator import GraphNavigator
+from call.identity import CallIdentity
 from flows.session import BookingSession
 from processors.world.audio_check import AudioCheck, Correction, LocalAudioVerifier
 from tests.fakes import make_session
@@ -83,7 +84,7 @@ class Verifier:
 def navigator_asking_for_a_birth_date(writer, verifier: Verifier):
     session = make_session(writer)
     session.turn_audio.last_turn = PCM
-    booking = BookingSession(call_id="call-1", workspace_id="w", service_id="s",
+    booking = BookingSession(identity=CallIdentity("call-1", "w", "s"),
                              services_read=True, upcoming=[], task=None)
     engine = BookingEngine(bundled_graph("clinic_booking"), booking, pool=None, log=session.log,
                            clinic_name="Riverside Clinic", emergency_number="911",

@@ -12,6 +12,7 @@ from call.call_session import CallLog
 from db import scheduling, world
 from db.scheduling import Patient
 from flows.graph import bundled_graph
+from call.identity import CallIdentity
 from flows.session import BookingSession, Confirmation, patient_subject
 from flows.tools import BookingTools
 from tests.fakes import CollectingWriter
@@ -34,8 +35,7 @@ async def call(db, clinic: Clinic):
     call_id = await clinic.call(db)
     writer = CollectingWriter()
     walsh = await clinic.patient(db, "Henry", "Walsh")
-    session = BookingSession(call_id=call_id, workspace_id=clinic.workspace_id,
-                             service_id=clinic.service_id)
+    session = BookingSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id))
     session.patient = Patient(walsh.id, walsh.first_name, walsh.last_name, walsh.date_of_birth,
                               walsh.phone)
     clock = Clock()
@@ -148,8 +148,7 @@ async def test_a_preference_change_needs_the_caller_s_own_words(db, call):
 
 async def test_search_identifies_only_with_the_date_of_birth(db, clinic, index):
     call_id = await clinic.call(db)
-    session = BookingSession(call_id=call_id, workspace_id=clinic.workspace_id,
-                             service_id=clinic.service_id)
+    session = BookingSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id))
     tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY, index=index)
     await index.backfill(db.pool)
@@ -165,8 +164,8 @@ async def test_search_identifies_only_with_the_date_of_birth(db, clinic, index):
 
 async def test_an_unidentified_caller_can_register_but_not_update(db, clinic):
     call_id = await clinic.call(db)
-    session = BookingSession(call_id=call_id, workspace_id=clinic.workspace_id,
-                             service_id=clinic.service_id, caller_phone="+15550100999")
+    session = BookingSession(identity=CallIdentity(
+        call_id, clinic.workspace_id, clinic.service_id, "+15550100999"))
     tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY)
     name = "Tess" + "".join(chr(97 + int(c, 16) % 26) for c in uuid.uuid4().hex[:5])
@@ -189,8 +188,8 @@ async def test_an_unidentified_caller_can_register_but_not_update(db, clinic):
 async def test_the_configured_country_code_decides_what_a_number_without_one_means(db, clinic):
     call_id = await clinic.call(db)
     walsh = await clinic.patient(db, "Henry", "Walsh")
-    session = BookingSession(call_id=call_id, workspace_id=clinic.workspace_id,
-                             service_id=clinic.service_id, patient=walsh.as_patient())
+    session = BookingSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id),
+                             patient=walsh.as_patient())
     tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY, country_code="44")  # not North American
 

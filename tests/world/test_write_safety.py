@@ -6,8 +6,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from db.scheduling import Appointment, Patient
-from flows.graph import bundled_graph
+from flows.graph import bundled_graph, visible_tools
 from flows.guards import check
 from flows.session import BookingSession, Confirmation, cancel_subject, patient_subject
 from flows.tools import BookingTools
@@ -17,7 +18,6 @@ from processors.world.write_safety import (
     WriteDeduplicator,
     quote_problem,
     target_outside_scope,
-    visible_tools,
 )
 from tests.fakes import CollectingWriter
 
@@ -118,7 +118,7 @@ def tools_for(session: BookingSession, clock: FakeClock) -> tuple[BookingTools, 
 
 async def test_a_failed_write_is_retried_and_a_repeated_success_is_not_written_twice():
     clock = FakeClock()
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s")
+    session = BookingSession(identity=CallIdentity("c", "w", "s"))
     tools, writer = tools_for(session, clock)
     handler = FakeHandler(OSError("connection reset"), "Registered Sam Nair.",
                           "Registered Sam Nair.")
@@ -145,7 +145,7 @@ async def test_a_failed_write_is_retried_and_a_repeated_success_is_not_written_t
 
 async def test_reads_are_never_deduplicated():
     clock = FakeClock()
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s")
+    session = BookingSession(identity=CallIdentity("c", "w", "s"))
     tools, _ = tools_for(session, clock)
     handler = FakeHandler("Physio, 30 minutes, $90", "Physio, 30 minutes, $90")
     tools._handlers["GetServicesAndPricing"] = handler
@@ -156,7 +156,7 @@ async def test_reads_are_never_deduplicated():
 
 
 async def test_the_tool_layer_refuses_a_write_naming_another_patient_before_running_it():
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA)
+    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
     tools, writer = tools_for(session, FakeClock())
     handler = FakeHandler("Updated.")
     tools._handlers["UpdatePatient"] = handler
@@ -199,7 +199,7 @@ def test_no_record_can_be_named_before_anyone_is_identified(args):
 
 
 def session_hearing(*turns: str) -> BookingSession:
-    return BookingSession(call_id="c", workspace_id="w", service_id="s", heard=list(turns))
+    return BookingSession(identity=CallIdentity("c", "w", "s"),  heard=list(turns))
 
 
 CALL = session_hearing(
@@ -319,7 +319,7 @@ def appointment(appointment_id: str) -> Appointment:
 
 def ready_to_cancel() -> BookingSession:
     """Every guard of CancelAppt holds: identified, loaded, confirmed exactly a-1."""
-    session = BookingSession(call_id="c", workspace_id="w", service_id="s", patient=PRIYA,
+    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                              heard=["I need to cancel my follow-up on Tuesday", "yes, cancel it"])
     session.upcoming = [appointment("a-1"), appointment("a-2")]
     session.confirmation = Confirmation(subject=cancel_subject(["a-1"]), caller_words="yes")
