@@ -37,7 +37,8 @@ class CrisisResource(BaseModel):
     name: str = Field(min_length=2, max_length=80)
     phone: str = Field(pattern=r"^\+?[0-9]{3,15}$")
 
-# Engineering-level fallback vocabulary: the third keyterm layer (seed 000, Layer 1).
+# Engineering-level fallback vocabulary: the third keyterm layer, after the service's
+# and the workspace's.
 DEFAULT_SYSTEM_KEYTERMS = (
     "appointment",
     "reschedule",

@@ -1,7 +1,7 @@
 """The control plane: workspace voice settings, safety concepts, service keyterms and the
-operator's actions on escalations (seed 000, "Control Plane ↔ Adaptation"); an
-acknowledgement or resolution of a running call's escalation is also an `escalation`
-observer event on that call (`OpsPlane.escalation_changed`).
+operator's actions on escalations; an acknowledgement or resolution of a running call's
+escalation is also an `escalation` observer event on that call
+(`OpsPlane.escalation_changed`).
 
 API key required; every read and write is scoped to the key's workspace, and another
 workspace's service, concept or escalation is "not found". Nothing here is cached: each

@@ -1,4 +1,4 @@
-"""What recent calls show: the state guide of seed 002 (canonical vs observed)."""
+"""What recent calls show: the state guide (the graph's canonical states vs what calls did)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ async def get_state_guide(
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> StateGuideResponse:
-    """The service's context graph merged with its last `last` calls (seed 002)."""
+    """The service's context graph merged with its last `last` calls."""
     if service_id is None:
         service = await repo.default_service(runtime.db.pool, workspace_id)
         if service is None:

@@ -1,4 +1,4 @@
-"""A call's stereo recording over HTTP (seed 000, "Recordings"). API key required.
+"""A call's stereo recording over HTTP. API key required.
 
 `/recording/stereo` is the WAV as stored (caller left, agent right),
 `/recording/{caller|agent}` one side as a mono WAV, `/recording/waveform` both

@@ -1,4 +1,4 @@
-"""Issue 3's budgets: navigator decision time per turn, and tool latency on the embedded database.
+"""Booking engine budgets: navigator decision time per turn, tool latency on the embedded database.
 
 Runs whole scripted booking calls (the paths of tests/flows/test_engine.py) through
 `flows.engine.BookingEngine` against the demo clinic in a fresh embedded PostgreSQL

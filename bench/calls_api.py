@@ -1,4 +1,4 @@
-"""What reading the calls history costs (issue 7's budget: `GET /api/calls` p95 < 50 ms
+"""What reading the calls history costs (budget: `GET /api/calls` p95 < 50 ms
 with 10 000 calls in the embedded DB).
 
 A fresh embedded PostgreSQL gets 10 000 calls in the measured workspace (six turns each,

@@ -1,4 +1,4 @@
-"""Issue 4's performance clause: what the emotion layer costs, on the voice path and beside it.
+"""What the emotion layer costs, on the voice path and beside it.
 
 Budgets: the emotion tap adds < 0.1 ms per audio frame on the voice path; the local
 analyzer processes a 2 s segment in < 20 ms. Three measurements:

@@ -1,4 +1,4 @@
-"""Observer fan-out: what 100 live observers of one call cost the call (issue 7's budget).
+"""Observer fan-out: what 100 live observers of one call cost the call.
 
 A call's records (caller and agent turns, transitions, tool calls, emotion and other
 events, in a booking call's proportions) go through the call's `CallFeed`, as `CallLog`

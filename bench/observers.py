@@ -1,8 +1,8 @@
-"""What the observer layers cost on the voice path (issue 5's budgets).
+"""What the observer layers cost on the voice path, against their budgets.
 
 1. The quick observer's rules: one caller utterance matched against every pattern, over
    a corpus of caller lines of every length (budget: p95 < 0.2 ms).
-2. The whole chain of this issue — quick observer, safety monitor (its stage 1 runs
+2. The whole observer chain — quick observer, safety monitor (its stage 1 runs
    in the background on the same event loop, and is counted), director (rules; the
    model director and the judge are off the path by design), silence monitor, agent
    gate, reply guard and guidance stripper — against the same pipeline of pass-through processors:

@@ -1,4 +1,4 @@
-"""What the rest of the operations surface costs (issue 7), through the real code paths.
+"""What the rest of the operations surface costs, through the real code paths.
 
 1. Recordings: a 1-minute and a 10-minute 8 kHz stereo WAV (tones and noise on both
    sides, taking turns): one channel split out (the first time, the cache removed before

@@ -1,4 +1,4 @@
-"""What the world model costs (issue 6's budgets), in a fresh embedded PostgreSQL.
+"""What the world model costs, against its budgets, in a fresh embedded PostgreSQL.
 
 1. Ambient context build per call start: the graph's recall (services, locations, the
    caller by their number, their bookings and chart) plus the context text, for

@@ -135,7 +135,8 @@ class CallLog:
         self, name: str, input_: Any, output: Any, *, tool_call_id: str, started_ms: int,
         duration_ms: int, error_class: str | None = None, error_message: str | None = None,
     ) -> None:
-        """One tool call and its result; `error_class` is guard, pms or other (seed 002).
+        """One tool call and its result; `error_class` is guard (the graph refused it), pms
+        (the practice system failed) or other.
         `tool_call_id`: the one `tool_started` gave."""
         self._submit(ToolCallRecord(
             call_id=self.call_id, tool_call_id=tool_call_id, name=name, input=input_,

@@ -1,5 +1,5 @@
 """What has been said in a call so far: topics, the agent's questions and advice, and a
-rolling transcript (seed 003, "Conversation Tracker").
+rolling transcript.
 
 Fed with finished turns by the call recorder (the one place that knows a turn's final
 spoken text) and with topics by the observers; read by the conversation director for

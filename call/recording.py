@@ -1,4 +1,4 @@
-"""Stereo call recording: caller on the left channel, agent on the right (seed 000, Recordings).
+"""Stereo call recording: caller on the left channel, agent on the right.
 
 The caller channel is fed where the caller's audio ends, right after turn
 detection (`processors.voice.audio_taps.CallerAudioEnd`), the agent channel by a tap

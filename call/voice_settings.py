@@ -1,4 +1,4 @@
-"""Workspace voice settings (seed 000, "Voice settings"), parsed with safe defaults.
+"""Workspace voice settings, parsed with safe defaults.
 
 The stored JSON is edited by people and APIs, so parsing never fails a call: an
 unparseable blob gives the defaults, an invalid field gives that field's default
@@ -6,8 +6,8 @@ and keeps the rest. Problems are returned so the caller can record an event.
 
 What the control plane stores goes through `VoiceSettingsInput` instead: strict, so a
 typo or a bad value is refused with the field named rather than silently defaulted on
-the next call. `voice_settings_policy()` is seed 000's "Control Plane ↔ Adaptation"
-table (data/voice_settings_policy.yaml): how emotion adaptation may touch each field.
+the next call. `voice_settings_policy()` is the policy table
+(data/voice_settings_policy.yaml): how emotion adaptation may touch each field.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ PlainText = Annotated[
 Term = Annotated[PlainText, Field(max_length=MAX_TERM_CHARS)]
 ToneName = Literal[tuple(sorted(TONES))]  # type: ignore[valid-type]
 
-# Seed 000, "Proactive Intelligence": healthcare defaults when none are configured.
+# Healthcare topics treated as sensitive when a workspace configures none.
 DEFAULT_SENSITIVE_TOPICS = (
     "test results", "diagnosis", "billing", "payment", "insurance", "denial",
     "emergency", "referral", "specialist", "surgery", "procedure", "medication",
@@ -145,7 +145,7 @@ def clean_terms(terms: Iterable[str], *, limit: int = MAX_KEYTERMS) -> list[str]
 
 def call_keyterms(service_keyterms: Iterable[str], voice: VoiceSettings,
                   system_keyterms: Iterable[str]) -> list[str]:
-    """The keyterms a call's STT is given (seed 000, Layer 1): service, then workspace,
+    """The keyterms a call's STT is given: service, then workspace,
     then system — additive, the first spelling wins."""
     return merge_keyterms(service_keyterms, voice.keyterms, system_keyterms)
 
@@ -169,7 +169,7 @@ Adaptation = Literal["replaced", "never", "merged", "fallback", "none"]
 
 
 class FieldPolicy(BaseModel):
-    """One row of seed 000's "Control Plane ↔ Adaptation" table."""
+    """One row of the policy table: how emotion adaptation may touch one voice setting."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,4 +1,4 @@
-"""A person's memories and reminders, for companion check-in calls (seed 003).
+"""A person's memories and reminders, for companion check-in calls.
 
 Memories are what the person said on earlier calls, in their own words; reminders are
 what the clinic asked the agent to bring up until the person confirms them. Reads and

@@ -1,4 +1,4 @@
-"""The ambient channel (seed 000, "Channel 1: Ambient"): what the engage LLM always has.
+"""The ambient channel: what the engage LLM always has.
 
 Built from what the call already loaded (the caller's chart, their upcoming bookings,
 the clinic's locations and services), so building it costs no query. Budgeted: each

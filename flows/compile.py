@@ -2,7 +2,7 @@
 
 When an LLM speaks for the agent, each navigation decision becomes the node the Flows
 manager enters: a developer message with the state's task, the chosen action and what
-the call has settled, and exactly the tools the state allows (seed 002's gating), each a
+the call has settled, and exactly the tools the state allows, each a
 `FlowsFunctionSchema` whose handler goes through `BookingTools.call` — so the state's
 gate and the guards apply to the model's calls as they do to the offline engine's: an
 early booking is answered "blocked: ...", never written. The navigator moves the call

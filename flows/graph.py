@@ -1,11 +1,11 @@
 """Context graphs as versioned data: a hierarchical state machine read from YAML.
 
-A graph is what the agent may do on a call: states of six types (seed 000, "Context
-Graph (HSM) Engine"), super-states whose tool sets their children inherit and narrow,
-phases, a catalogue of deterministic actions, exit conditions, and per-state tools
-with guards. `load_graph` validates everything a call would otherwise trip over
-mid-conversation (unknown references, unreachable states, no terminal state, a child
-widening its parent's tools) and names the offending state in the error.
+A graph is what the agent may do on a call: states of six types, super-states whose
+tool sets their children inherit and narrow, phases, a catalogue of deterministic
+actions, exit conditions, and per-state tools with guards. `load_graph` validates
+everything a call would otherwise trip over mid-conversation (unknown references,
+unreachable states, no terminal state, a child widening its parent's tools) and names
+the offending state in the error.
 
 `time_limit` says what happens when a call reaches the director's time limit: `escalate`
 (a person from the team is asked to take over; the default, so a call is never simply
@@ -73,7 +73,8 @@ class ToolSpec(_Strict):
     # A write offered to a caller who is not identified yet (creating their record);
     # every other write is hidden until the call knows who is calling.
     unidentified: bool = False
-    # The intent gate (seed 001): the model must quote what the caller said (`user_quote`).
+    # The intent gate: the model must quote what the caller said (`user_quote`), or the
+    # call is refused.
     intent_gate: bool = False
 
     @model_validator(mode="after")
@@ -162,7 +163,7 @@ class StateSpec(_Strict):
 
     @property
     def is_terminal(self) -> bool:
-        """Seed 000: an action state with one action and zero exits."""
+        """Terminal: an action state with one action and zero exits."""
         return self.type is StateType.ACTION and len(self.actions) == 1 and not self.exits
 
 

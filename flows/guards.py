@@ -1,4 +1,4 @@
-"""Tool guards (seed 002): what must hold before a write runs, as plain checks.
+"""Tool guards: what must hold before a write runs, as plain checks.
 
 A guard returns None when the call may proceed, or the reason it may not. A blocked
 call is not an error: the tool answers the LLM "blocked: <reason>" and the tool-call

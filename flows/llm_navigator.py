@@ -6,7 +6,7 @@ descriptions) and the caller's words, and answers JSON (`NavChoice`). An answer 
 not valid JSON, not the schema, or names an option the state does not have is retried,
 up to `ATTEMPTS` in all; then the first valid action (or, in a state with none, the first
 exit) is taken and `navigator_fallback` recorded. The first filler phrase any attempt
-produced is kept (seed 000: "first wins"), so the caller hears it even during recovery.
+produced is kept (the first wins), so the caller hears it even during recovery.
 What the words settle (slot picked, yes to the read-back, names, dates) is understood by
 the same deterministic code as the other backend: the model decides where to go, never
 what the caller confirmed.

@@ -70,7 +70,7 @@ MAX_SAME_QUESTION = 2
 # questions, each answered in a way that leads back to the other, is stuck too).
 MAX_ASKED_BETWEEN_OUTCOMES = 3
 STUCK_EXIT = "stuck"
-# A check-in call winds down after this long (seed 003: nine minutes).
+# A check-in call winds down after nine minutes.
 LATE_IN_CALL_S = 9 * 60
 
 FINAL_READBACK = frozenset({"final_slot_confirmation", "reconfirm_selected_slot"})

@@ -1,9 +1,8 @@
 """The deterministic router: the caller's words (and what the agent just asked) → a route.
 
-Seed 002's router rules, as data (`flows/data/router_rules.yaml`): every decision
-carries the route, its confidence and the evidence that fired it, exactly the
-"Triggers observed" columns, so the call record can show why the call went where it
-went. Plain functions: no I/O, microseconds per turn.
+The router's rules, as data (`flows/data/router_rules.yaml`): every decision carries the
+route, its confidence and the evidence that fired it, so the call record can show why
+the call went where it went. Plain functions: no I/O, microseconds per turn.
 """
 
 from __future__ import annotations
@@ -38,7 +37,8 @@ class Confidence(StrEnum):
 
 
 class TaskKind(StrEnum):
-    """What the call is about; promotes the state (seed 002, promoteStateForTaskKind)."""
+    """What the call is about; the graph's exits on `task` take the call to the state
+    that handles it."""
 
     BOOK = "book"
     RESCHEDULE = "reschedule"
@@ -57,7 +57,7 @@ class RouteDecision:
 
     @property
     def label(self) -> str:
-        """`route/confidence`, as seed 002's dashboard writes it."""
+        """`route/confidence` in one string (`cancel_request/high`)."""
         return f"{self.route}/{self.confidence}"
 
 

@@ -1,11 +1,11 @@
-"""The state guide of seed 002: a service's context graph merged with what calls did.
+"""The state guide: a service's context graph merged with what calls did.
 
 The database hands over aggregates of the last N calls (`db/insights.py`, one grouped
 query per table); `state_guide` joins them with the graph the service runs, in plain
 Python so it is tested without a database: which canonical states were reached and how
 often, which never were, which states calls reached that the graph does not define
 (an older graph version, a renamed state), the exits taken out of each state, and every
-tool's outcomes split into the seed's error classes (guard: the graph refused an eager
+tool's outcomes split into three error classes (guard: the graph refused an eager
 call; pms: the practice system failed; other: timeouts and the unknown).
 """
 

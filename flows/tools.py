@@ -1,11 +1,10 @@
 """The booking graph's tools: the state's gate and the guards first, then the database.
 
-Every result is human-readable text (seed 000: "queried tools return human-readable
-results, not database internals"): slots are `S1`, `S2`, bookings `A1`, `A2`, and
-the ids behind them never leave the server. Writes only ever name the patient this
-call identified; an id the caller or the model supplies is never trusted. Each call
-is recorded with its error class (seed 002): `guard` when refused, `pms` when the
-clinic system failed, `other` for timeouts and the rest. Nothing here raises.
+Every result is human-readable text, never database internals: slots are `S1`, `S2`,
+bookings `A1`, `A2`, and the ids behind them never leave the server. Writes only ever
+name the patient this call identified; an id the caller or the model supplies is never
+trusted. Each call is recorded with its error class: `guard` when refused, `pms` when
+the clinic system failed, `other` for timeouts and the rest. Nothing here raises.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The world-model tools (seed 000, "Built-in Clinical Tools"): lookups, semantic search,
+"""The world-model tools: lookups, semantic search,
 and the writes that change a patient's record, cover or follow-up.
 
 Results are human-readable. Searches never read out another person's record: a

@@ -1,4 +1,4 @@
-"""Records every turn of a call with the seed's five-layer timing model.
+"""Records every turn of a call with its timings, stage by stage (fields below).
 
 An observer, not a processor: Pipecat feeds observers from their own queue, so the
 recorder never delays a frame. Times are milliseconds from the pipeline start,
@@ -245,7 +245,7 @@ class CallRecorder(BaseObserver):
         if agent is not None and agent.speech_start_ms is not None:
             agent.interrupted = True
             agent.speech_end_ms = now
-            # What the caller cut off, for the next turn's prompt (seed 004, section 16).
+            # What the caller cut off, for the next turn's prompt.
             self._session.conversation.reply_interrupted(agent.text() or None)
             self._close_agent_turn()
 

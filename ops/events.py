@@ -1,4 +1,4 @@
-"""Observer events: what a live observer of a call receives (seed 000, "Observer WebSocket").
+"""Observer events: what a live observer of a call receives over its WebSocket.
 
 `observer_events` is the one mapping from what `CallLog` records (turns, transitions,
 tool calls, escalations, events) to observer event types; it is pure so the mapping

@@ -141,7 +141,7 @@ def build_call_pipeline(
     processors += emotion.before_context + conversation.before_context
     world_extractor = None
     if engine is not None and session.workspace_id is not None:
-        # Channel 3 of the world model: facts captured from each caller turn.
+        # The world model's extracted facts: captured from each caller turn.
         world_extractor = WorldExtractor(
             session, engine.session, CallExtraction(
                 engine.pool, session.workspace_id, session.call_id,

@@ -52,7 +52,7 @@ from services.turn_models import load_turn_models
 if TYPE_CHECKING:
     from services.espeak.engine import TimedSpeech  # loaded lazily: only the local voice needs it
 
-# Seed 000: a pre-warmed call that never connects expires after 30 s.
+# A pre-warmed call that never connects expires after 30 s.
 PREWARM_TTL_S = 30.0
 DB_LOOKUP_TIMEOUT_S = 2.0
 WORLD_BACKFILL_TIMEOUT_S = 300.0

@@ -1,4 +1,4 @@
-"""STT keyterms: three layers merged and de-duplicated per call (seed 000, Layer 1)."""
+"""STT keyterms: three layers (service, workspace, system) merged and de-duplicated per call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""When the caller may cut the agent off (seed 000, "Semantic barge-in detection").
+"""When the caller may cut the agent off: words, not voice activity alone.
 
 Voice activity alone never interrupts the agent: a cough, breathing, an echo of the
 agent's own voice or a noise in the room would. While the agent speaks, the caller

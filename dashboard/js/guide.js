@@ -1,4 +1,4 @@
-// The FSM state guide (seed 002): the service's context graph merged with its last N calls.
+// The FSM state guide: the service's context graph merged with its last N calls.
 
 import { api } from "./api.js";
 import { el, fmtDate, pct, say, table } from "./dom.js";

@@ -1,7 +1,6 @@
 """The conversation director in the call: advice from the side, never on the voice path.
 
-Between the quick observer and the user aggregator (seed 003, "Layer 2"). On each
-final transcript it
+Between the quick observer and the user aggregator. On each final transcript it
 
 1. appends the *previous* turn's cached guidance (`[Director guidance] main/medium/warm
    | …`) to the LLM context without an LLM run of its own, just ahead of the words

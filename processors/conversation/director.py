@@ -1,4 +1,4 @@
-"""The conversation director's analysis (seed 003, "Layer 2: Conversation Director").
+"""The conversation director's analysis: advice on the agent's next reply, once per turn.
 
 Once per caller turn the director looks at the conversation so far and advises the
 agent's next reply: the call phase, engagement, topic and tone, whether to stay or
@@ -81,7 +81,7 @@ class ModelRecommendation(BaseModel):
 
 
 class DirectorAnalysis(BaseModel):
-    """Seed 003's director output schema."""
+    """What the director answers: its analysis of the call and its direction for the reply."""
 
     model_config = ConfigDict(extra="ignore")
     analysis: Analysis

@@ -1,5 +1,4 @@
-"""Guidance the LLM must never speak, taken out of its streamed text (seed 003,
-"Guidance Stripper").
+"""Guidance the LLM must never speak, taken out of its streamed text.
 
 What is taken out: `<guidance>…</guidance>` blocks (any case, nested, even unterminated
 at the end of a reply) and a stray `</guidance>`; the known directive tags of

@@ -1,4 +1,4 @@
-"""Keeps guidance out of the agent's voice (seed 003, "Guidance Stripper").
+"""Keeps guidance out of the agent's voice.
 
 Between the LLM and the TTS. The LLM's streamed text goes through one
 `GuidanceFilter` per reply (processors/conversation/guidance_filter.py), so a tag split

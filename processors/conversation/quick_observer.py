@@ -1,6 +1,6 @@
 """The quick observer in the call: 0 ms pattern signals and the programmatic goodbye.
 
-Between the STT and the user aggregator (seed 003, "Layer 1"). Each final transcript's
+Between the STT and the user aggregator. Each final transcript's
 signals (processors/conversation/quick_rules.py) become one guidance message appended to the LLM
 context without an LLM run of its own (`LLMMessagesAppendFrame(run_llm=False)`), pushed
 just ahead of the transcript itself (~0.1 ms): the aggregator writes it before the
@@ -103,7 +103,7 @@ class QuickObserver(FrameProcessor):
                                              if s.category not in ("goodbye", "engagement")])
         interrupted = conversation.take_interrupted_reply()
         if interrupted and not conversation.suspended:
-            # Seed 004, section 16: what was cut off, by whom, and what they said now.
+            # The LLM is told what was cut off, by whom, and what they said now.
             await self.push_frame(guidance_message(render_prompt(
                 "observers/interrupted.txt", cut_off=interrupted.replace('"', "'"))))
             self._session.log.event("interruption_context", cut_off_chars=len(interrupted))

@@ -1,10 +1,10 @@
 """The quick observer's rules: regular expressions over one caller turn, no model, ~0 ms.
 
-Seed 003 ("Layer 1: Quick Observer"). The patterns live in `data/quick_patterns.yaml`
-(validated and compiled once); this module only matches them and turns the matches
-into what the pipeline needs: the signals, whether the caller said goodbye (strong,
-weak, or taken back in the same breath), how engaged they sound, one compact guidance
-line for the LLM, and the reply length the turn calls for.
+The patterns live in `data/quick_patterns.yaml` (validated and compiled once); this
+module only matches them and turns the matches into what the pipeline needs: the
+signals, whether the caller said goodbye (strong, weak, or taken back in the same
+breath), how engaged they sound, one compact guidance line for the LLM, and the reply
+length the turn calls for.
 
 A goodbye pattern's match is a farewell only at the end of the turn (`FarewellRules`):
 not the word in another sense ("I never got to say goodbye to her"), not taken back

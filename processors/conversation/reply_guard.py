@@ -1,4 +1,4 @@
-"""Never answer stale input (seed 004, section 17: the three-stage supersede guard).
+"""Never answer stale input: a guard in three stages against superseded caller turns.
 
 The caller sometimes finishes a sentence and corrects themselves ("Tuesday… no,
 Wednesday"). Three checks keep the agent from answering what was already replaced:

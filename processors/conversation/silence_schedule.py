@@ -1,6 +1,5 @@
-"""When a silent caller is checked on, and when the agent gives up (seed 000, "Silence
-detection": check-ins at 10 s, 20 s and 40 s of silence, a brief goodbye after three
-unanswered).
+"""When a silent caller is checked on, and when the agent gives up: check-ins at 10 s,
+20 s and 40 s of silence, a brief goodbye after three unanswered.
 
 Pure bookkeeping over a clock: the processor reports activity (either side speaking,
 the caller's words) and asks `due()` what to do now.

@@ -1,4 +1,4 @@
-"""The emotion provider's circuit breaker (seed 000, "Graceful Degradation").
+"""The emotion provider's circuit breaker.
 
 Two failures in a row open it for 10 s (no requests: the voice path never waits on a
 sick provider); then one request is let through (half-open): a success closes it, a

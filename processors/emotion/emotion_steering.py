@@ -1,4 +1,4 @@
-"""Emotional steering of the engage LLM, per caller turn (seed 000, "Layer 3" inputs).
+"""Emotional steering of the engage LLM, per caller turn.
 
 Before the graph navigator. On each caller turn it:
 - notes the reply for the behavioural signals (a streak of very short replies);

@@ -1,5 +1,5 @@
 """The emotion tap: caller audio and final transcripts to the emotion providers, beside
-the voice path and never on it (seed 000, "Layer 1: Signal Capture").
+the voice path and never on it.
 
 Every frame is pushed on first, untouched; then audio is appended to the current 2 s
 segment and a full segment goes into a bounded queue (5 segments; final transcripts: 20).

@@ -1,4 +1,4 @@
-"""Fillers (seed 000, "Filler Speech"): a few words the moment the agent has to think.
+"""Fillers: a few words the moment the agent has to think.
 
 Whether: only when the work ahead is expected to take longer than `FILLER_AFTER_MS`
 (`LatencyEstimate` learns it per kind of work from what each turn measured), when the
@@ -69,7 +69,8 @@ def filler_set(path: Path = FILLERS_FILE) -> FillerSet:
 
 
 def suppressed(snapshot: EmotionSnapshot | None) -> bool:
-    """Seed 000's suppression rule, with its anxiety exception."""
+    """No filler for a frustrated caller (valence and arousal past the thresholds), unless
+    the emotion is one that reassurance helps (`STILL_REASSURED`)."""
     if snapshot is None or not snapshot.steerable:
         return False
     return (snapshot.valence < SUPPRESS_BELOW_VALENCE

@@ -1,4 +1,4 @@
-"""One call's emotional state (seed 000, "Layer 2: Intelligence").
+"""One call's emotional state.
 
 Readings from the providers land here: prosody (how the caller sounds, per 2 s audio
 segment), language (what their words carry, per final transcript) and vocal bursts (a
@@ -131,7 +131,8 @@ def trend_of(valences: list[float]) -> Trend:
 
 
 def coherence_of(voice: float | None, words: float | None) -> float:
-    """How well what the caller says agrees with how they sound (seed 000's table)."""
+    """How well what the caller says agrees with how they sound, 0..1: high when voice and
+    words lean the same way, low when they disagree, 0.8 when either is near neutral."""
     if voice is None or words is None:
         return 1.0  # no language results: agreement assumed
     if abs(voice) < NEUTRAL_VALENCE or abs(words) < NEUTRAL_VALENCE:

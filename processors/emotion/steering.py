@@ -1,4 +1,4 @@
-"""What the engage LLM is told about how the caller sounds (seed 000, two paths).
+"""What the engage LLM is told about how the caller sounds, on two paths.
 
 - Per message: every caller message carries `[VOICE: Anxiety, valence=-0.312]`, so the
   model sees the emotional trajectory across the whole conversation.
@@ -154,7 +154,7 @@ def annotation(snapshot: EmotionSnapshot) -> str | None:
 
 
 def call_phase_urgency(snapshot: EmotionSnapshot, elapsed_s: float) -> str | None:
-    """Seed 000's call-phase escalation: mid calls that worsen, late calls still negative."""
+    """Call-phase escalation: mid calls that worsen, late calls still negative."""
     phase = steering_rules().call_phase
     minutes = elapsed_s / 60
     if minutes >= phase.late_after_min and snapshot.valence < 0:

@@ -1,5 +1,4 @@
-"""The voice tone priority chain (seed 000): six levels, each only if the one above
-gave no signal.
+"""The voice tone priority chain: six levels, each only if the one above gave no signal.
 
 1. a vocal burst in the last 5 s with confidence >= 0.5 (a caller who just laughed
    hears warmth at once);

@@ -1,4 +1,4 @@
-"""The agent's voice tone, per turn (seed 000, "Layer 4: Audio Output").
+"""The agent's voice tone, per turn.
 
 Between the LLM and the TTS. At the first words of each agent reply it runs the tone
 chain (processors/emotion/tone.py: burst → prosody → sensitive topic → momentum →

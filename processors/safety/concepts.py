@@ -1,5 +1,5 @@
 """Safety concepts and the first stage of the safety check: how close a caller's turn is
-to each concept (seed 000, "Conversation Monitor").
+to each concept.
 
 A concept is described by example utterances; its embeddings are computed once per
 embedder model (the defaults at start-up, a workspace's own concepts when they are

@@ -4,7 +4,7 @@
 index for that embedder (embedded once, at start-up). `holding_line` is the one line the
 agent says when a hard escalation suspends it: the emergency number from the settings,
 and a crisis line only if the operator configured (verified) one — otherwise it says it
-cannot verify one (seed 001: never invent hotline names, numbers or URLs).
+cannot verify one (it never invents hotline names, numbers or URLs).
 """
 
 from __future__ import annotations

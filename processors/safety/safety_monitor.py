@@ -1,9 +1,8 @@
 """The safety monitor: every caller turn checked against the safety concepts, escalated
 when it must be, without ever holding up the voice path.
 
-Between the STT and the user aggregator (seed 000, "Conversation Monitor" and
-"Auto-Escalation"). Each final transcript is passed on first; its check runs in the
-background:
+Between the STT and the user aggregator. Each final transcript is passed on first; its
+check runs in the background:
 
 0. Rules: a quick-observer pattern that names a concept (a farewell said because the
    caller means to harm themselves) escalates that concept at once, with no embedding

@@ -3,7 +3,7 @@
 eSpeak NG takes volume as a synthesis setting; ElevenLabs has none (its voice settings
 are stability, similarity, style, speaker boost and speed), so its audio is scaled here,
 right after the TTS, by the workspace's `volume` (0–2, 1 = as synthesized), clipped to
-16 bits. Emotion never changes it (seed 000, "Control Plane ↔ Adaptation").
+16 bits. Emotion never changes it: volume is the workspace's setting.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Audio verification of structured data (seed 000, "Audio Verification").
+"""Audio verification of structured data.
 
 When the caller's turn answers a question for a name, a date, a phone number or a
 member id, their raw audio for that turn is heard again beside the real-time

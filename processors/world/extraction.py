@@ -1,6 +1,6 @@
-"""Channel 3 of the world model (seed 000, "Extracted (Captured)"): facts a caller
-mentions — new insurance, a new phone number, email or address, how to contact them —
-captured from each turn and written without a tool call, at moderate confidence.
+"""The world model's extracted facts: what a caller mentions — new insurance, a new
+phone number, email or address, how to contact them — captured from each turn and
+written without a tool call, at moderate confidence.
 
 - `RulesExtractor` (offline): the patterns of `data/extraction_rules.yaml`; every span
   must pass the field normaliser (language/fields.py) or it is not a fact.

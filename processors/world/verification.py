@@ -1,4 +1,4 @@
-"""Multi-stage verification of what a call wrote (seed 000, "Multi-Stage Verification").
+"""Multi-stage verification of what a call wrote.
 
 After each call (and again whenever asked) the call's clinical events go through:
 

@@ -1,4 +1,4 @@
-"""Channel 3 of the world model in the pipeline: each caller turn's facts captured.
+"""The world model's fact extraction in the pipeline: each caller turn's facts captured.
 
 Beside the other observers, before the context aggregator. Every final transcript
 passes at once; its extraction runs in a bounded background task (rules: µs; the fast

@@ -1,4 +1,4 @@
-"""Write safety for the agent's tools (seed 000 "Patient Safety Isolation", seed 001).
+"""Write safety for the agent's tools: patient isolation, no double writes, an intent gate.
 
 - `target_outside_scope`: a write may only name the patient this call identified; any
   other id or reference is refused (and the tool layer records it).

@@ -1,5 +1,5 @@
-"""Cloud emotion in words: the fast model scores each final transcript (seed 000,
-"Language": 53 emotions, 9-level sentiment, 6 toxicity categories).
+"""Cloud emotion in words: the fast model scores each final transcript (53 emotions,
+9-level sentiment, 6 toxicity categories).
 
 Hume's current Expression Measurement API has no language model (the legacy one was
 switched off in June 2026), so the fast LLM — Gemini Flash, else Claude Haiku — does

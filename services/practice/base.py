@@ -1,15 +1,15 @@
 """The practice-management system (PMS) a clinic keeps its schedule and records in.
 
 The agent reads the schedule through it, and writes reach it only after verification
-(seed 000: "All write tools pass through the multi-stage verification pipeline before
-data reaches external systems"): during the call every write lands in the world model
+(every write passes the multi-stage verification pipeline before data reaches an
+external system): during the call every write lands in the world model
 (which holds the slot), and `processors/world/sync.py` pushes verified events to the
 PMS afterwards.
 
 - `BuiltinPractice` (default): the world model is the practice system.
 - `ClinikoPractice` (`PMS_PROVIDER=cliniko`): Cliniko's public REST API.
 
-Every upstream failure raises `PMSError`; tools classify it `pms` (seed 002).
+Every upstream failure raises `PMSError`; tools classify it `pms`.
 """
 
 from __future__ import annotations

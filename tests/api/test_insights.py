@@ -1,4 +1,4 @@
-"""The state guide (seed 002): the graph merged with aggregates, and the endpoint over
+"""The state guide: the graph merged with aggregates, and the endpoint over
 crafted call records, scoped to the key's workspace and to the last N calls."""
 
 import uuid
@@ -52,7 +52,7 @@ def test_error_pct_has_one_decimal_and_rounds_halves_up():
     assert error_pct(1, 3) == 33.3
     assert error_pct(2, 3) == 66.7
     assert error_pct(1, 16) == 6.3  # 6.25: a float round() would give 6.2
-    assert error_pct(63, 240) == 26.3  # seed 002's CreateAppointment row
+    assert error_pct(63, 240) == 26.3  # 26.25 rounds half up
     assert error_pct(7, 7) == 100.0
 
 

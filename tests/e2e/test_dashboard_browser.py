@@ -381,8 +381,8 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
 
 @pytest.mark.timeout(240)
 async def test_a_call_on_pod_a_is_watched_live_in_the_browser_from_pod_b(browser, pods):
-    """The issue's "done when": two pods on one Postgres and one Redis; the operator's
-    browser talks only to pod B while pod A carries the call."""
+    """Two pods on one Postgres and one Redis: the operator's browser talks only to pod B
+    while pod A carries the call."""
     pod_a, pod_b = pods
     context = await browser.new_context(base_url=pod_b.url)
     try:

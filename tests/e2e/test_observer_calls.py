@@ -96,7 +96,7 @@ async def test_a_caller_talking_over_the_greeting_takes_the_floor_by_voice(serve
     record = result.record
 
     # The first barge-in is the caller over the greeting. (A second one sometimes follows
-    # within the same line: under investigation, see the issue note.)
+    # within the same line: its cause is still under investigation.)
     barge_in = [e["data"] for e in events(record, "barge_in")][0]
     assert barge_in["how"] == "sustained_speech" and barge_in["speech_s"] >= 1.0
     assert barge_in["count"] == 1

@@ -1,4 +1,4 @@
-"""Steering, the voice tone chain, filler rules and the circuit breaker: what the seed's
+"""Steering, the voice tone chain, filler rules and the circuit breaker: what their
 tables say, each level and exception on its own."""
 
 import pytest

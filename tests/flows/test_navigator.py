@@ -1,4 +1,4 @@
-"""The deterministic navigator walks the booking graph the way seed 002's calls go.
+"""The deterministic navigator walks the booking graph the way booking calls go.
 
 Each test plays caller turns against a session prepared as the call's prefetch would
 leave it; where the engine would run a tool (a search, a write) the test does what the

@@ -1,4 +1,4 @@
-"""The deterministic router sends each caller turn where seed 002's rules say, with its evidence."""
+"""The deterministic router sends each caller turn where its rules say, with its evidence."""
 
 import pytest
 import yaml

@@ -1,4 +1,4 @@
-"""The director's analysis: the seed's schema, one condensed line, rules offline."""
+"""The director's analysis: its output schema, one condensed line, rules offline."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The recorder turns frames into caller and agent turns with the five-layer timing."""
+"""The recorder turns frames into caller and agent turns with their timings."""
 
 from dataclasses import dataclass
 
