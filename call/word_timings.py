@@ -3,7 +3,7 @@
 Each provider reports word times against its own origin; these functions move
 them onto the clock `observers.call_recorder` uses for every other turn time
 (`user_speech_start_ms`, `agent_speech_start_ms`...), which is also where the words
-are in the stereo recording (docs/ARCHITECTURE.md, "Recordings"):
+are in the stereo recording (observers/README.md, "Word timings"):
 
 - PocketSphinx: seconds from the start of the VAD segment; the segment's end is
   the VAD stop the recorder saw (`SegmentWords`).

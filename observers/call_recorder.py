@@ -4,7 +4,7 @@ An observer, not a processor: Pipecat feeds observers from their own queue, so t
 recorder never delays a frame. Times are milliseconds from the pipeline start,
 read from the pipeline clock stamped on each push.
 
-Timing fields (all ms, see docs/ARCHITECTURE.md "Call record"):
+Timing fields (all ms, see observers/README.md):
 - caller turn: user_speech_start_ms / user_speech_end_ms (VAD speech boundaries).
 - agent turn: engine_ms (caller turn end -> first response text), nav_ms (navigator
   decision, filled by the context-graph engine), render_ms (first response text ->
