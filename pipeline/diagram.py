@@ -34,6 +34,7 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import BaseTransport, TransportParams
 
 from call.call_session import CallLog, CallSession, SessionMode
+from call.identity import CallIdentity
 from call.voice_settings import VoiceSettings
 from config import Settings
 from flows.engine import BookingEngine
@@ -133,13 +134,13 @@ def _built(call: Call) -> tuple[list[Step], CallPipeline]:
     call_id = str(uuid.uuid4())
     log = CallLog(call_id, None)
     session = CallSession(
-        call_id=call_id, mode=SessionMode.PHONE if call.audio else SessionMode.TEXT, log=log,
-        workspace_id="workspace", service_id="service",
+        identity=CallIdentity(call_id, "workspace", "service"),
+        mode=SessionMode.PHONE if call.audio else SessionMode.TEXT, log=log,
         voice=VoiceSettings(volume=0.8 if call.volume else 1.0),
     )
     engine = None
     if call.graph:
-        booking = BookingSession(call_id=call_id, workspace_id="workspace", service_id="service")
+        booking = BookingSession(identity=session.identity)
         engine = BookingEngine(bundled_graph("clinic_booking"), booking, None, log,
                                clinic_name=session.clinic_name,
                                emergency_number=settings.emergency_number)
