@@ -1,7 +1,7 @@
 """Booking engine budgets: navigator decision time per turn, tool latency on the embedded database.
 
 Runs whole scripted booking calls (the paths of tests/flows/test_engine.py) through
-`flows.engine.BookingEngine` against the demo clinic in a fresh embedded PostgreSQL
+`flows.graph_engine.GraphEngine` against the demo clinic in a fresh embedded PostgreSQL
 (the database `make run` uses), many times over:
 
 - navigator decision: `Reply.nav_ms`, the deterministic navigator's time for a turn
@@ -32,6 +32,7 @@ from loguru import logger
 from bench.harness import percentile
 from bench.report import measured_line, write_section
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from config import Settings
 from db import repositories as repo
 from db import scheduling as sched
@@ -39,11 +40,10 @@ from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import CHECK_IN_GRAPH, CHECK_IN_LINE, seed_demo
 from flows.compile import EngageNodes
-from flows.engine import BookingEngine
 from flows.graph import bundled_graph
+from flows.graph_engine import GraphEngine
+from flows.graph_session import GraphSession
 from flows.navigator import warm_up
-from call.identity import CallIdentity
-from flows.session import BookingSession
 from lib import event_loop
 from tests.fakes import CollectingWriter
 
@@ -90,8 +90,8 @@ async def run_call(db: Database, workspace_id: str, service_id: str, graph_id: s
         db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
         direction="eval", from_number=phone, to_number=None, status="in_progress",
     )
-    session = BookingSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
-    engine = BookingEngine(bundled_graph(graph_id), session, db.pool,
+    session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
+    engine = GraphEngine(bundled_graph(graph_id), session, db.pool,
                            CallLog(call_id, writer), clinic_name="Demo Family Clinic",
                            emergency_number="911")
     nodes = EngageNodes(engine, end_call=_hang_up)
@@ -183,7 +183,7 @@ def render(report: dict) -> str:
         "",
         measured_line("python -m bench.booking_engine"),
         "",
-        f"Whole scripted calls through `flows.engine.BookingEngine` (deterministic navigator, "
+        f"Whole scripted calls through `flows.graph_engine.GraphEngine` (deterministic navigator, "
         f"real tools, spoken lines) against the demo clinic in a fresh embedded PostgreSQL, "
         f"{report['rounds']} rounds of each script; bookings reset between rounds.",
         "",

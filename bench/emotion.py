@@ -591,7 +591,7 @@ def render(report: dict) -> str:
         "",
         measured_line("python -m bench.emotion"),
         "",
-        "Issue 4's budgets: the emotion tap adds < 0.1 ms per audio frame on the voice path; "
+        "Budgets: the emotion tap adds < 0.1 ms per audio frame on the voice path; "
         "the local analyzer processes a 2 s segment in < 20 ms.",
         "",
         "### The tap per 20 ms caller frame",

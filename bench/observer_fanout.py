@@ -192,7 +192,7 @@ def render(result: dict[str, Any]) -> str:
     if redis is not None:
         rows.append(_row("Redis (observers on the other pod)", redis))
     return "\n".join([
-        "## Observer fan-out (issue 7)",
+        "## Observer fan-out",
         "",
         measured_line("python -m bench.observer_fanout"),
         "",

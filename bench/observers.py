@@ -182,7 +182,7 @@ async def main(turns: int, reps: int, rule_runs: int) -> dict:
 def render(result: dict) -> str:
     rules, stage1, chain = result["rules"], result["stage1"], result["chain"]
     return "\n".join([
-        "## Observer layers (issue 5)",
+        "## Observer layers",
         "",
         measured_line("python -m bench.observers"),
         "",

@@ -429,7 +429,7 @@ def render(report: dict[str, Any]) -> str:
     app, files, verification = report["app"], report["files"], report["verification"]
     lines = [
         "## Operations surface: recordings, state guide, control plane, verification, log "
-        "masking (issue 7)",
+        "masking",
         "",
         measured_line("python -m bench.operations"),
         "",

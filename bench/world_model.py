@@ -31,15 +31,15 @@ from loguru import logger
 
 from bench.report import bench_parser, measured_line, percentile, publish
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from config import Settings
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import seed_demo
 from db.world import EventDraft, Provenance, write_event
-from flows.engine import BookingEngine
 from flows.graph import bundled_graph
-from call.identity import CallIdentity
-from flows.session import BookingSession
+from flows.graph_engine import GraphEngine
+from flows.graph_session import GraphSession
 from language.carriers import default_carriers
 from lib import event_loop
 from processors.world.extraction import extract_by_rules
@@ -167,9 +167,9 @@ async def ambient_timings(db, seeded, queries: int) -> dict:
     chars: list[int] = []
     for i in range(queries):
         log = CallLog(f"bench-{i}", CollectingWriter())
-        session = BookingSession(identity=CallIdentity(
+        session = GraphSession(identity=CallIdentity(
             str(uuid.uuid4()), seeded.workspace_id, seeded.service_id, phones[i % len(phones)]))
-        engine = BookingEngine(graph, session, db.pool, log, clinic_name="Demo",
+        engine = GraphEngine(graph, session, db.pool, log, clinic_name="Demo",
                                emergency_number="911", dialled_number="+15550100100")
         started = time.perf_counter()
         await engine.start()

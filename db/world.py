@@ -4,7 +4,7 @@ Every write here is attributed: the entity row carries who wrote it, the call an
 confidence, and the same transaction adds a `clinical_events` row that the
 verification pipeline judges after the call. Writes take the patient id they are
 given; which patient a call may write is decided before this layer (processors/world/
-write_safety.WriteScope), never here.
+write_safety.target_outside_scope), never here.
 """
 
 from __future__ import annotations

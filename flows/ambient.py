@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flows.session import BookingSession
+from flows.graph_session import GraphSession
 from language.spoken import say_hours, say_list, say_time
 from processors.world.write_safety import SELF_REFERENCE
 
@@ -27,7 +27,7 @@ def _capped(items: Sequence[str]) -> str:
     return "; ".join(shown)
 
 
-def patient_sections(session: BookingSession) -> list[tuple[str, str]]:
+def patient_sections(session: GraphSession) -> list[tuple[str, str]]:
     """(section name, text) for the identified caller, most needed first."""
     chart = session.chart
     if session.patient is None or chart is None or chart.patient.id != session.patient.id:
@@ -65,7 +65,7 @@ def patient_sections(session: BookingSession) -> list[tuple[str, str]]:
     return sections
 
 
-def clinic_sections(session: BookingSession, dialled: str | None) -> list[tuple[str, str]]:
+def clinic_sections(session: GraphSession, dialled: str | None) -> list[tuple[str, str]]:
     """The location the caller dialled (else every location), its hours, what it offers."""
     here = [loc for loc in session.locations if dialled and loc.phone_number == dialled]
     places = here or session.locations
@@ -84,7 +84,7 @@ def clinic_sections(session: BookingSession, dialled: str | None) -> list[tuple[
 DROP_ORDER = ("services", "locations", "conditions", "insurance", "medications")
 
 
-def ambient_context(session: BookingSession, *, dialled: str | None = None,
+def ambient_context(session: GraphSession, *, dialled: str | None = None,
                     budget: int = AMBIENT_BUDGET_CHARS) -> str:
     """The patient and clinic context block for the system prompt (within `budget`)."""
     sections = patient_sections(session) + clinic_sections(session, dialled)

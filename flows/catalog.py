@@ -3,7 +3,7 @@
 The graph format (flows/graph.py) is generic; this is where a graph meets this
 engine: its guards must exist (flows/guards), its conditions must be ones the
 deterministic navigator evaluates (flows/navigator), its recall states must name
-lookups this engine has (flows/recalls), its tools handlers (flows/tools, checked
+lookups this engine has (flows/recalls), its tools handlers (flows/graph_tools, checked
 when a call's tools are built), and every action needs a line for the offline voice
 (flows/engage_local). Checked once, at start-up.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from flows.engage_local import missing_lines
 from flows.graph import ContextGraph, GraphError, bundled_graph
+from flows.graph_tools import unknown_tools
 from flows.guards import unknown_guards
 from flows.navigator import condition_problems
 from flows.recalls import unknown_recalls
-from flows.tools import unknown_tools
 
 
 def engine_problems(graph: ContextGraph) -> list[str]:

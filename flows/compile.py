@@ -3,7 +3,7 @@
 When an LLM speaks for the agent, each navigation decision becomes the node the Flows
 manager enters: a developer message with the state's task, the chosen action and what
 the call has settled, and exactly the tools the state allows, each a
-`FlowsFunctionSchema` whose handler goes through `BookingTools.call` — so the state's
+`FlowsFunctionSchema` whose handler goes through `GraphTools.call` — so the state's
 gate and the guards apply to the model's calls as they do to the offline engine's: an
 early booking is answered "blocked: ...", never written. The navigator moves the call
 between states on caller turns; what a tool does moves it too (booked → wrap-up, slots
@@ -21,8 +21,8 @@ from typing import Any
 
 from pipecat.flows import ContextStrategy, ContextStrategyConfig, FlowsFunctionSchema, NodeConfig
 
-from flows.engine import BookingEngine
 from flows.graph import visible_tools
+from flows.graph_engine import GraphEngine
 from flows.navigator import NavDecision
 from lib.prompts import render_prompt
 
@@ -33,7 +33,7 @@ EndCall = Callable[[dict[str, Any], Any], Awaitable[None]]
 class EngageNodes:
     """The Flows nodes of one call, built from its engine's decisions."""
 
-    def __init__(self, engine: BookingEngine, *, end_call: EndCall) -> None:
+    def __init__(self, engine: GraphEngine, *, end_call: EndCall) -> None:
         self.engine = engine
         self.end_call = end_call
 

@@ -20,8 +20,8 @@ from pydantic import BaseModel, model_validator
 from db.scheduling import Appointment
 from db.slots import Slot
 from flows.graph import ContextGraph
-from flows.session import BookingSession
-from flows.tools import BookingTools, ToolResult
+from flows.graph_session import GraphSession
+from flows.graph_tools import GraphTools, ToolResult
 from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from lib.prompts import PROMPTS_DIR
 
@@ -85,16 +85,16 @@ ToolCall = tuple[str, dict[str, Any]]
 DETAIL_MIN_WORDS = 5
 
 
-def _reminder_ref(session: BookingSession) -> str:
+def _reminder_ref(session: GraphSession) -> str:
     focus = session.reminder_in_focus
     return next((ref for ref, r in session.reminder_refs.items() if focus and r.id == focus.id), "")
 
 
-def _ref_of(session: BookingSession, appointment_id: str) -> str:
+def _ref_of(session: GraphSession, appointment_id: str) -> str:
     return next((ref for ref, a in session.appointment_refs.items() if a.id == appointment_id), "")
 
 
-ACTION_TOOLS: dict[str, Callable[[BookingSession, str], ToolCall | None]] = {
+ACTION_TOOLS: dict[str, Callable[[GraphSession, str], ToolCall | None]] = {
     "propose_initial_slot": lambda s, said: ("CheckAvailability", {}),
     "book_confirmed_selected_slot": lambda s, said: (
         "CreateAppointment", {"slot_ref": s.picked_slot}),
@@ -154,7 +154,7 @@ class Engaged:
 
 
 async def engage(
-    action: str, state: str, session: BookingSession, tools: BookingTools, *, caller_text: str,
+    action: str, state: str, session: GraphSession, tools: GraphTools, *, caller_text: str,
     clinic: str, emergency_number: str,
 ) -> Engaged:
     """Run the action's tool (if any) in `state`, then say its line or what went wrong."""
@@ -176,14 +176,14 @@ async def engage(
     return Engaged(line_for(action, session, lines).format_map(fields), result)
 
 
-def _next_step(session: BookingSession) -> str:
+def _next_step(session: GraphSession) -> str:
     """After a side question: carry on with the task, or offer to book what they asked about."""
     if session.task is not None:
         return "carry_on"
     return "offer_booking" if session.appointment_type is not None else "anything_else"
 
 
-def line_for(action: str, session: BookingSession, lines: ActionLines) -> str:
+def line_for(action: str, session: GraphSession, lines: ActionLines) -> str:
     """The action's line; said again right after itself, its rephrasing (if it has one)."""
     again = session.last_action == action and session.asked_in_a_row % 2 == 0
     return lines.rephrased.get(action, lines.actions[action]) if again else lines.actions[action]
@@ -195,7 +195,7 @@ def _rereads_offer(graph: ContextGraph, state: str, tool: str) -> bool:
 
 
 def _fields(
-    session: BookingSession, tools: BookingTools, result: ToolResult | None, clinic: str,
+    session: GraphSession, tools: GraphTools, result: ToolResult | None, clinic: str,
     emergency_number: str,
 ) -> dict[str, str]:
     kind = session.appointment_type
@@ -238,7 +238,7 @@ def _fields(
     }
 
 
-def _check_in_summary(session: BookingSession) -> str:
+def _check_in_summary(session: GraphSession) -> str:
     """What this check-in settled, said back in one sentence (empty if nothing)."""
     parts = [f"your reminder to {_lower_first(r.text.rstrip('.'))} is done"
              for r in session.acknowledged]

@@ -1,7 +1,7 @@
 """The context-graph navigator in the pipeline: each caller turn navigated, then answered.
 
 Between the user aggregator and the LLM. Each caller turn (the aggregator's context
-frame ending in the caller's words) goes to the call's `BookingEngine`, which
+frame ending in the caller's words) goes to the call's `GraphEngine`, which
 navigates to the action to speak. Then either
 
 - no LLM (offline): the engine's spoken line is pushed downstream as an LLM response
@@ -43,7 +43,7 @@ from pipecat.services.settings import LLMSettings
 from call.call_session import CallSession, CompletionReason
 from call.frames import EndCallFrame, NavigationFrame
 from flows.compile import EngageNodes
-from flows.engine import BookingEngine
+from flows.graph_engine import GraphEngine
 from flows.navigator import NavDecision
 from lib.prompts import render_prompt
 from processors.emotion.call_emotion import CallEmotion
@@ -66,7 +66,7 @@ def _field_name(kind: str) -> str:
 
 
 class GraphNavigator(LineSpeaker):
-    def __init__(self, session: CallSession, engine: BookingEngine, *,
+    def __init__(self, session: CallSession, engine: GraphEngine, *,
                  emotion: CallEmotion | None = None,
                  audio_verifier: AudioVerifier | None = None,
                  audio_timeout_s: float = AUDIO_CHECK_TIMEOUT_S, **kwargs) -> None:

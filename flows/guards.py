@@ -13,8 +13,8 @@ from datetime import date
 from typing import Any
 
 from flows.graph import ContextGraph, visible_tools
-from flows.session import (
-    BookingSession,
+from flows.graph_session import (
+    GraphSession,
     attendance_subject,
     cancel_subject,
     patient_subject,
@@ -23,53 +23,53 @@ from flows.session import (
 from language.fields import parse_date
 from processors.world.write_safety import QUOTE_RECENT_TURNS, quote_problem
 
-Guard = Callable[[BookingSession, Mapping[str, Any]], str | None]
+Guard = Callable[[GraphSession, Mapping[str, Any]], str | None]
 
 
-def slot_from_availability(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def slot_from_availability(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if args.get("slot_ref") not in session.offered:
         return "that time did not come from an availability search on this call"
     return None
 
 
-def caller_confirmed_slot(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def caller_confirmed_slot(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if not session.confirmed(str(args.get("slot_ref"))):
         return "the caller has not explicitly confirmed this exact time"
     return None
 
 
-def identified_patient(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def identified_patient(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if session.patient is None:
         return "the caller is not identified as a patient yet"
     return None
 
 
-def appointment_was_loaded(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def appointment_was_loaded(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if session.patient is None or args.get("appointment_id") not in session.loaded_ids:
         return "that appointment was not returned by the booked-appointments lookup"
     return None
 
 
-def appointments_were_loaded(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def appointments_were_loaded(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if session.patient is None or not session.loaded_ids:
         return "the caller's appointments have not been looked up"
     return None
 
 
-def caller_confirmed_cancel(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def caller_confirmed_cancel(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     ids = args.get("appointment_ids") or [args.get("appointment_id")]
     if not session.confirmed(cancel_subject([str(i) for i in ids if i])):
         return "the caller has not explicitly confirmed cancelling exactly this"
     return None
 
 
-def name_and_dob_given(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def name_and_dob_given(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if not (args.get("first_name") and args.get("last_name") and args.get("date_of_birth")):
         return "first name, last name and date of birth are all needed"
     return None
 
 
-def caller_confirmed_details(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def caller_confirmed_details(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     """Registering someone, or correcting the name or birth date they registered with,
     needs their yes to exactly the details read back."""
     patient = session.patient
@@ -86,13 +86,13 @@ def caller_confirmed_details(session: BookingSession, args: Mapping[str, Any]) -
     return None
 
 
-def caller_confirmed_attendance(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def caller_confirmed_attendance(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if not session.confirmed(attendance_subject([str(args.get("appointment_id"))])):
         return "the caller has not said yes to confirming exactly this booking"
     return None
 
 
-def destination_configured(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def destination_configured(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     # The tool resolves the number itself from configuration or the location record;
     # this guard only refuses a number the model supplied.
     if args.get("phone_number"):
@@ -100,7 +100,7 @@ def destination_configured(session: BookingSession, args: Mapping[str, Any]) -> 
     return None
 
 
-def person_confirmed(session: BookingSession, args: Mapping[str, Any]) -> str | None:
+def person_confirmed(session: GraphSession, args: Mapping[str, Any]) -> str | None:
     if not session.confirmed(reminder_subject(str(args.get("reminder_id")))):
         return "the person has not said they did exactly this"
     return None
@@ -123,7 +123,7 @@ def unknown_guards(graph: ContextGraph) -> list[str]:
 
 
 def check(
-    graph: ContextGraph, state: str, tool: str, session: BookingSession, args: Mapping[str, Any]
+    graph: ContextGraph, state: str, tool: str, session: GraphSession, args: Mapping[str, Any]
 ) -> str | None:
     """Why `tool` may not run now (None: it may): the state's gate, the caller's mode
     (unidentified callers are offered no writes but creating their record), the intent

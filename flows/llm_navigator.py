@@ -24,6 +24,7 @@ from pydantic import BaseModel, field_validator
 
 from call.call_session import CallLog
 from flows.graph import ContextGraph, StateType
+from flows.graph_session import GraphSession
 from flows.navigator import (
     MAX_HOPS,
     FillerSink,
@@ -36,7 +37,6 @@ from flows.navigator import (
     took_action,
     understand,
 )
-from flows.session import BookingSession
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt
 
@@ -117,18 +117,18 @@ class LLMNavigator:
         self.attempts, self.timeout_s = attempts, timeout_s
 
     async def navigate(
-        self, session: BookingSession, state: str, text: str, today: date, *,
+        self, session: GraphSession, state: str, text: str, today: date, *,
         filler: FillerSink | None = None,
     ) -> NavDecision:
         turn = read_turn(session, text)
         understand(session, turn, today)
         return await self._walk(session, state, turn, Filler(filler))
 
-    async def resume(self, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+    async def resume(self, session: GraphSession, state: str, turn: Turn) -> NavDecision:
         return await self._walk(session, state, turn, Filler(None), tool_done=True)
 
     async def _walk(
-        self, session: BookingSession, state: str, turn: Turn, filler: Filler, *,
+        self, session: GraphSession, state: str, turn: Turn, filler: Filler, *,
         tool_done: bool = False,
     ) -> NavDecision:
         start = state
@@ -160,7 +160,7 @@ class LLMNavigator:
         raise NavigationError(f"no action within {MAX_HOPS} hops (stopped in {state!r})")
 
     async def choose(
-        self, session: BookingSession, state: str, turn: Turn, filler: Filler | None = None
+        self, session: GraphSession, state: str, turn: Turn, filler: Filler | None = None
     ) -> Choice:
         """Ask the model, validate, retry; the first valid option if every attempt fails."""
         spec = self.graph.states[state]
@@ -184,7 +184,7 @@ class LLMNavigator:
         self.log.event("navigator_fallback", state=state, choice=fallback)
         return Choice(fallback, filler.text, False, self.attempts, True)
 
-    def _prompt(self, session: BookingSession, state: str, turn: Turn, valid: list[str]) -> str:
+    def _prompt(self, session: GraphSession, state: str, turn: Turn, valid: list[str]) -> str:
         spec = self.graph.states[state]
         exits = {e.name: e for e in self.graph.exits_of(state)}
         options = "\n".join(

@@ -24,6 +24,14 @@ from typing import Any, Protocol
 
 from db.slots import Slot
 from flows.graph import RETURN, ContextGraph, StateType
+from flows.graph_session import (
+    Confirmation,
+    GraphSession,
+    NewPatientDetails,
+    attendance_subject,
+    cancel_subject,
+    reminder_subject,
+)
 from flows.router import (
     CRISIS_ROUTE,
     NO_ROUTE,
@@ -33,14 +41,6 @@ from flows.router import (
     default_router,
     requests_in_order,
     route_turn,
-)
-from flows.session import (
-    BookingSession,
-    Confirmation,
-    NewPatientDetails,
-    attendance_subject,
-    cancel_subject,
-    reminder_subject,
 )
 from language.affirmation import Answer, classify_answer
 from language.caller_identity import (
@@ -156,7 +156,7 @@ def _count(items: list[Any] | None) -> str:
     return "none" if not items else "one" if len(items) == 1 else "many"
 
 
-Predicate = Callable[[BookingSession, Turn], Any]
+Predicate = Callable[[GraphSession, Turn], Any]
 
 PREDICATES: dict[str, Predicate] = {
     "route": lambda s, t: t.route.route,
@@ -199,7 +199,7 @@ PREDICATES: dict[str, Predicate] = {
 }
 
 
-def holds(condition: dict[str, Any] | None, session: BookingSession, turn: Turn) -> bool:
+def holds(condition: dict[str, Any] | None, session: GraphSession, turn: Turn) -> bool:
     """Every predicate of the condition has its expected value (a list: any of them)."""
     if condition is None:
         return False
@@ -258,7 +258,7 @@ def condition_problems(graph: ContextGraph) -> list[str]:
 # --- (2) What the words settle ----------------------------------------------------------
 
 
-def understand(session: BookingSession, turn: Turn, today: date) -> None:
+def understand(session: GraphSession, turn: Turn, today: date) -> None:
     """Record in the session what this turn settles (never a write: that is the tools' job)."""
     before, wish = session.understood(), session.time_wish
     _understand(session, turn, today)
@@ -266,7 +266,7 @@ def understand(session: BookingSession, turn: Turn, today: date) -> None:
     session.time_wish_changed = session.time_wish != wish
 
 
-def _understand(session: BookingSession, turn: Turn, today: date) -> None:
+def _understand(session: GraphSession, turn: Turn, today: date) -> None:
     text, last = turn.text, session.last_action
     session.heard.append(text)
     if turn.route.route == CRISIS_ROUTE:
@@ -334,7 +334,7 @@ def _any_will_do(text: str, offer: list[tuple[str, Slot]], last: str | None,
     return offer[0][0]
 
 
-def _understand_requests(session: BookingSession, turn: Turn) -> None:
+def _understand_requests(session: GraphSession, turn: Turn) -> None:
     """What a visit is for, and what and where to call back: answers to the questions that
     ask for them, in the caller's words."""
     last, text = session.last_action, turn.text
@@ -352,7 +352,7 @@ def _understand_requests(session: BookingSession, turn: Turn) -> None:
         session.task = TaskKind.QUERY  # "we tried to reach you" "yes": about their bookings
 
 
-def _understand_identity(session: BookingSession, turn: Turn, today: date) -> None:
+def _understand_identity(session: GraphSession, turn: Turn, today: date) -> None:
     """Names, birth date and phone from the turn, asked for or volunteered; corrections
     (a spelled name, a new value after "no", one part of the date) replace what was heard."""
     last, details = session.last_action, session.new_patient
@@ -400,7 +400,7 @@ def _correct_name(details: NewPatientDetails, word: str, last: str | None) -> No
         details.last_name = word
 
 
-def _identify_on_shared_phone(session: BookingSession) -> None:
+def _identify_on_shared_phone(session: GraphSession) -> None:
     details = session.new_patient
     if session.patient is None and len(session.phone_matches) > 1:
         matches = [
@@ -413,7 +413,7 @@ def _identify_on_shared_phone(session: BookingSession) -> None:
             session.patient = matches[0]
 
 
-def understand_targets(session: BookingSession, turn: Turn) -> None:
+def understand_targets(session: GraphSession, turn: Turn) -> None:
     """Which booking(s) a cancel or reschedule is about (again once bookings are loaded)."""
     if session.task not in (TaskKind.CANCEL, TaskKind.RESCHEDULE, TaskKind.CONFIRM) \
             or not session.upcoming:
@@ -445,7 +445,7 @@ def understand_targets(session: BookingSession, turn: Turn) -> None:
 # --- (3) The walk ------------------------------------------------------------------------
 
 
-def read_turn(session: BookingSession, text: str) -> Turn:
+def read_turn(session: GraphSession, text: str) -> Turn:
     """The caller's words routed (with the agent's last action as evidence), before they
     change the session: both navigator backends start every turn here. A turn asking for
     two things is taken one at a time: the first now, the rest once it is done."""
@@ -463,7 +463,7 @@ def read_turn(session: BookingSession, text: str) -> Turn:
 
 
 def navigate(
-    graph: ContextGraph, session: BookingSession, state: str, text: str, today: date
+    graph: ContextGraph, session: GraphSession, state: str, text: str, today: date
 ) -> NavDecision:
     """One caller turn, deterministically: understand it, then walk to an action."""
     turn = read_turn(session, text)
@@ -479,12 +479,12 @@ class Navigator(Protocol):
     """A navigator backend: the deterministic rules or a fast model, same decisions."""
 
     async def navigate(
-        self, session: BookingSession, state: str, text: str, today: date, *,
+        self, session: GraphSession, state: str, text: str, today: date, *,
         filler: FillerSink | None = None,
     ) -> NavDecision:
         """One caller turn from `state` to an action (or a tool_call state's pending tool)."""
 
-    async def resume(self, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+    async def resume(self, session: GraphSession, state: str, turn: Turn) -> NavDecision:
         """On from a tool_call state whose tool has just run."""
 
 
@@ -495,17 +495,17 @@ class DeterministicNavigator:
     graph: ContextGraph
 
     async def navigate(
-        self, session: BookingSession, state: str, text: str, today: date, *,
+        self, session: GraphSession, state: str, text: str, today: date, *,
         filler: FillerSink | None = None,
     ) -> NavDecision:
         return navigate(self.graph, session, state, text, today)
 
-    async def resume(self, session: BookingSession, state: str, turn: Turn) -> NavDecision:
+    async def resume(self, session: GraphSession, state: str, turn: Turn) -> NavDecision:
         return walk(self.graph, session, state, turn, tool_done=True)
 
 
 def walk(
-    graph: ContextGraph, session: BookingSession, state: str, turn: Turn, *,
+    graph: ContextGraph, session: GraphSession, state: str, turn: Turn, *,
     tool_done: bool = False,
 ) -> NavDecision:
     """From `state` to an action (or to a tool_call state whose tool must run first)."""
@@ -560,7 +560,7 @@ def walk(
     )
 
 
-def _asked_too_often(graph: ContextGraph, session: BookingSession, action: str) -> bool:
+def _asked_too_often(graph: ContextGraph, session: GraphSession, action: str) -> bool:
     """Saying `action` now would repeat it past the limit (graphs with a `stuck` exit)."""
     repeated = (action == session.last_action and not session.progressed
                 and session.asked_in_a_row >= MAX_SAME_QUESTION)
@@ -568,7 +568,7 @@ def _asked_too_often(graph: ContextGraph, session: BookingSession, action: str) 
     return (repeated or looping) and any(e.name == STUCK_EXIT for e in graph.global_exits)
 
 
-def took_action(session: BookingSession, action: str) -> None:
+def took_action(session: GraphSession, action: str) -> None:
     """The agent is about to do `action`: what it is about becomes the call's focus."""
     again = action == session.last_action and not session.progressed
     session.asked_in_a_row = session.asked_in_a_row + 1 if again else 1
@@ -582,7 +582,7 @@ def took_action(session: BookingSession, action: str) -> None:
         session.followed_up = True
 
 
-def take_exit(graph: ContextGraph, session: BookingSession, state: str, to: str) -> str:
+def take_exit(graph: ContextGraph, session: GraphSession, state: str, to: str) -> str:
     """The state an exit lands in; entering or leaving a side-loop keeps its return stack."""
     target = _target(graph, session, state, to)
     if to == RETURN and session.return_to:
@@ -592,7 +592,7 @@ def take_exit(graph: ContextGraph, session: BookingSession, state: str, to: str)
     return target
 
 
-def _target(graph: ContextGraph, session: BookingSession, state: str, to: str) -> str:
+def _target(graph: ContextGraph, session: GraphSession, state: str, to: str) -> str:
     if to == RETURN:  # back where the side-loop began (the start, if that is unknown)
         origin = session.return_to[-1] if session.return_to else graph.initial_state
         return graph.entry_state(origin)
@@ -602,7 +602,7 @@ def _target(graph: ContextGraph, session: BookingSession, state: str, to: str) -
 NEUTRAL = RouteDecision("none", NO_ROUTE.confidence, ())
 
 
-def settle(graph: ContextGraph, session: BookingSession, state: str) -> NavDecision | None:
+def settle(graph: ContextGraph, session: GraphSession, state: str) -> NavDecision | None:
     """After an action's write: follow the exit its outcome opens (booked → wrap-up, ...).
 
     Only an exit that names the `outcome` is taken from `state`, so nothing the caller

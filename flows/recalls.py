@@ -17,12 +17,12 @@ import asyncpg
 from db import companion, world
 from db import scheduling as db
 from flows.graph import ContextGraph, StateType
-from flows.session import BookingSession
+from flows.graph_session import GraphSession
 
-Recall = Callable[[BookingSession, asyncpg.Pool], Awaitable[None]]
+Recall = Callable[[GraphSession, asyncpg.Pool], Awaitable[None]]
 
 
-async def identify_by_phone(session: BookingSession, pool: asyncpg.Pool) -> None:
+async def identify_by_phone(session: GraphSession, pool: asyncpg.Pool) -> None:
     if session.caller_number:
         session.phone_matches = await db.patients_by_phone(
             pool, session.workspace_id, session.caller_number
@@ -31,7 +31,7 @@ async def identify_by_phone(session: BookingSession, pool: asyncpg.Pool) -> None
         session.patient = session.phone_matches[0]
 
 
-async def caller_context(session: BookingSession, pool: asyncpg.Pool) -> None:
+async def caller_context(session: GraphSession, pool: asyncpg.Pool) -> None:
     session.services = await db.appointment_types(pool, session.service_id)
     session.services_read = bool(session.services)
     session.locations = await db.locations(pool, session.service_id)
@@ -44,14 +44,14 @@ async def caller_context(session: BookingSession, pool: asyncpg.Pool) -> None:
         await load_chart(session, pool)
 
 
-async def load_chart(session: BookingSession, pool: asyncpg.Pool) -> None:
+async def load_chart(session: GraphSession, pool: asyncpg.Pool) -> None:
     """The identified caller's chart (the ambient channel's patient context)."""
     session.chart_stale = False
     session.chart = (await world.clinical_context(pool, session.patient.id)
                      if session.patient is not None else None)
 
 
-async def person_memories(session: BookingSession, pool: asyncpg.Pool) -> None:
+async def person_memories(session: GraphSession, pool: asyncpg.Pool) -> None:
     await identify_by_phone(session, pool)
     if session.patient is not None:
         session.memories = await companion.recent_memories(pool, session.patient.id)

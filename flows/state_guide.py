@@ -18,7 +18,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from db.insights import CallAggregates, ToolCount, ValueCount
 from flows.graph import RETURN, ContextGraph
 
-# Error classes the tool layer writes (flows/tools.py); anything else counts as "other".
+# Error classes the tool layer writes (flows/graph_tools.py); anything else counts as "other".
 GUARD, PMS = "guard", "pms"
 
 

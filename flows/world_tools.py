@@ -22,7 +22,7 @@ import dateparser
 from call.call_session import CallLog
 from db import world
 from db.world import CoverageSpec, OutboundTaskSpec, PatientRecord, Provenance
-from flows.session import BookingSession
+from flows.graph_session import GraphSession
 from language.carriers import default_carriers, match_carrier
 from language.fields import (
     normalize_email,
@@ -79,7 +79,7 @@ def natural_fields(args: Mapping[str, Any]) -> dict[str, Any]:
 class WorldTools:
     """One call's world-model tools (handlers take the resolved arguments)."""
 
-    session: BookingSession
+    session: GraphSession
     pool: asyncpg.Pool
     log: CallLog
     index: WorldIndex

@@ -15,7 +15,7 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 
 from config import Settings
-from flows.engine import BookingEngine
+from flows.graph_engine import GraphEngine
 from pipeline.providers import EmotionProviders, ProviderPlan
 from processors.conversation.director import DirectorBackend
 from processors.emotion.call_emotion import CallEmotion
@@ -51,7 +51,7 @@ class CallDeps:
 
     settings: Settings
     plan: ProviderPlan
-    engine: BookingEngine | None = None
+    engine: GraphEngine | None = None
     emotion: CallEmotion | None = None
     greeting: PrerenderedSpeech | None = None
     greeting_text: str | None = None

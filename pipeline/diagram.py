@@ -37,9 +37,9 @@ from call.call_session import CallLog, CallSession, SessionMode
 from call.identity import CallIdentity
 from call.voice_settings import VoiceSettings
 from config import Settings
-from flows.engine import BookingEngine
 from flows.graph import bundled_graph
-from flows.session import BookingSession
+from flows.graph_engine import GraphEngine
+from flows.graph_session import GraphSession
 from pipeline.call_deps import CallDeps, ServiceOverrides
 from pipeline.factory import CallPipeline, build_call_pipeline
 from pipeline.providers import ProviderPlan
@@ -140,8 +140,8 @@ def _built(call: Call) -> tuple[list[Step], CallPipeline]:
     )
     engine = None
     if call.graph:
-        booking = BookingSession(identity=session.identity)
-        engine = BookingEngine(bundled_graph("clinic_booking"), booking, None, log,
+        booking = GraphSession(identity=session.identity)
+        engine = GraphEngine(bundled_graph("clinic_booking"), booking, None, log,
                                clinic_name=session.clinic_name,
                                emergency_number=settings.emergency_number)
     transport = _Transport()

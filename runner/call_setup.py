@@ -10,9 +10,9 @@ from pipecat.transports.base_transport import BaseTransport
 
 from call.call_session import CallLog, CallSession, SessionMode
 from call.identity import CallIdentity
-from flows.engine import BookingEngine
+from flows.graph_engine import GraphEngine
+from flows.graph_session import GraphSession
 from flows.llm_navigator import LLMNavigator
-from flows.session import BookingSession
 from ops.plane import navigator_model
 from pipeline.call_deps import CallDeps
 from pipeline.factory import CallPipeline, build_call_pipeline
@@ -54,15 +54,15 @@ def new_session(
     return session
 
 
-def booking_engine(
+def graph_engine(
     runtime: AppRuntime, session: CallSession, profile: CallProfile,
     emotion: CallEmotion | None = None,
-) -> BookingEngine | None:
+) -> GraphEngine | None:
     """The call's context-graph engine, or None for static prompt mode."""
     graph = runtime.graph_for(profile)
     if graph is None or session.workspace_id is None or session.service_id is None:
         return None
-    booking = BookingSession(identity=session.identity)
+    booking = GraphSession(identity=session.identity)
     navigator = None
     if runtime.navigator_model is not None:
         navigator = LLMNavigator(
@@ -70,7 +70,7 @@ def booking_engine(
             filler_guidance=lambda: filler_guidance(
                 emotion.snapshot() if emotion is not None else None),
         )
-    return BookingEngine(
+    return GraphEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.emergency_number, navigator=navigator,
         index=runtime.world_index, practice=runtime.practice,
@@ -87,7 +87,7 @@ def call_deps(
     emotion = CallEmotion() if profile.voice.emotion_enabled else None
     return CallDeps(
         settings=runtime.settings, plan=runtime.plan,
-        engine=booking_engine(runtime, session, profile, emotion), emotion=emotion,
+        engine=graph_engine(runtime, session, profile, emotion), emotion=emotion,
         greeting=greeting, greeting_text=profile.greeting,
         recordings_dir=runtime.settings.recordings_dir, sample_rate=sample_rate,
         emotion_providers=runtime.emotion_providers, director=runtime.director,

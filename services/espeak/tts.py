@@ -1,6 +1,6 @@
 """Offline text-to-speech for Pipecat: eSpeak NG streamed as audio with word timestamps.
 
-The engine lives in services/espeak/engine/engine.py; this module only adapts it to Pipecat's
+The engine lives in services/espeak/engine.py; this module only adapts it to Pipecat's
 ``TTSService``: audio crosses from the engine thread to the event loop as it is
 made, is resampled to the pipeline's rate (8 kHz on phone calls), and every word
 eSpeak reports becomes a timed ``TTSTextFrame`` — the same shape ElevenLabs

@@ -3,7 +3,7 @@
 The agent reads the schedule through it, and writes reach it only after verification
 (every write passes the multi-stage verification pipeline before data reaches an
 external system): during the call every write lands in the world model
-(which holds the slot), and `processors/world/sync.py` pushes verified events to the
+(which holds the slot), and `runner/after_call.py` pushes verified events to the
 PMS afterwards.
 
 - `BuiltinPractice` (default): the world model is the practice system.

@@ -6,14 +6,14 @@ from datetime import date
 import pytest
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from db import companion, world
 from db import scheduling as sched
 from db.scheduling import NotFound
 from db.world import Provenance
 from flows.graph import bundled_graph
-from call.identity import CallIdentity
-from flows.session import BookingSession, Confirmation, reminder_subject
-from flows.tools import BookingTools
+from flows.graph_session import Confirmation, GraphSession, reminder_subject
+from flows.graph_tools import GraphTools
 from tests.fakes import CollectingWriter
 
 
@@ -71,10 +71,10 @@ async def test_a_reminder_is_marked_done_only_after_the_person_said_so(db, works
     )
     writer = CollectingWriter()
     reminders = await companion.open_reminders(db.pool, ada.id)
-    session = BookingSession(identity=CallIdentity(call_id, workspace_id, "s"),
+    session = GraphSession(identity=CallIdentity(call_id, workspace_id, "s"),
                              patient=ada, reminders=reminders)
     graph = bundled_graph("companion_checkin")
-    tools = BookingTools(graph, session, db.pool, CallLog(call_id, writer))
+    tools = GraphTools(graph, session, db.pool, CallLog(call_id, writer))
 
     early = await tools.call("main", "mark_reminder_acknowledged", {"reminder_ref": "R1"})
     assert early.error_class == "guard" and "has not said" in early.text

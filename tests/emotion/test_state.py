@@ -83,7 +83,7 @@ def test_trend_compares_the_halves_of_the_window(valences, trend):
     (0.05, -0.7, 0.8),    # one neutral
     (-0.6, None, 1.0),    # no language results
 ])
-def test_coherence_follows_the_seed_table(voice_v, words_v, expected):
+def test_coherence_follows_the_voice_and_words_table(voice_v, words_v, expected):
     assert coherence_of(voice_v, words_v) == pytest.approx(expected)
 
 
@@ -113,7 +113,7 @@ def test_unknown_names_are_counted_and_never_guessed():
     assert state.unknown_labels == 1 and snap.dominant == "Anger"
 
 
-def test_behaviour_signals_count_what_the_seed_counts():
+def test_behaviour_signals_count_barge_ins_short_replies_and_silences():
     state = EmotionalState(clock=Clock())
     for reply in ("yes", "no", "fine"):
         state.note_reply(reply)

@@ -5,14 +5,14 @@ import json
 from datetime import date
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from db.scheduling import Patient
 from flows.compile import EngageNodes
-from flows.engine import BookingEngine
 from flows.graph import bundled_graph
+from flows.graph_engine import GraphEngine
+from flows.graph_session import GraphSession
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
-from call.identity import CallIdentity
-from flows.session import BookingSession
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")
@@ -24,8 +24,8 @@ async def hang_up(_action, _flow_manager) -> None:
 
 
 def nodes(writer: CollectingWriter, state: str = "init") -> EngageNodes:
-    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
-    engine = BookingEngine(GRAPH, session, pool=None, log=CallLog("c", writer),
+    session = GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
+    engine = GraphEngine(GRAPH, session, pool=None, log=CallLog("c", writer),
                            clinic_name="Demo Family Clinic", emergency_number="911")
     engine.state = state
     return EngageNodes(engine, end_call=hang_up)

@@ -11,13 +11,13 @@ from datetime import date
 import pytest
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from db import repositories as repo
 from db import scheduling as sched
 from db.seed import seed_clinic
-from flows.engine import BookingEngine
 from flows.graph import bundled_graph
-from call.identity import CallIdentity
-from flows.session import BookingSession
+from flows.graph_engine import GraphEngine
+from flows.graph_session import GraphSession
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")
@@ -32,7 +32,7 @@ async def clinic(db, workspace_id):
 
 
 class Caller:
-    def __init__(self, engine: BookingEngine, writer: CollectingWriter) -> None:
+    def __init__(self, engine: GraphEngine, writer: CollectingWriter) -> None:
         self.engine, self.writer = engine, writer
         self.heard: list[str] = []
 
@@ -53,8 +53,8 @@ async def call_from(db, clinic, phone: str | None) -> Caller:
         db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
         direction="inbound", from_number=phone, to_number=None, status="in_progress",
     )
-    session = BookingSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
-    engine = BookingEngine(
+    session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
+    engine = GraphEngine(
         GRAPH, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
         emergency_number="911",
     )

@@ -7,14 +7,14 @@ import yaml
 
 from flows.graph import GRAPHS_DIR, RETURN, GraphError, StateType, bundled_graph, parse_graph
 
-SEED_002_STATES = {
+CANONICAL_STATES = {
     "booking_discovery", "booking_existing_patient", "collecting_new_patient", "rescheduling",
     "cancelling", "answering_query", "handoff_prep", "verifying_identity", "init", "greeting",
     "discovering_service", "resolving_service", "resolving_location", "offering_slots",
     "awaiting_final_confirmation", "post_booking_closing", "loading_bookings", "picking_target",
     "confirming_cancel", "adjustment_rescheduling", "pricing", "service_info", "hours", "closing",
 }
-SEED_002_SUPER_STATES = {"appointment_setting", "appointment_adjustment", "qa", "handoff"}
+CANONICAL_SUPER_STATES = {"appointment_setting", "appointment_adjustment", "qa", "handoff"}
 
 
 def tiny() -> dict:
@@ -40,10 +40,10 @@ def rejected(data: dict) -> str:
     return str(error.value)
 
 
-def test_the_booking_graph_has_every_canonical_state_phase_and_action_of_seed_002():
+def test_the_booking_graph_has_every_canonical_state_phase_and_action():
     graph = bundled_graph("clinic_booking")
-    assert set(graph.states) == SEED_002_STATES | OUR_STATES
-    assert set(graph.super_states) == SEED_002_SUPER_STATES | OUR_SUPER_STATES
+    assert set(graph.states) == CANONICAL_STATES | OUR_STATES
+    assert set(graph.super_states) == CANONICAL_SUPER_STATES | OUR_SUPER_STATES
     assert len(graph.states) + len(graph.super_states) == (
         28 + len(OUR_STATES) + len(OUR_SUPER_STATES))
     assert len(graph.phases) == 13
@@ -64,7 +64,7 @@ OUR_ACTIONS = {
 }
 
 
-def test_booking_tools_are_gated_as_seed_002_says():
+def test_booking_tools_are_gated_by_their_guards():
     tools = bundled_graph("clinic_booking").state_tools
     assert "CreatePatient" not in tools["booking_discovery"]
     assert "CreatePatient" in tools["collecting_new_patient"]

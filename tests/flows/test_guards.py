@@ -3,12 +3,12 @@
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from call.identity import CallIdentity
 from db.scheduling import Appointment, Patient
 from db.slots import Slot
 from flows.graph import bundled_graph
+from flows.graph_session import Confirmation, GraphSession, NewPatientDetails, cancel_subject
 from flows.guards import check, unknown_guards
-from call.identity import CallIdentity
-from flows.session import BookingSession, Confirmation, NewPatientDetails, cancel_subject
 
 GRAPH = bundled_graph("clinic_booking")
 START = datetime(2026, 11, 24, 9, 0, tzinfo=ZoneInfo("America/Chicago"))
@@ -26,13 +26,13 @@ def appointment(appointment_id: str) -> Appointment:
                        "Follow-up visit", START, START + timedelta(minutes=20), "booked")
 
 
-def session_with_offer() -> tuple[BookingSession, str]:
-    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
+def session_with_offer() -> tuple[GraphSession, str]:
+    session = GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
     (ref, _), _ = session.offer([slot(), slot(30)])
     return session, ref
 
 
-def book(session: BookingSession, ref: str, state: str = "awaiting_final_confirmation"):
+def book(session: GraphSession, ref: str, state: str = "awaiting_final_confirmation"):
     return check(GRAPH, state, "CreateAppointment", session, {"slot_ref": ref})
 
 
@@ -71,7 +71,7 @@ def test_an_unidentified_caller_cannot_book():
 
 
 def test_cancel_needs_a_loaded_id_and_a_confirmation_of_exactly_it():
-    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
+    session = GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                              heard=["I'd like to cancel my physio on Tuesday"])
 
     def cancel(state: str = "confirming_cancel") -> str | None:
@@ -89,7 +89,7 @@ def test_cancel_needs_a_loaded_id_and_a_confirmation_of_exactly_it():
 
 
 def test_a_new_patient_needs_name_and_birth_date_and_transfers_never_take_a_spoken_number():
-    session = BookingSession(identity=CallIdentity("c", "w", "s"))
+    session = GraphSession(identity=CallIdentity("c", "w", "s"))
 
     def allowed(state: str, tool: str, args: dict) -> str | None:
         return check(GRAPH, state, tool, session, args)

@@ -6,12 +6,12 @@ from datetime import date
 import pytest
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from db.scheduling import Patient
 from flows.graph import bundled_graph
+from flows.graph_session import GraphSession
 from flows.guards import check
 from flows.llm_navigator import LLMNavigator, parse_choice
-from call.identity import CallIdentity
-from flows.session import BookingSession
 from processors.emotion.fillers import filler_guidance
 from processors.emotion.state import EmotionalState
 from services.emotion.reading import EmotionReading, Source
@@ -27,8 +27,8 @@ def navigator(model: ScriptedModel, writer: CollectingWriter | None = None) -> L
                         clinic_name="Demo Family Clinic", timeout_s=0.2)
 
 
-def session() -> BookingSession:
-    return BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
+def session() -> GraphSession:
+    return GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                           phone_matches=[PRIYA], upcoming=[], services_read=True)
 
 

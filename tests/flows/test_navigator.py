@@ -11,13 +11,13 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
+from call.identity import CallIdentity
 from db.scheduling import Appointment, AppointmentType, Patient
 from db.slots import Slot
 from flows.graph import GRAPHS_DIR, bundled_graph, parse_graph
+from flows.graph_session import GraphSession
 from flows.guards import check
 from flows.navigator import NavigationError, condition_problems, navigate, settle, walk
-from call.identity import CallIdentity
-from flows.session import BookingSession
 
 GRAPH = bundled_graph("clinic_booking")
 TODAY = date(2026, 11, 24)
@@ -48,7 +48,7 @@ class Call:
     """A call in progress: its session and the state the last turn landed in."""
 
     def __init__(self, **session) -> None:
-        self.session = BookingSession(identity=CallIdentity("c", "w", "s"), services=[PHYSIO, FLU],
+        self.session = GraphSession(identity=CallIdentity("c", "w", "s"), services=[PHYSIO, FLU],
             services_read=True, **session,
         )
         self.state = "greeting"
@@ -258,7 +258,7 @@ def test_a_graph_that_cannot_reach_an_action_is_a_navigation_error():
         },
     }
     graph = parse_graph(data)
-    session = BookingSession(identity=CallIdentity("c", "w", "s"))
+    session = GraphSession(identity=CallIdentity("c", "w", "s"))
     with pytest.raises(NavigationError):
         navigate(graph, session, "a", "hello", TODAY)
 

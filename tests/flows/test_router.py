@@ -31,7 +31,7 @@ def test_caller_words_pick_the_route_and_task(said, route, task):
     assert (decision.route, decision.task) == (route, task)
 
 
-def test_a_decision_carries_the_evidence_seed_002_shows():
+def test_a_decision_carries_its_evidence():
     decision = route_turn("I'd like to cancel please")
     assert decision.label == "cancel_request/high"
     assert decision.evidence == ("cancel_terms",)

@@ -43,7 +43,7 @@ ANSWER = {
 }
 
 
-def test_a_model_answer_is_condensed_to_the_seeds_one_line_form():
+def test_a_model_answer_is_condensed_to_one_line():
     analysis = parse_analysis(json.dumps(ANSWER))
     assert condense(analysis) == "main/medium/warm | REMIND: Take medication | (concerned)"
 

@@ -17,14 +17,14 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
 from call.frames import EndCallFrame, NavigationFrame
-from flows.engine import BookingEngine, Reply
+from call.identity import CallIdentity
 from flows.graph import bundled_graph, visible_tools
+from flows.graph_engine import GraphEngine, Reply
 from flows.graph_navigator import GraphNavigator
+from flows.graph_session import GraphSession
 from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
-from call.identity import CallIdentity
-from flows.session import BookingSession
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.fillers import filler_set
 from services.emotion.reading import EmotionReading, Source
@@ -32,7 +32,7 @@ from tests.fakes import ScriptedModel, choice
 
 
 class ScriptedEngine:
-    """Stands in for BookingEngine: answers each turn with the next scripted reply."""
+    """Stands in for GraphEngine: answers each turn with the next scripted reply."""
 
     graph = bundled_graph("clinic_booking")
     navigates_by_model = False
@@ -128,9 +128,9 @@ async def test_a_model_navigators_filler_is_spoken_before_the_answer(session, wr
         json.dumps({"choice": "teleport", "filler": "One moment."}),  # invalid: asked again
         choice("caller_spoke"), choice("book_new"), choice("ask_visit_reason"),
     )
-    booking = BookingSession(identity=CallIdentity("call-1", "w", "s"),
+    booking = GraphSession(identity=CallIdentity("call-1", "w", "s"),
                              services_read=True, upcoming=[])
-    engine = BookingEngine(
+    engine = GraphEngine(
         graph, booking, pool=None, log=session.log, clinic_name="Riverside Clinic",
         emergency_number="911", today=lambda: date(2026, 11, 24),
         navigator=LLMNavigator(graph, model, session.log, clinic_name="Riverside Clinic"),
@@ -162,11 +162,11 @@ class RecordingFlows:
         self.nodes.append(node)
 
 
-def engine_for(session, navigator=None) -> BookingEngine:
+def engine_for(session, navigator=None) -> GraphEngine:
     graph = bundled_graph("clinic_booking")
-    booking = BookingSession(identity=CallIdentity("call-1", "w", "s"),
+    booking = GraphSession(identity=CallIdentity("call-1", "w", "s"),
                              services_read=True, upcoming=[])
-    return BookingEngine(graph, booking, pool=None, log=session.log,
+    return GraphEngine(graph, booking, pool=None, log=session.log,
                          clinic_name="Riverside Clinic", emergency_number="911",
                          today=lambda: date(2026, 11, 24), navigator=navigator)
 

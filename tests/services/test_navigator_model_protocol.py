@@ -14,12 +14,12 @@ from datetime import date
 import pytest
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from config import Settings
 from db.scheduling import Patient
 from flows.graph import bundled_graph
+from flows.graph_session import GraphSession
 from flows.llm_navigator import LLMNavigator
-from call.identity import CallIdentity
-from flows.session import BookingSession
 from pipeline.providers import ProviderPlan, build_navigator_model
 from tests.fakes import CollectingWriter
 from tests.model_fakes import serve_anthropic, serve_gemini
@@ -43,7 +43,7 @@ async def navigate_with(settings: Settings) -> tuple[object, list[str], Collecti
     async def say(text: str) -> None:
         said.append(text)
 
-    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
+    session = GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                              phone_matches=[PRIYA], upcoming=[], services_read=True)
     navigator = LLMNavigator(GRAPH, model, CallLog("c", writer), clinic_name="Demo Family Clinic")
     decision = await navigator.navigate(

@@ -47,7 +47,7 @@ def view(latest: str) -> DirectorView:
                         elapsed_s=75.0)
 
 
-async def test_gemini_directs_with_the_seed_schema():
+async def test_gemini_directs_with_the_director_schema():
     async with serve_gemini([json.dumps(ANALYSIS)]) as (fake, base_url):
         values = {"google_api_key": "g-test", "google_base_url": base_url}
         director = build_director(ProviderPlan.from_settings(settings(**values)),

@@ -69,7 +69,7 @@ def test_a_partial_update_builds_on_the_valid_stored_fields_only():
     assert stored_fields("{not json") == {} and stored_fields(None) == {}
 
 
-def test_the_policy_table_covers_every_setting_as_seed_000_says():
+def test_the_policy_table_covers_every_setting():
     policy = {row.field: row for row in voice_settings_policy()}
     assert set(policy) == set(VoiceSettings.model_fields)
     assert policy["tone"].adaptation == "replaced" and str(PROSODY_SCORE) in policy["tone"].note

@@ -105,7 +105,7 @@ def test_a_fast_model_key_gives_model_judges():
     assert isinstance(judges, ModelJudges)
 
 
-def test_the_bands_follow_the_seed():
+def test_the_bands_follow_the_confidence_table():
     from processors.world.audio_check import AudioCheck, Correction
 
     def band(confidence: int) -> str:

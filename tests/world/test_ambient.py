@@ -3,11 +3,11 @@
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from call.identity import CallIdentity
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.world import Allergy, ClinicalContext, Condition, Coverage, Medication, PatientRecord
 from flows.ambient import ambient_context
-from call.identity import CallIdentity
-from flows.session import BookingSession
+from flows.graph_session import GraphSession
 
 PRIYA = Patient("p-1", "Priya", "Nair", date(1985, 9, 30), "+15550100204")
 START = datetime(2026, 11, 24, 15, 0, tzinfo=ZoneInfo("UTC"))  # 9 AM in Chicago
@@ -42,11 +42,11 @@ def appointment(appointment_id: str, days: int = 0) -> Appointment:
                        starts + timedelta(minutes=20), "booked")
 
 
-def call(**fields) -> BookingSession:
+def call(**fields) -> GraphSession:
     """An identified caller with their chart and one upcoming booking, unless told otherwise."""
     defaults = {"patient": PRIYA, "chart": chart(), "upcoming": [appointment("a-1")],
                 "locations": [DOWNTOWN, NORTHSIDE], "services": [PHYSIO]}
-    return BookingSession(identity=CallIdentity("c", "w", "s"),
+    return GraphSession(identity=CallIdentity("c", "w", "s"),
                           **{**defaults, **fields})
 
 
@@ -106,7 +106,7 @@ def test_a_chart_of_a_different_patient_than_the_caller_is_not_shown():
 
 
 def test_nothing_known_gives_no_context_at_all():
-    assert ambient_context(BookingSession(identity=CallIdentity("c", "w", "s"))) == ""
+    assert ambient_context(GraphSession(identity=CallIdentity("c", "w", "s"))) == ""
 
 
 def test_the_dialled_number_names_the_called_location_only():

@@ -8,11 +8,11 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
 from call.frames import NavigationFrame
-from flows.engine import BookingEngine
-from flows.graph import bundled_graph
-from flows.graph_navigator import GraphNavigator
 from call.identity import CallIdentity
-from flows.session import BookingSession
+from flows.graph import bundled_graph
+from flows.graph_engine import GraphEngine
+from flows.graph_navigator import GraphNavigator
+from flows.graph_session import GraphSession
 from tests.fakes import make_session
 from tests.world.conftest import TODAY, Clinic
 
@@ -34,9 +34,9 @@ async def first_turn_instruction(db, clinic: Clinic, writer, caller_phone: str,
                                  dialled: str | None = None) -> str:
     session = make_session(writer)
     session.instruction.base = "You are the scheduling assistant."
-    booking = BookingSession(identity=CallIdentity(
+    booking = GraphSession(identity=CallIdentity(
         await clinic.call(db), clinic.workspace_id, clinic.service_id, caller_phone))
-    engine = BookingEngine(bundled_graph("clinic_booking"), booking, db.pool, session.log,
+    engine = GraphEngine(bundled_graph("clinic_booking"), booking, db.pool, session.log,
                            clinic_name="Demo Clinic", emergency_number="911",
                            today=lambda: TODAY, dialled_number=dialled)
     navigator = GraphNavigator(session, engine)

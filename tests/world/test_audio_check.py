@@ -12,11 +12,11 @@ from pipecat.frames.frames import LLMContextFrame, LLMTextFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
-from flows.engine import BookingEngine
-from flows.graph import bundled_graph
-from flows.graph_navigator import GraphNavigator
 from call.identity import CallIdentity
-from flows.session import BookingSession
+from flows.graph import bundled_graph
+from flows.graph_engine import GraphEngine
+from flows.graph_navigator import GraphNavigator
+from flows.graph_session import GraphSession
 from processors.world.audio_check import AudioCheck, Correction, LocalAudioVerifier
 from tests.fakes import make_session
 
@@ -84,9 +84,9 @@ class Verifier:
 def navigator_asking_for_a_birth_date(writer, verifier: Verifier):
     session = make_session(writer)
     session.turn_audio.last_turn = PCM
-    booking = BookingSession(identity=CallIdentity("call-1", "w", "s"),
+    booking = GraphSession(identity=CallIdentity("call-1", "w", "s"),
                              services_read=True, upcoming=[], task=None)
-    engine = BookingEngine(bundled_graph("clinic_booking"), booking, pool=None, log=session.log,
+    engine = GraphEngine(bundled_graph("clinic_booking"), booking, pool=None, log=session.log,
                            clinic_name="Riverside Clinic", emergency_number="911",
                            today=lambda: TODAY)
     engine.state, booking.last_action = "collecting_new_patient", "ask_date_of_birth"

@@ -9,12 +9,12 @@ from datetime import date
 import pytest
 
 from call.call_session import CallLog
+from call.identity import CallIdentity
 from db import scheduling, world
 from db.scheduling import Patient
 from flows.graph import bundled_graph
-from call.identity import CallIdentity
-from flows.session import BookingSession, Confirmation, patient_subject
-from flows.tools import BookingTools
+from flows.graph_session import Confirmation, GraphSession, patient_subject
+from flows.graph_tools import GraphTools
 from tests.fakes import CollectingWriter
 from tests.world.conftest import NOW, TODAY, Clinic
 
@@ -35,11 +35,11 @@ async def call(db, clinic: Clinic):
     call_id = await clinic.call(db)
     writer = CollectingWriter()
     walsh = await clinic.patient(db, "Henry", "Walsh")
-    session = BookingSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id))
+    session = GraphSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id))
     session.patient = Patient(walsh.id, walsh.first_name, walsh.last_name, walsh.date_of_birth,
                               walsh.phone)
     clock = Clock()
-    tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, writer),
+    tools = GraphTools(GRAPH, session, db.pool, CallLog(call_id, writer),
                          today=lambda: TODAY, clock=clock, now=lambda: NOW)
     return tools, writer, clock
 
@@ -148,8 +148,8 @@ async def test_a_preference_change_needs_the_caller_s_own_words(db, call):
 
 async def test_search_identifies_only_with_the_date_of_birth(db, clinic, index):
     call_id = await clinic.call(db)
-    session = BookingSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id))
-    tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
+    session = GraphSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id))
+    tools = GraphTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY, index=index)
     await index.backfill(db.pool)
 
@@ -164,9 +164,9 @@ async def test_search_identifies_only_with_the_date_of_birth(db, clinic, index):
 
 async def test_an_unidentified_caller_can_register_but_not_update(db, clinic):
     call_id = await clinic.call(db)
-    session = BookingSession(identity=CallIdentity(
+    session = GraphSession(identity=CallIdentity(
         call_id, clinic.workspace_id, clinic.service_id, "+15550100999"))
-    tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
+    tools = GraphTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY)
     name = "Tess" + "".join(chr(97 + int(c, 16) % 26) for c in uuid.uuid4().hex[:5])
 
@@ -188,9 +188,9 @@ async def test_an_unidentified_caller_can_register_but_not_update(db, clinic):
 async def test_the_configured_country_code_decides_what_a_number_without_one_means(db, clinic):
     call_id = await clinic.call(db)
     walsh = await clinic.patient(db, "Henry", "Walsh")
-    session = BookingSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id),
+    session = GraphSession(identity=CallIdentity(call_id, clinic.workspace_id, clinic.service_id),
                              patient=walsh.as_patient())
-    tools = BookingTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
+    tools = GraphTools(GRAPH, session, db.pool, CallLog(call_id, CollectingWriter()),
                          today=lambda: TODAY, country_code="44")  # not North American
 
     national = await tools.call(STATE, "UpdatePatient", {"patient_ref": "P1",

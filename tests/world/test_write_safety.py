@@ -9,9 +9,9 @@ from call.call_session import CallLog
 from call.identity import CallIdentity
 from db.scheduling import Appointment, Patient
 from flows.graph import bundled_graph, visible_tools
+from flows.graph_session import Confirmation, GraphSession, cancel_subject, patient_subject
+from flows.graph_tools import GraphTools
 from flows.guards import check
-from flows.session import BookingSession, Confirmation, cancel_subject, patient_subject
-from flows.tools import BookingTools
 from processors.world.write_safety import (
     DEDUP_TTL_S,
     QUOTE_RECENT_TURNS,
@@ -92,7 +92,7 @@ def test_only_what_was_remembered_is_cached():
     assert dedup.cached("UpdatePatient", args) is None
 
 
-# --- the tool layer keeps successes only (BookingTools._write_once, no database) ---------
+# --- the tool layer keeps successes only (GraphTools._write_once, no database) ---------
 
 
 class FakeHandler:
@@ -110,15 +110,15 @@ class FakeHandler:
         return outcome
 
 
-def tools_for(session: BookingSession, clock: FakeClock) -> tuple[BookingTools, CollectingWriter]:
+def tools_for(session: GraphSession, clock: FakeClock) -> tuple[GraphTools, CollectingWriter]:
     writer = CollectingWriter()
-    tools = BookingTools(GRAPH, session, None, CallLog(session.call_id, writer), clock=clock)
+    tools = GraphTools(GRAPH, session, None, CallLog(session.call_id, writer), clock=clock)
     return tools, writer
 
 
 async def test_a_failed_write_is_retried_and_a_repeated_success_is_not_written_twice():
     clock = FakeClock()
-    session = BookingSession(identity=CallIdentity("c", "w", "s"))
+    session = GraphSession(identity=CallIdentity("c", "w", "s"))
     tools, writer = tools_for(session, clock)
     handler = FakeHandler(OSError("connection reset"), "Registered Sam Nair.",
                           "Registered Sam Nair.")
@@ -145,7 +145,7 @@ async def test_a_failed_write_is_retried_and_a_repeated_success_is_not_written_t
 
 async def test_reads_are_never_deduplicated():
     clock = FakeClock()
-    session = BookingSession(identity=CallIdentity("c", "w", "s"))
+    session = GraphSession(identity=CallIdentity("c", "w", "s"))
     tools, _ = tools_for(session, clock)
     handler = FakeHandler("Physio, 30 minutes, $90", "Physio, 30 minutes, $90")
     tools._handlers["GetServicesAndPricing"] = handler
@@ -156,7 +156,7 @@ async def test_reads_are_never_deduplicated():
 
 
 async def test_the_tool_layer_refuses_a_write_naming_another_patient_before_running_it():
-    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
+    session = GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA)
     tools, writer = tools_for(session, FakeClock())
     handler = FakeHandler("Updated.")
     tools._handlers["UpdatePatient"] = handler
@@ -198,8 +198,8 @@ def test_no_record_can_be_named_before_anyone_is_identified(args):
 # --- quote_problem (the intent gate) ---------------------------------------------------
 
 
-def session_hearing(*turns: str) -> BookingSession:
-    return BookingSession(identity=CallIdentity("c", "w", "s"),  heard=list(turns))
+def session_hearing(*turns: str) -> GraphSession:
+    return GraphSession(identity=CallIdentity("c", "w", "s"),  heard=list(turns))
 
 
 CALL = session_hearing(
@@ -211,7 +211,7 @@ CALL = session_hearing(
 )
 
 
-def recent(session: BookingSession = CALL) -> list[str]:
+def recent(session: GraphSession = CALL) -> list[str]:
     return session.recent_caller_turns(QUOTE_RECENT_TURNS)
 
 
@@ -317,16 +317,16 @@ def appointment(appointment_id: str) -> Appointment:
                        "Follow-up visit", START, START + timedelta(minutes=20), "booked")
 
 
-def ready_to_cancel() -> BookingSession:
+def ready_to_cancel() -> GraphSession:
     """Every guard of CancelAppt holds: identified, loaded, confirmed exactly a-1."""
-    session = BookingSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
+    session = GraphSession(identity=CallIdentity("c", "w", "s"),  patient=PRIYA,
                              heard=["I need to cancel my follow-up on Tuesday", "yes, cancel it"])
     session.upcoming = [appointment("a-1"), appointment("a-2")]
     session.confirmation = Confirmation(subject=cancel_subject(["a-1"]), caller_words="yes")
     return session
 
 
-def cancel(session: BookingSession, **quote) -> str | None:
+def cancel(session: GraphSession, **quote) -> str | None:
     return check(GRAPH, "confirming_cancel", "CancelAppt", session,
                  {"appointment_id": "a-1", **quote})
 

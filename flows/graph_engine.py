@@ -1,6 +1,6 @@
 """One call's context-graph engine: prefetch, then navigate → tools → say, turn by turn.
 
-`BookingEngine.start` is the graph's `init` recall state: it looks up the caller by
+`GraphEngine.start` is the graph's `init` recall state: it looks up the caller by
 the number they call from, their upcoming bookings, the clinic's services and
 locations (bounded; a slow database leaves the call unidentified, not silent). Each
 `turn` navigates (flows/navigator), records every transition, runs the tools of
@@ -25,6 +25,8 @@ from call.call_session import CallLog
 from flows.ambient import ambient_context
 from flows.engage_local import engage
 from flows.graph import ContextGraph
+from flows.graph_session import GraphSession
+from flows.graph_tools import GraphTools
 from flows.navigator import (
     DeterministicNavigator,
     FillerSink,
@@ -37,8 +39,6 @@ from flows.navigator import (
     understand_targets,
 )
 from flows.recalls import RECALLS, load_chart
-from flows.session import BookingSession
-from flows.tools import BookingTools
 from processors.world.index import WorldIndex
 from services.practice.base import PracticeSystem
 
@@ -60,9 +60,9 @@ class Reply:
     transfer_to: str | None = None  # dial this once this has been said
 
 
-class BookingEngine:
+class GraphEngine:
     def __init__(
-        self, graph: ContextGraph, session: BookingSession, pool: asyncpg.Pool, log: CallLog, *,
+        self, graph: ContextGraph, session: GraphSession, pool: asyncpg.Pool, log: CallLog, *,
         clinic_name: str, emergency_number: str, today: Callable[[], date] = date.today,
         transfer_number: str | None = None, navigator: Navigator | None = None,
         index: WorldIndex | None = None, practice: PracticeSystem | None = None,
@@ -70,7 +70,7 @@ class BookingEngine:
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self.navigator = navigator or DeterministicNavigator(graph)
-        self.tools = BookingTools(
+        self.tools = GraphTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
             index=index, practice=practice, country_code=country_code,
         )

@@ -49,7 +49,7 @@ class Confirmation:
 
 
 @dataclass
-class BookingSession:
+class GraphSession:
     """What the call knows (booking calls; companion check-ins use the last fields too)."""
 
     identity: CallIdentity

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from operator import attrgetter
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -28,7 +28,7 @@ from db.slots import Slot, spread
 from db.world import EventDraft
 from flows import guards
 from flows.graph import ContextGraph
-from flows.session import BookingSession
+from flows.graph_session import GraphSession
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
 from language.spoken import say_date, say_hours, say_list, say_price, say_time
@@ -60,48 +60,16 @@ class Refused(Exception):
 Handler = Callable[[Mapping[str, Any]], Awaitable[str]]
 
 
-# Tool name (as graphs name it) → the BookingTools method that runs it.
-HANDLERS: dict[str, str] = {
-    "GetPatientDetails": "_patient_details",
-    "GetServicesAndPricing": "_services_and_pricing",
-    "GetAppointmentTypes": "_appointment_types",
-    "CheckAvailability": "_check_availability",
-    "ConvertTimezone": "_convert_timezone",
-    "AddToWaitlist": "_add_to_waitlist",
-    "GetCurrentlyBookedAppts": "_booked_appointments",
-    "CreatePatient": "_create_patient",
-    "CreateAppointment": "_create_appointment",
-    "RescheduleAppointment": "_reschedule_appointment",
-    "CancelAppt": "_cancel_one",
-    "CancelAppointments": "_cancel_all",
-    "ConfirmAppointment": "_confirm_appointment",
-    "EscalateToHuman": "_escalate",
-    "TransferCall": "_transfer",
-    # the world model (flows/world_tools.py)
-    "SearchPatients": "world.search_patients",
-    "SearchClinicalEvents": "world.search_events",
-    "UpdatePatient": "world.update_patient",
-    "SavePatient": "world.save_patient",
-    "CreateInsurance": "world.create_insurance",
-    "SetContactPreference": "world.set_preference",
-    "ScheduleOutboundCall": "world.schedule_outbound",
-    # companion check-in calls
-    "search_memories": "_search_memories",
-    "save_important_detail": "_save_detail",
-    "mark_reminder_acknowledged": "_acknowledge_reminder",
-}
-
-
 def unknown_tools(graph: ContextGraph) -> list[str]:
     """Tools the graph names that have no handler here (empty: all can run)."""
     return sorted(set(graph.tools) - set(HANDLERS))
 
 
-class BookingTools:
+class GraphTools:
     """One call's tools over the scheduling world model."""
 
     def __init__(
-        self, graph: ContextGraph, session: BookingSession, pool: asyncpg.Pool, log: CallLog, *,
+        self, graph: ContextGraph, session: GraphSession, pool: asyncpg.Pool, log: CallLog, *,
         today: Callable[[], date] = date.today, clinic_transfer_number: str | None = None,
         timeout_s: float = TOOL_TIMEOUT_S, index: WorldIndex | None = None,
         practice: PracticeSystem | None = None, clock: Callable[[], float] = time.monotonic,
@@ -117,7 +85,7 @@ class BookingTools:
                                 country_code, now)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._handlers: dict[str, Handler] = {
-            name: attrgetter(method)(self) for name, method in HANDLERS.items()
+            name: partial(run, self) for name, run in HANDLERS.items()
         }
         missing = unknown_tools(graph)
         if missing:
@@ -510,3 +478,45 @@ class BookingTools:
         return say_list([
             f"at {loc.name} {say_hours(loc.opening_hours)}" for loc in self.session.locations
         ])
+
+
+def _on_world(method: Callable[[WorldTools, Mapping[str, Any]], Awaitable[str]]
+              ) -> Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]:
+    """A world-model tool, run on the call's `WorldTools`."""
+
+    def run(tools: GraphTools, args: Mapping[str, Any]) -> Awaitable[str]:
+        return method(tools.world, args)
+
+    return run
+
+
+# Tool name (as graphs name it) → what runs it, given the call's tools and the arguments.
+HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] = {
+    "GetPatientDetails": GraphTools._patient_details,
+    "GetServicesAndPricing": GraphTools._services_and_pricing,
+    "GetAppointmentTypes": GraphTools._appointment_types,
+    "CheckAvailability": GraphTools._check_availability,
+    "ConvertTimezone": GraphTools._convert_timezone,
+    "AddToWaitlist": GraphTools._add_to_waitlist,
+    "GetCurrentlyBookedAppts": GraphTools._booked_appointments,
+    "CreatePatient": GraphTools._create_patient,
+    "CreateAppointment": GraphTools._create_appointment,
+    "RescheduleAppointment": GraphTools._reschedule_appointment,
+    "CancelAppt": GraphTools._cancel_one,
+    "CancelAppointments": GraphTools._cancel_all,
+    "ConfirmAppointment": GraphTools._confirm_appointment,
+    "EscalateToHuman": GraphTools._escalate,
+    "TransferCall": GraphTools._transfer,
+    # the world model (flows/world_tools.py)
+    "SearchPatients": _on_world(WorldTools.search_patients),
+    "SearchClinicalEvents": _on_world(WorldTools.search_events),
+    "UpdatePatient": _on_world(WorldTools.update_patient),
+    "SavePatient": _on_world(WorldTools.save_patient),
+    "CreateInsurance": _on_world(WorldTools.create_insurance),
+    "SetContactPreference": _on_world(WorldTools.set_preference),
+    "ScheduleOutboundCall": _on_world(WorldTools.schedule_outbound),
+    # companion check-in calls
+    "search_memories": GraphTools._search_memories,
+    "save_important_detail": GraphTools._save_detail,
+    "mark_reminder_acknowledged": GraphTools._acknowledge_reminder,
+}
