@@ -11,7 +11,8 @@ WORKDIR /app
 
 # Build tools only for wheels that compile; removed in the same layer.
 COPY pyproject.toml README.md ./
-COPY bot.py main.py config.py ./
+COPY bot.py main.py ./
+COPY config config
 COPY app app
 COPY api api
 COPY runner runner

@@ -26,7 +26,7 @@ from loguru import logger
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from config import Settings
+from config import Settings, setting_name
 from lib import event_loop
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def configure_logging(settings: Settings) -> None:
     logger.remove()
     logger.configure(patcher=mask_record)  # PHI masked in every line, whatever logs it
     # No variable values in tracebacks (loguru's `diagnose` would print a caller's words).
-    logger.add(sys.stderr, level=settings.log_level.upper(), backtrace=False, diagnose=False)
+    logger.add(sys.stderr, level=settings.server.log_level.upper(), backtrace=False, diagnose=False)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -82,7 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
 def serve(settings: Settings) -> int:
     import uvicorn
 
-    from config import resolve_providers
+    from pipeline.provider_choice import resolve_providers
 
     resolve_providers(settings)  # a provider forced without its key: a clear error, not a crash
 
@@ -98,14 +98,14 @@ def server_config(settings: Settings, app: Any) -> uvicorn.Config:
 
     return uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
-        ws_max_size=max(settings.ws_max_message_bytes * 4, 1 << 20),
-        log_level=settings.log_level.lower(),
+        host=settings.server.host,
+        port=settings.server.port,
+        ws_max_size=max(settings.telephony.ws_max_message_bytes * 4, 1 << 20),
+        log_level=settings.server.log_level.lower(),
         loop=event_loop.uvicorn_loop(),
         lifespan="on",
         proxy_headers=True,
-        forwarded_allow_ips=settings.forwarded_allow_ips,
+        forwarded_allow_ips=settings.server.forwarded_allow_ips,
     )
 
 
@@ -255,7 +255,7 @@ def verify_call(settings: Settings, call_id: str) -> int:
         try:
             report, synced = await verify_and_sync(
                 db.pool, call_id, build_verifier(ProviderPlan.from_settings(settings), settings),
-                practice, country_code=settings.phone_country_code)
+                practice, country_code=settings.world.phone_country_code)
         finally:
             if hasattr(practice, "aclose"):
                 await practice.aclose()
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings()
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']).upper()}: {err['msg']}"
+            f"{setting_name(err['loc'])}: {err['msg']}"
             for err in error.errors()
         )
         print(f"invalid settings: {problems}", file=sys.stderr)

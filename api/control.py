@@ -247,7 +247,7 @@ async def _keyterms_out(runtime: AppRuntime, workspace_id: str,
                         service: dict[str, Any]) -> KeytermsOut:
     voice, _problems = parse_voice_settings(
         await repo.get_voice_settings_raw(runtime.db.pool, workspace_id))
-    system = list(runtime.settings.system_keyterms)
+    system = list(runtime.settings.call.system_keyterms)
     return KeytermsOut(
         service_id=service["id"], keyterms=service["keyterms"],
         workspace_keyterms=list(voice.keyterms), system_keyterms=system,

@@ -198,7 +198,7 @@ def auth_throttle(app: FastAPI, settings: Settings) -> FailedAuthThrottle:
     throttle = getattr(app.state, "auth_throttle", None)
     if throttle is None:
         throttle = app.state.auth_throttle = FailedAuthThrottle(
-            settings.api_auth_failures_per_minute)
+            settings.server.api_auth_failures_per_minute)
     return throttle
 
 

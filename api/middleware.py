@@ -229,7 +229,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 def add_hardening(app, settings: Settings) -> None:
     """Register the layers: headers outermost (so 413/429 carry them too), then the
     body limit, then the rate limit."""
-    app.add_middleware(RateLimit, per_minute=settings.api_rate_limit_per_minute)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
-    https = (settings.public_url or "").lower().startswith("https://")
+    app.add_middleware(RateLimit, per_minute=settings.server.api_rate_limit_per_minute)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.server.api_max_body_bytes)
+    https = (settings.server.public_url or "").lower().startswith("https://")
     app.add_middleware(SecurityHeaders, https=https)

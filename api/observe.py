@@ -143,7 +143,7 @@ async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
     if key is None:
         try:
             raw = await asyncio.wait_for(websocket.receive_text(),
-                                         runtime.settings.observer_auth_timeout_s)
+                                         runtime.settings.ops.observer_auth_timeout_s)
         except (TimeoutError, WebSocketDisconnect, RuntimeError, KeyError):
             return None
         key = auth_message_key(raw)
@@ -231,7 +231,7 @@ async def _admit(websocket: WebSocket) -> tuple[AppRuntime, str, ObserverSlot] |
     if workspace_id is None:
         await _refuse(websocket, "invalid or missing API key")
         return None
-    limit = runtime.settings.observer_max_per_workspace
+    limit = runtime.settings.ops.observer_max_per_workspace
     slot = runtime.ops.bus.claim_observer(workspace_id, limit)
     if slot is None:
         logger.warning(f"observer refused: workspace {workspace_id} holds {limit} observers")
@@ -277,7 +277,7 @@ async def _observe_call(websocket: WebSocket, runtime: AppRuntime, workspace_id:
             if await _send(websocket, ended_notice(detail)):
                 await _close_normally(websocket)
             return
-        await stream(websocket, sub, runtime.settings.observer_ping_s, until_end=True)
+        await stream(websocket, sub, runtime.settings.ops.observer_ping_s, until_end=True)
     finally:
         runtime.ops.bus.unsubscribe(sub)
 
@@ -304,7 +304,7 @@ async def _observe_workspace(websocket: WebSocket, runtime: AppRuntime,
         if await _send(websocket, {"type": "session_info", "ts": time.time(),
                                    "data": {"workspace_id": workspace_id,
                                             "active_calls": calls}}):
-            await stream(websocket, sub, runtime.settings.observer_ping_s, until_end=False)
+            await stream(websocket, sub, runtime.settings.ops.observer_ping_s, until_end=False)
     finally:
         runtime.ops.bus.unsubscribe(sub)
 

@@ -16,15 +16,16 @@ from runner.dev_credentials import twilio_auth_token
 
 def public_request_url(request: Request, settings: Settings) -> str:
     """The URL as Twilio requested it: PUBLIC_URL + path + query, else the request's own URL."""
-    if settings.public_url:
-        url = settings.public_url.rstrip("/") + request.url.path
+    if settings.server.public_url:
+        url = settings.server.public_url.rstrip("/") + request.url.path
         return f"{url}?{request.url.query}" if request.url.query else url
     return str(request.url)
 
 
 def media_stream_url(request: Request, settings: Settings) -> str:
     """Where Twilio should open the media stream (wss:// behind TLS)."""
-    base = settings.public_url.rstrip("/") if settings.public_url else str(request.base_url).rstrip("/")
+    public_url = settings.server.public_url
+    base = public_url.rstrip("/") if public_url else str(request.base_url).rstrip("/")
     if base.startswith("https://"):
         return "wss://" + base.removeprefix("https://") + "/ws"
     return "ws://" + base.removeprefix("http://") + "/ws"
@@ -33,7 +34,7 @@ def media_stream_url(request: Request, settings: Settings) -> str:
 async def verified_form(request: Request, settings: Settings) -> dict[str, str]:
     """The webhook's form fields, after the signature check (403 when missing or wrong)."""
     form = {key: str(value) for key, value in (await request.form()).items()}
-    if not settings.twilio_validate_signature:
+    if not settings.telephony.twilio_validate_signature:
         return form
     signature = request.headers.get("x-twilio-signature")
     if not signature:

@@ -66,7 +66,7 @@ async def verify(call_id: str, workspace_id: str = Depends(require_workspace),
     await own_call(runtime, call_id, workspace_id)
     report, synced = await verify_and_sync(
         runtime.db.pool, call_id, runtime.verifier, runtime.practice,
-        country_code=runtime.settings.phone_country_code)
+        country_code=runtime.settings.world.phone_country_code)
     if report is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
     return VerificationOut(

@@ -128,7 +128,7 @@ def session() -> CallSession:
 def observer_chain(call: CallSession, services: SafetyServices) -> list[FrameProcessor]:
     settings = Settings(_env_file=None)
     return [
-        QuickObserver(call, goodbye_delay_s=settings.goodbye_delay_s),
+        QuickObserver(call, goodbye_delay_s=settings.conversation.goodbye_delay_s),
         SafetyMonitor(call, services), ConversationDirector(call, LocalDirector()),
         SilenceMonitor(call), AgentGate(call), ReplyGuard(call), GuidanceStripper(call),
     ]

@@ -295,7 +295,7 @@ async def through_the_app(directory: Path, calls: int, requests: int,
         await apply_migrations(db.pool)
         workspace = await repo.create_workspace(db.pool, "bench")
         service = await repo.create_service(db.pool, workspace["id"], "Bench clinic")
-        graph = bundled_graph(settings.context_graph)
+        graph = bundled_graph(settings.call.context_graph)
         started = time.perf_counter()
         turns = await add_calls(db, workspace["id"], calls, rng)
         transitions, tools = await add_walks(db, workspace["id"], graph, rng)

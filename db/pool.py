@@ -63,10 +63,10 @@ class Database:
     ) -> Database:
         """Open the pool on `DATABASE_URL`, or start the embedded server and use that."""
         embedded: EmbeddedPostgres | None = None
-        if settings.database_url is not None:
-            dsn = settings.database_url.get_secret_value()
+        if settings.storage.database_url is not None:
+            dsn = settings.storage.database_url.get_secret_value()
         else:
-            embedded = EmbeddedPostgres(settings.embedded_db_dir)
+            embedded = EmbeddedPostgres(settings.storage.embedded_db_dir)
             dsn = await embedded.start()
         try:
             pool = await asyncpg.create_pool(

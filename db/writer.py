@@ -72,9 +72,9 @@ class CallRecordWriter:
         backoff_s: float = BACKOFF_BASE_S,
     ) -> None:
         self._pool = pool
-        self._retries = settings.db_write_retries
-        self._timeout = settings.db_write_timeout_s
-        self._spool_dir = settings.data_dir / "spool"
+        self._retries = settings.storage.db_write_retries
+        self._timeout = settings.storage.db_write_timeout_s
+        self._spool_dir = settings.storage.data_dir / "spool"
         self._queue_limit = queue_limit
         self._batch_size = batch_size
         self._backoff_s = backoff_s

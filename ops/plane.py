@@ -40,15 +40,15 @@ class OpsPlane:
     @classmethod
     def from_settings(cls, settings: Settings, pod_id: str | None = None) -> OpsPlane:
         pod_id = pod_id or new_pod_id()
-        sizes = {"replay_events": settings.observer_replay_events,
-                 "queue_events": settings.observer_queue_events}
-        if settings.redis_url is None:
+        sizes = {"replay_events": settings.ops.observer_replay_events,
+                 "queue_events": settings.ops.observer_queue_events}
+        if settings.ops.redis_url is None:
             return cls(InProcessBus(pod_id, **sizes), LocalRegistry(pod_id))
         from ops.redis_bus import RedisBus
 
-        url = settings.redis_url.get_secret_value()
+        url = settings.ops.redis_url.get_secret_value()
         return cls(RedisBus(url, pod_id, **sizes),
-                   RedisRegistry(url, pod_id, ttl_s=settings.call_registry_ttl_s))
+                   RedisRegistry(url, pod_id, ttl_s=settings.ops.call_registry_ttl_s))
 
     @property
     def shared(self) -> bool:
@@ -113,8 +113,8 @@ class OpsPlane:
 
 def navigator_model(provider: str, settings: Settings) -> str:
     """The model behind the navigator's provider ("rules" for the deterministic one)."""
-    models = {"google": settings.google_navigator_model,
-              "anthropic": settings.anthropic_navigator_model}
+    models = {"google": settings.providers.google_navigator_model,
+              "anthropic": settings.providers.anthropic_navigator_model}
     return models.get(provider, "rules" if provider == "deterministic" else provider)
 
 

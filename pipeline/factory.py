@@ -125,10 +125,10 @@ def build_call_pipeline(
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(
         context, user_params=user_aggregator_params(
-            session, settings.turn_max_silence_s, settings.deferred_turn_max_age_s)
+            session, settings.turns.turn_max_silence_s, settings.turns.deferred_turn_max_age_s)
     )
     user_aggregator, assistant_aggregator = aggregators
-    controller = CallController(session, max_duration_s=settings.max_call_duration_s)
+    controller = CallController(session, max_duration_s=settings.call.max_call_duration_s)
     recording = None
     if session.is_audio and deps.recordings_dir is not None:
         recording = StereoRecording(session, deps.recordings_dir, deps.sample_rate)
@@ -145,8 +145,8 @@ def build_call_pipeline(
         world_extractor = WorldExtractor(
             session, engine.session, CallExtraction(
                 engine.pool, session.workspace_id, session.call_id,
-                deps.extractor or RulesExtractor(country_code=settings.phone_country_code)),
-            timeout_s=settings.extraction_timeout_s)
+                deps.extractor or RulesExtractor(country_code=settings.world.phone_country_code)),
+            timeout_s=settings.world.extraction_timeout_s)
         processors.append(world_extractor)
     processors.append(user_aggregator)
     if session.is_audio:
@@ -156,7 +156,7 @@ def build_call_pipeline(
     if engine is not None:
         navigator = GraphNavigator(session, engine, emotion=deps.emotion,
                                    audio_verifier=deps.audio_verifier,
-                                   audio_timeout_s=settings.audio_verification_timeout_s)
+                                   audio_timeout_s=settings.world.audio_verification_timeout_s)
         processors.append(navigator)
     processors.append(FallbackResponder(session, llm_available=llm_available))
     if llm is not None:
@@ -183,7 +183,7 @@ def build_call_pipeline(
         # frame hop a second time for tracing we do not use.
         enable_turn_tracking=False,
         enable_rtvi=session.mode is not SessionMode.PHONE,
-        idle_timeout_secs=settings.idle_timeout_s,
+        idle_timeout_secs=settings.call.idle_timeout_s,
     )
     record_worker_events(worker, session)
     if navigator is not None and llm is not None:

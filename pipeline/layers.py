@@ -56,30 +56,33 @@ def conversation_layer(session: CallSession, deps: CallDeps, *, can_regenerate: 
     settings = deps.settings
     safety = deps.safety or SafetyServices(embedder=LocalEmbedder(), judge=RulesJudge())
     time_limit = deps.engine.graph.time_limit if deps.engine is not None else DEFAULT_TIME_LIMIT
-    quick = QuickObserver(session, goodbye_delay_s=settings.goodbye_delay_s,
-                          emergency_number=settings.emergency_number)
+    quick = QuickObserver(session, goodbye_delay_s=settings.conversation.goodbye_delay_s,
+                          emergency_number=settings.safety.emergency_number)
     monitor = SafetyMonitor(
-        session, safety, escalate_at=settings.safety_escalate_similarity,
-        candidate_at=settings.safety_candidate_similarity,
-        judge_timeout_s=settings.safety_judge_timeout_s,
-        emergency_number=settings.emergency_number, crisis_resources=settings.crisis_resources,
-        transfer_number=settings.human_transfer_number, index=deps.safety_index,
+        session, safety, escalate_at=settings.safety.escalate_similarity,
+        candidate_at=settings.safety.candidate_similarity,
+        judge_timeout_s=settings.safety.judge_timeout_s,
+        emergency_number=settings.safety.emergency_number,
+        crisis_resources=settings.safety.crisis_resources,
+        transfer_number=settings.telephony.human_transfer_number, index=deps.safety_index,
     )
     director = ConversationDirector(
-        session, deps.director or LocalDirector(), timeout_s=settings.director_timeout_s,
-        wind_down_s=settings.director_wind_down_s, force_end_s=settings.director_force_end_s,
-        closing_end_s=settings.director_closing_end_s, time_limit=time_limit,
-        transfer_number=settings.human_transfer_number,
+        session, deps.director or LocalDirector(),
+        timeout_s=settings.conversation.director_timeout_s,
+        wind_down_s=settings.conversation.director_wind_down_s,
+        force_end_s=settings.conversation.director_force_end_s,
+        closing_end_s=settings.conversation.director_closing_end_s, time_limit=time_limit,
+        transfer_number=settings.telephony.human_transfer_number,
     )
     silence = SilenceMonitor(session, schedule=SilenceSchedule(
-        checkins_s=tuple(settings.silence_checkins_s),
-        goodbye_after_s=settings.silence_goodbye_after_s,
+        checkins_s=tuple(settings.conversation.silence_checkins_s),
+        goodbye_after_s=settings.conversation.silence_goodbye_after_s,
     ))
     return Layer(
         before_context=[quick, monitor, director, silence],
-        before_llm=[AgentGate(session, transfer_number=settings.human_transfer_number)],
+        before_llm=[AgentGate(session, transfer_number=settings.telephony.human_transfer_number)],
         after_llm=[ReplyGuard(session), GuidanceStripper(session),
-                   SilentReplyWatchdog(session, bound_s=settings.reply_watchdog_s,
+                   SilentReplyWatchdog(session, bound_s=settings.turns.reply_watchdog_s,
                                        can_regenerate=can_regenerate)],
     )
 

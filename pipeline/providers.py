@@ -18,9 +18,10 @@ from pipecat.services.tts_service import TTSService
 from pipecat.transcriptions.language import Language
 
 from call.voice_settings import VoiceSettings
-from config import ProviderChoice, Settings, resolve_providers
+from config import Settings
 from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
 from lib.prompts import render_prompt
+from pipeline.provider_choice import ProviderChoice, resolve_providers
 from processors.conversation.director import MAX_TOKENS as DIRECTOR_MAX_TOKENS
 from processors.conversation.director import (
     DirectorBackend,
@@ -98,8 +99,8 @@ class ProviderPlan:
 
     def call_capacity(self, settings: Settings) -> int:
         """MAX_CONCURRENT_CALLS when set, else the measured default for these voices."""
-        if settings.max_concurrent_calls is not None:
-            return settings.max_concurrent_calls
+        if settings.server.max_concurrent_calls is not None:
+            return settings.server.max_concurrent_calls
         if "local" in (self.stt.provider, self.tts.provider):
             return LOCAL_VOICES_CALL_CAPACITY
         return CLOUD_VOICES_CALL_CAPACITY
@@ -110,9 +111,11 @@ class ProviderPlan:
 
     def tts_identity(self, settings: Settings, voice: VoiceSettings) -> str:
         """What makes a rendering reusable: provider, voice and speed."""
+        providers = settings.providers
         if self.tts.provider == "elevenlabs":
-            return f"elevenlabs:{voice.voice_id or settings.elevenlabs_voice_id}:{voice.speed}"
-        return f"espeak:{settings.local_tts_voice}:{settings.local_tts_words_per_minute}:{voice.speed}"
+            return f"elevenlabs:{voice.voice_id or providers.elevenlabs_voice_id}:{voice.speed}"
+        return (f"espeak:{providers.local_tts_voice}:{providers.local_tts_words_per_minute}"
+                f":{voice.speed}")
 
 
 def build_stt(plan: ProviderPlan, settings: Settings, keyterms: list[str]) -> STTService:
@@ -121,10 +124,10 @@ def build_stt(plan: ProviderPlan, settings: Settings, keyterms: list[str]) -> ST
         from pipecat.services.deepgram.stt import DeepgramSTTService
 
         return DeepgramSTTService(
-            api_key=settings.deepgram_api_key.get_secret_value(),
-            base_url=settings.deepgram_base_url or "",
+            api_key=settings.providers.deepgram_api_key.get_secret_value(),
+            base_url=settings.providers.deepgram_base_url or "",
             settings=DeepgramSTTService.Settings(
-                model=settings.deepgram_model,
+                model=settings.providers.deepgram_model,
                 language=Language.EN_US,
                 keyterm=keyterms or None,
                 smart_format=True,
@@ -144,11 +147,11 @@ def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> T
         from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
 
         return ElevenLabsTTSService(
-            api_key=settings.elevenlabs_api_key.get_secret_value(),
-            url=settings.elevenlabs_url,
+            api_key=settings.providers.elevenlabs_api_key.get_secret_value(),
+            url=settings.providers.elevenlabs_url,
             settings=ElevenLabsTTSService.Settings(
-                voice=voice.voice_id or settings.elevenlabs_voice_id,
-                model=settings.elevenlabs_model,
+                voice=voice.voice_id or settings.providers.elevenlabs_voice_id,
+                model=settings.providers.elevenlabs_model,
                 speed=voice.speed,
             ),
         )
@@ -156,9 +159,9 @@ def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> T
 
     return EspeakTTSService(
         settings=EspeakTTSService.Settings(
-            voice=settings.local_tts_voice, speed=voice.speed, volume=voice.volume
+            voice=settings.providers.local_tts_voice, speed=voice.speed, volume=voice.volume
         ),
-        base_words_per_minute=settings.local_tts_words_per_minute,
+        base_words_per_minute=settings.providers.local_tts_words_per_minute,
     )
 
 
@@ -168,23 +171,24 @@ def build_llm(plan: ProviderPlan, settings: Settings, system_instruction: str) -
         from anthropic import AsyncAnthropic
         from pipecat.services.anthropic.llm import AnthropicLLMService
 
-        api_key = settings.anthropic_api_key.get_secret_value()
+        api_key = settings.providers.anthropic_api_key.get_secret_value()
         return AnthropicLLMService(
             api_key=api_key,
-            client=AsyncAnthropic(api_key=api_key, base_url=settings.anthropic_base_url),
+            client=AsyncAnthropic(api_key=api_key, base_url=settings.providers.anthropic_base_url),
             settings=AnthropicLLMService.Settings(
-                model=settings.anthropic_model, system_instruction=system_instruction
+                model=settings.providers.anthropic_model, system_instruction=system_instruction
             ),
         )
     if plan.llm.provider == "openai":
         from pipecat.services.openai.llm import OpenAILLMService
 
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
+        openai_key = settings.providers.openai_api_key
+        key = openai_key.get_secret_value() if openai_key else "none"
         return OpenAILLMService(
             api_key=key,
-            base_url=settings.openai_base_url,
+            base_url=settings.providers.openai_base_url,
             settings=OpenAILLMService.Settings(
-                model=settings.openai_model, system_instruction=system_instruction
+                model=settings.providers.openai_model, system_instruction=system_instruction
             ),
         )
     return None
@@ -202,23 +206,25 @@ def build_fast_llm(provider: str, settings: Settings) -> LLMService | None:
         from pipecat.services.google.llm import GoogleLLMService
 
         return GoogleLLMService(
-            api_key=settings.google_api_key.get_secret_value(),
-            http_options=HttpOptions(base_url=settings.google_base_url)
-            if settings.google_base_url else None,
+            api_key=settings.providers.google_api_key.get_secret_value(),
+            http_options=HttpOptions(base_url=settings.providers.google_base_url)
+            if settings.providers.google_base_url else None,
             settings=GoogleLLMService.Settings(
-                model=settings.google_navigator_model, system_instruction=NAVIGATOR_INSTRUCTION,
+                model=settings.providers.google_navigator_model,
+                system_instruction=NAVIGATOR_INSTRUCTION,
             ),
         )
     if provider == "anthropic":
         from anthropic import AsyncAnthropic
         from pipecat.services.anthropic.llm import AnthropicLLMService
 
-        api_key = settings.anthropic_api_key.get_secret_value()
+        api_key = settings.providers.anthropic_api_key.get_secret_value()
         return AnthropicLLMService(
             api_key=api_key,
-            client=AsyncAnthropic(api_key=api_key, base_url=settings.anthropic_base_url),
+            client=AsyncAnthropic(api_key=api_key, base_url=settings.providers.anthropic_base_url),
             settings=AnthropicLLMService.Settings(
-                model=settings.anthropic_navigator_model, system_instruction=NAVIGATOR_INSTRUCTION,
+                model=settings.providers.anthropic_navigator_model,
+                system_instruction=NAVIGATOR_INSTRUCTION,
             ),
         )
     return None
@@ -288,12 +294,13 @@ def build_emotion_providers(plan: ProviderPlan, settings: Settings) -> EmotionPr
         text = LLMTextProvider(
             structured_model(service, instruction=INSTRUCTION, schema=language_schema(),
                              max_tokens=MAX_TOKENS),
-            timeout_s=settings.emotion_text_timeout_s,
+            timeout_s=settings.emotion.text_timeout_s,
         )
     hume_key = None
     if plan.emotion_audio.provider == "hume":
-        hume_key = settings.hume_api_key.get_secret_value()
-    return EmotionProviders(text=text, hume_api_key=hume_key, hume_base_url=settings.hume_base_url)
+        hume_key = settings.providers.hume_api_key.get_secret_value()
+    return EmotionProviders(text=text, hume_api_key=hume_key,
+                            hume_base_url=settings.providers.hume_base_url)
 
 
 def build_director(plan: ProviderPlan, settings: Settings) -> DirectorBackend:
@@ -304,37 +311,37 @@ def build_director(plan: ProviderPlan, settings: Settings) -> DirectorBackend:
         return LocalDirector()
     ask = structured_model(service, instruction=director_lines().instruction,
                            schema=director_schema(), max_tokens=DIRECTOR_MAX_TOKENS)
-    return ModelDirector(ask, timeout_s=settings.director_timeout_s)
+    return ModelDirector(ask, timeout_s=settings.conversation.director_timeout_s)
 
 
 def build_safety(plan: ProviderPlan, settings: Settings) -> SafetyServices:
     """The safety monitor's embedder and judge, shared by every call."""
     embedder: Embedder = LocalEmbedder()
     if plan.embeddings.provider == "openai":
-        embedder = OpenAIEmbedder(settings.openai_api_key.get_secret_value(),
-                                  base_url=settings.openai_base_url,
-                                  timeout_s=settings.safety_judge_timeout_s)
+        embedder = OpenAIEmbedder(settings.providers.openai_api_key.get_secret_value(),
+                                  base_url=settings.providers.openai_base_url,
+                                  timeout_s=settings.safety.judge_timeout_s)
     judge: SafetyJudge = RulesJudge()
     service = build_fast_llm(plan.safety_judge.provider, settings)
     if service is not None:
         judge = ModelJudge(
             structured_model(service, instruction=JUDGE_INSTRUCTION, schema=JUDGE_SCHEMA,
                              max_tokens=JUDGE_MAX_TOKENS),
-            timeout_s=settings.safety_judge_timeout_s,
+            timeout_s=settings.safety.judge_timeout_s,
         )
     return SafetyServices(embedder=embedder, judge=judge)
 
 
 def build_extractor(plan: ProviderPlan, settings: Settings) -> Extractor:
     """What captures facts from each caller turn: the fast model, else the rules."""
-    rules = RulesExtractor(country_code=settings.phone_country_code)
+    rules = RulesExtractor(country_code=settings.world.phone_country_code)
     service = build_fast_llm(plan.world_model.provider, settings)
     if service is None:
         return rules
     ask = structured_model(service, instruction=EXTRACTION_INSTRUCTION,
                            schema=extraction_schema(), max_tokens=EXTRACTION_MAX_TOKENS)
-    return ModelExtractor(ask, timeout_s=settings.extraction_timeout_s,
-                          country_code=settings.phone_country_code, fallback=rules)
+    return ModelExtractor(ask, timeout_s=settings.world.extraction_timeout_s,
+                          country_code=settings.world.phone_country_code, fallback=rules)
 
 
 def build_verifier(plan: ProviderPlan, settings: Settings) -> Judges:
@@ -346,7 +353,7 @@ def build_verifier(plan: ProviderPlan, settings: Settings) -> Judges:
     asks = {stage: structured_model(service, instruction=VERIFICATION_INSTRUCTION,
                                     schema=schema, max_tokens=VERIFICATION_MAX_TOKENS)
             for stage, schema in VERIFICATION_SCHEMAS.items()}
-    return ModelJudges(asks, timeout_s=settings.verification_timeout_s)
+    return ModelJudges(asks, timeout_s=settings.world.verification_timeout_s)
 
 
 def build_audio_verifier(plan: ProviderPlan, settings: Settings) -> AudioVerifier:
@@ -356,11 +363,13 @@ def build_audio_verifier(plan: ProviderPlan, settings: Settings) -> AudioVerifie
         from processors.world.audio_check import GeminiAudioVerifier
 
         return GeminiAudioVerifier(
-            settings.google_api_key.get_secret_value(), model=settings.google_navigator_model,
-            base_url=settings.google_base_url, timeout_s=settings.audio_verification_timeout_s,
-            country_code=settings.phone_country_code)
+            settings.providers.google_api_key.get_secret_value(),
+            model=settings.providers.google_navigator_model,
+            base_url=settings.providers.google_base_url,
+            timeout_s=settings.world.audio_verification_timeout_s,
+            country_code=settings.world.phone_country_code)
     from processors.world.field_grammar import FieldRecognizer
 
     return LocalAudioVerifier(FieldRecognizer.shared(),
-                              timeout_s=settings.audio_verification_timeout_s,
-                              country_code=settings.phone_country_code)
+                              timeout_s=settings.world.audio_verification_timeout_s,
+                              country_code=settings.world.phone_country_code)

@@ -54,7 +54,8 @@ async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime) -> None:
     await websocket.accept()
     settings = runtime.settings
     try:
-        first = await asyncio.wait_for(websocket.receive_text(), settings.start_message_timeout_s)
+        first = await asyncio.wait_for(websocket.receive_text(),
+                                       settings.telephony.start_message_timeout_s)
     except (TimeoutError, WebSocketDisconnect, RuntimeError):
         logger.warning("media stream: closed or silent before its first message")
         await _close(websocket, "no first message")
@@ -96,10 +97,10 @@ async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
 
 
 async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: str) -> None:
-    settings = runtime.settings
+    telephony = runtime.settings.telephony
     start = await read_stream_start(
-        websocket, first=first, timeout_s=settings.start_message_timeout_s,
-        max_bytes=settings.ws_max_message_bytes, max_bad=settings.ws_max_bad_messages,
+        websocket, first=first, timeout_s=telephony.start_message_timeout_s,
+        max_bytes=telephony.ws_max_message_bytes, max_bad=telephony.ws_max_bad_messages,
     )
     if start is None:
         await _close(websocket, "no valid start message")
@@ -161,8 +162,8 @@ async def _phone_pipeline(
         credentials=credentials,
         params=TwilioFrameSerializer.InputParams(auto_hang_up=credentials is not None),
         session=session,
-        max_message_bytes=settings.ws_max_message_bytes,
-        max_bad=settings.ws_max_bad_messages,
+        max_message_bytes=settings.telephony.ws_max_message_bytes,
+        max_bad=settings.telephony.ws_max_bad_messages,
     )
     transport = FastAPIWebsocketTransport(
         websocket,
@@ -214,7 +215,7 @@ async def _serve_text_session(
         await _close(websocket, "database unavailable")
         return
     if call is None:
-        if call_id or not runtime.settings.allow_open_eval_sessions:
+        if call_id or not runtime.settings.server.allow_open_eval_sessions:
             logger.warning("text session: no matching call from /voice/answer; closing")
             await _close(websocket, "text sessions need a call created by /voice/answer")
             return
@@ -295,7 +296,7 @@ def call_control(runtime: AppRuntime, session: CallSession, call_pipeline: CallP
     can_transfer = twilio_credentials(runtime.settings, session.call_sid) is not None
     return CallControl(
         session, call_pipeline.worker,
-        transfer_number=runtime.settings.human_transfer_number if can_transfer else None,
+        transfer_number=runtime.settings.telephony.human_transfer_number if can_transfer else None,
     )
 
 

@@ -72,9 +72,10 @@ def graph_engine(
         )
     return GraphEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
-        emergency_number=runtime.settings.emergency_number, navigator=navigator,
+        emergency_number=runtime.settings.safety.emergency_number, navigator=navigator,
         index=runtime.world_index, practice=runtime.practice,
-        dialled_number=profile.dialled_number, country_code=runtime.settings.phone_country_code,
+        dialled_number=profile.dialled_number,
+        country_code=runtime.settings.world.phone_country_code,
     )
 
 
@@ -89,7 +90,7 @@ def call_deps(
         settings=runtime.settings, plan=runtime.plan,
         engine=graph_engine(runtime, session, profile, emotion), emotion=emotion,
         greeting=greeting, greeting_text=profile.greeting,
-        recordings_dir=runtime.settings.recordings_dir, sample_rate=sample_rate,
+        recordings_dir=runtime.settings.storage.recordings_dir, sample_rate=sample_rate,
         emotion_providers=runtime.emotion_providers, director=runtime.director,
         safety=runtime.safety, safety_index=profile.safety_index,
         extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,

@@ -34,17 +34,18 @@ def _read_or_create(path: Path, make: callable) -> str:
 
 def twilio_auth_token(settings: Settings) -> str:
     """The token webhooks are signed with: the real one, else the local development one."""
-    if settings.twilio_auth_token is not None:
-        return settings.twilio_auth_token.get_secret_value()
-    return _read_or_create(settings.data_dir / TWILIO_TOKEN_FILE, lambda: secrets.token_hex(16))
+    if settings.telephony.twilio_auth_token is not None:
+        return settings.telephony.twilio_auth_token.get_secret_value()
+    return _read_or_create(settings.storage.data_dir / TWILIO_TOKEN_FILE,
+                           lambda: secrets.token_hex(16))
 
 
 def uses_dev_twilio_token(settings: Settings) -> bool:
-    return settings.twilio_auth_token is None
+    return settings.telephony.twilio_auth_token is None
 
 
 def dev_api_key_path(settings: Settings) -> Path:
-    return settings.data_dir / API_KEY_FILE
+    return settings.storage.data_dir / API_KEY_FILE
 
 
 def read_dev_api_key(settings: Settings) -> str | None:

@@ -92,8 +92,8 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
             runner_args.call_data.stream_id,
             params=TwilioFrameSerializer.InputParams(auto_hang_up=False),
             session=session,
-            max_message_bytes=settings.ws_max_message_bytes,
-            max_bad=settings.ws_max_bad_messages,
+            max_message_bytes=settings.telephony.ws_max_message_bytes,
+            max_bad=settings.telephony.ws_max_bad_messages,
         )
         transport = FastAPIWebsocketTransport(
             runner_args.websocket,

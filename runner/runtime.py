@@ -97,7 +97,7 @@ class CallProfile:
 def load_context_graph(settings: Settings) -> ContextGraph | None:
     """The graph calls run, checked once; None (static prompt mode, logged) if it cannot run."""
     try:
-        graph = runnable_graph(settings.context_graph)
+        graph = runnable_graph(settings.call.context_graph)
     except GraphError as error:
         logger.error(f"context graph unavailable, calls run in static prompt mode: {error}")
         return None
@@ -173,7 +173,7 @@ class AppRuntime:
         await runtime._prepare_safety()
         await runtime.ops.start()
         runtime.in_background(runtime._prepare_world(), name="world-index")
-        if not settings.twilio_validate_signature:
+        if not settings.telephony.twilio_validate_signature:
             logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
         elif dev_credentials.uses_dev_twilio_token(settings):
             dev_credentials.twilio_auth_token(settings)  # create it now, for the simulator
@@ -226,7 +226,7 @@ class AppRuntime:
         try:
             async with asyncio.timeout(VERIFY_TIMEOUT_S):
                 await verify_and_sync(self.db.pool, call_id, self.verifier, self.practice,
-                                      country_code=self.settings.phone_country_code)
+                                      country_code=self.settings.world.phone_country_code)
         except Exception as error:  # noqa: BLE001 - re-runnable later (main.py verify-call)
             logger.warning(f"call {call_id}: verification not finished ({type(error).__name__})")
 
@@ -242,7 +242,7 @@ class AppRuntime:
         if self.active_calls:
             await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
         await self.ops.close()
-        await self.writer.close(timeout=self.settings.db_write_timeout_s * 2)
+        await self.writer.close(timeout=self.settings.storage.db_write_timeout_s * 2)
         close_practice = getattr(self.practice, "aclose", None)
         if close_practice is not None:
             await close_practice()
@@ -272,7 +272,7 @@ class AppRuntime:
         )
         profile.graph, profile.graph_problems = await self._service_graph(
             service["workspace_id"], service["id"],
-            service.get("graph_id") or self.settings.context_graph,
+            service.get("graph_id") or self.settings.call.context_graph,
         )
         profile.safety_index = await self._safety_index(service["workspace_id"])
         profile.dialled_number = to_number
@@ -301,7 +301,7 @@ class AppRuntime:
             service_id=service_id,
             clinic_name=clinic,
             greeting=greeting or render_prompt("greeting.txt", clinic_name=clinic),
-            keyterms=call_keyterms(service_keyterms, voice, self.settings.system_keyterms),
+            keyterms=call_keyterms(service_keyterms, voice, self.settings.call.system_keyterms),
             voice=voice,
             settings_problems=problems,
         )
@@ -337,7 +337,7 @@ class AppRuntime:
         if service is None:
             return None
         graph, _problems = await self._service_graph(
-            workspace_id, service_id, service["graph_id"] or self.settings.context_graph)
+            workspace_id, service_id, service["graph_id"] or self.settings.call.context_graph)
         return graph
 
     async def _service_graph(
@@ -390,8 +390,8 @@ class AppRuntime:
     def _local_renderer(self):
         if self.plan.tts.provider != "local":
             return None
-        wpm = self.settings.local_tts_words_per_minute
-        voice = self.settings.local_tts_voice
+        wpm = self.settings.providers.local_tts_words_per_minute
+        voice = self.settings.providers.local_tts_voice
 
         async def render(text: str, sample_rate: int, speed: float) -> TimedSpeech:
             from services.espeak.engine import synthesize_timed

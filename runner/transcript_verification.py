@@ -320,10 +320,10 @@ async def verify_recording(
 
 def verifier_options(settings: Settings) -> dict[str, Any]:
     """`verify_recording`'s model and bound under these settings (Deepgram with a key)."""
-    key = settings.deepgram_api_key
+    key = settings.providers.deepgram_api_key
     return {"deepgram_api_key": key.get_secret_value() if key is not None else None,
-            "deepgram_base_url": settings.deepgram_base_url,
-            "timeout_s": settings.transcript_verify_timeout_s}
+            "deepgram_base_url": settings.providers.deepgram_base_url,
+            "timeout_s": settings.server.transcript_verify_timeout_s}
 
 
 async def verify_after_call(db: asyncpg.Pool, log: CallLog, recording: Path,

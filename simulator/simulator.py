@@ -1109,8 +1109,8 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_base_url(settings: Settings) -> str:
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{settings.port}"
+    host = "127.0.0.1" if settings.server.host in ("0.0.0.0", "::", "") else settings.server.host
+    return f"http://{host}:{settings.server.port}"
 
 
 def resolve_credentials(args: argparse.Namespace, settings: Settings) -> tuple[str | None, str]:
@@ -1142,7 +1142,7 @@ async def main_simulate(args: argparse.Namespace, settings: Settings | None = No
         result = await simulate_call(
             script, base_url=args.url or default_base_url(settings), api_key=api_key,
             twilio_token=token, text_mode=args.text, log=progress,
-            account_sid=settings.twilio_account_sid,
+            account_sid=settings.telephony.twilio_account_sid,
         )
     except (ScriptError, SimulationError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -20,11 +20,12 @@ __all__ = ["BuiltinPractice", "ClinikoPractice", "PMSError", "PracticeSystem", "
 def build_practice(settings: Settings, pool: asyncpg.Pool) -> PracticeSystem:
     """The world model itself, or Cliniko with the configured key (a bad key's shard
     raises ValueError here, at start, rather than on the first call)."""
-    if settings.pms_provider == "cliniko":
-        if settings.cliniko_api_key is None:
+    providers = settings.providers
+    if providers.pms == "cliniko":
+        if providers.cliniko_api_key is None:
             raise ValueError("PMS_PROVIDER=cliniko needs CLINIKO_API_KEY")
         return ClinikoPractice(
-            pool, api_key=settings.cliniko_api_key.get_secret_value(),
-            user_agent=settings.cliniko_user_agent, base_url=settings.cliniko_base_url,
+            pool, api_key=providers.cliniko_api_key.get_secret_value(),
+            user_agent=providers.cliniko_user_agent, base_url=providers.cliniko_base_url,
         )
     return BuiltinPractice(pool)

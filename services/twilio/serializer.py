@@ -231,11 +231,12 @@ async def play_twiml_on_call(
 
 def twilio_credentials(settings: Settings, call_sid: str | None) -> TwilioCredentials | None:
     """REST credentials for this call, when the account is configured and the call known."""
-    if not (settings.twilio_account_sid and settings.twilio_auth_token and call_sid):
+    telephony = settings.telephony
+    if not (telephony.twilio_account_sid and telephony.twilio_auth_token and call_sid):
         return None
     return TwilioCredentials(
-        settings.twilio_account_sid, settings.twilio_auth_token.get_secret_value(),
-        settings.twilio_api_base_url,
+        telephony.twilio_account_sid, telephony.twilio_auth_token.get_secret_value(),
+        telephony.twilio_api_base_url,
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from loguru import logger
 from pydantic import BaseModel, Field
 
-from config import Settings, _fast_model_choice
+from config import Settings
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt
 from simulator.personas.caller import RuleCaller
@@ -112,9 +112,10 @@ class LlmCaller:
 
 def build_model_caller(persona: Persona, settings: Settings) -> LlmCaller | None:
     """The model-played caller when GOOGLE_API_KEY or ANTHROPIC_API_KEY is set, else None."""
+    from pipeline.provider_choice import fast_model_choice
     from pipeline.providers import build_fast_llm, structured_model
 
-    choice = _fast_model_choice("persona_caller", "auto", settings, offline="rules")
+    choice = fast_model_choice("persona_caller", "auto", settings, offline="rules")
     if choice.provider == "rules":
         return None
     service = build_fast_llm(choice.provider, settings)

@@ -325,7 +325,7 @@ async def main_personas(args: argparse.Namespace, settings: Settings | None = No
             persona, base_url=args.url or default_base_url(settings), api_key=api_key,
             twilio_token=token, text_mode=args.text, log=progress,
             responder=responder_for(persona, settings, use_model=args.caller != "rules"),
-            account_sid=settings.twilio_account_sid,
+            account_sid=settings.telephony.twilio_account_sid,
         )
         runs.append(run)
         if not args.json:

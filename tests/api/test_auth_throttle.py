@@ -54,7 +54,7 @@ async def throttled_app(settings: Settings, now: list[float]
     """The real app with the throttle on a fake clock, and clients from chosen addresses."""
     async with running_app(settings) as (app, _):
         app.state.auth_throttle = FailedAuthThrottle(
-            settings.api_auth_failures_per_minute, clock=lambda: now[0])
+            settings.server.api_auth_failures_per_minute, clock=lambda: now[0])
 
         def client_from(address: tuple[str, int]) -> httpx.AsyncClient:
             return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=address),
@@ -123,7 +123,8 @@ async def test_an_address_past_its_budget_gets_429_without_a_lookup(settings, ke
 async def test_a_valid_key_the_address_never_proved_waits_like_any_other(
         settings, key, db, workspace_id, lookups):
     now = [0.0]
-    small = settings.model_copy(update={"api_auth_failures_per_minute": 3})
+    small = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"api_auth_failures_per_minute": 3})})
     unproven = await repo.create_api_key(db.pool, workspace_id, "new")
     async with throttled_app(small, now) as (_, client_from):
         async with client_from(OFFICE) as office:
@@ -215,7 +216,7 @@ def test_addresses_are_counted_by_ip_and_ipv6_by_its_64():
 
 
 def test_the_budget_setting_is_validated(tmp_path):
-    assert Settings(_env_file=None, data_dir=tmp_path).api_auth_failures_per_minute == 20
+    assert Settings(_env_file=None, data_dir=tmp_path).server.api_auth_failures_per_minute == 20
     for bad in (0, -1, 10_001):
         with pytest.raises(ValidationError):
             Settings(_env_file=None, data_dir=tmp_path, api_auth_failures_per_minute=bad)

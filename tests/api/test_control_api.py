@@ -219,14 +219,14 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
     # The next call's monitor compares the caller's words with the new concept too.
     turn = LocalEmbedder().embed_now(["honestly I gambled away all my money"])[0]
     assessment = guarded.safety_index.assess(
-        np.asarray(turn), escalate_at=settings.safety_escalate_similarity,
-        candidate_at=settings.safety_candidate_similarity)
+        np.asarray(turn), escalate_at=settings.safety.escalate_similarity,
+        candidate_at=settings.safety.candidate_similarity)
     assert assessment.escalate and assessment.escalate[0].concept.key == "gambling_crisis"
     assert assessment.escalate[0].concept.workspace_id == workspace_id
     benign = guarded.safety_index.assess(
         np.asarray(LocalEmbedder().embed_now(["can I book a cleaning on Tuesday"])[0]),
-        escalate_at=settings.safety_escalate_similarity,
-        candidate_at=settings.safety_candidate_similarity)
+        escalate_at=settings.safety.escalate_similarity,
+        candidate_at=settings.safety.candidate_similarity)
     assert not benign.escalate
 
     # The monitor itself, given that call's index, escalates the caller's words.

@@ -31,7 +31,8 @@ async def key(db, workspace_id) -> str:
 
 
 async def test_every_response_carries_the_security_headers(settings, key):
-    https = settings.model_copy(update={"public_url": "https://clinic.example"})
+    https = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"public_url": "https://clinic.example"})})
     async with running_app(settings) as (_, client):
         api = await client.get("/api/calls", headers=bearer(key))
         refused = await client.get("/api/calls")
@@ -55,7 +56,8 @@ async def test_every_response_carries_the_security_headers(settings, key):
 
 
 async def test_bodies_over_the_limit_are_refused_before_anything_parses_them(settings, key):
-    small = settings.model_copy(update={"api_max_body_bytes": 2048})
+    small = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"api_max_body_bytes": 2048})})
     big = b"x" * 4096
 
     async def chunks():
@@ -76,7 +78,8 @@ async def test_bodies_over_the_limit_are_refused_before_anything_parses_them(set
 
 
 async def test_a_key_past_its_rate_is_told_to_retry_and_recovers(settings, key, db, workspace_id):
-    limited = settings.model_copy(update={"api_rate_limit_per_minute": 60})  # burst of 6, 1/s
+    limited = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"api_rate_limit_per_minute": 60})})  # burst of 6, 1/s
     other_key = await repo.create_api_key(db.pool, workspace_id, "other")
     async with running_app(limited) as (_, client):
         burst = [(await client.get("/api/calls", headers=bearer(key))).status_code

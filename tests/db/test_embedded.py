@@ -58,7 +58,7 @@ async def test_embedded_database_in_a_deep_data_dir_starts_shares_and_stops(serv
     settings = Settings(_env_file=None, data_dir=deep_dir(server_root), database_url=None)
 
     database = await Database.connect(settings)
-    second_handle = EmbeddedPostgres(settings.embedded_db_dir)
+    second_handle = EmbeddedPostgres(settings.storage.embedded_db_dir)
     second_dsn = await second_handle.start()
     await second_handle.stop()
     alive_after_other_handle_stopped = await database.ping()
@@ -68,7 +68,7 @@ async def test_embedded_database_in_a_deep_data_dir_starts_shares_and_stops(serv
     await database.close()
 
     assert database.embedded and second_dsn == database.dsn
-    assert "host=/" in database.dsn and str(settings.embedded_db_dir) not in database.dsn
+    assert "host=/" in database.dsn and str(settings.storage.embedded_db_dir) not in database.dsn
     assert alive_after_other_handle_stopped and pgvector
-    assert not (settings.embedded_db_dir / "postmaster.pid").exists()
+    assert not (settings.storage.embedded_db_dir / "postmaster.pid").exists()
     assert not await database.ping()

@@ -30,9 +30,10 @@ async def make_writer(settings) -> AsyncIterator[MakeWriter]:
     writers: list[CallRecordWriter] = []
 
     def make(pool, *, retries: int = 2, timeout: float = 0.5, **options) -> CallRecordWriter:
-        tuned = settings.model_copy(
+        storage = settings.storage.model_copy(
             update={"db_write_retries": retries, "db_write_timeout_s": timeout}
         )
+        tuned = settings.model_copy(update={"storage": storage})
         writer = CallRecordWriter(pool, tuned, backoff_s=0.01, **options)
         writers.append(writer)
         return writer
@@ -130,7 +131,7 @@ async def test_an_outage_is_retried_then_spilled_then_replayed_without_loss_or_d
     assert replayed == 4 and replayed_again == 0
     assert await turn_seqs(db, call_id) == [1, 2, 3, 4]
     assert call["status"] == "completed" and datetime.fromisoformat(call["ended_at"]) == ended
-    assert spool_lines(settings.data_dir, "*-*.jsonl") == 0
+    assert spool_lines(settings.storage.data_dir, "*-*.jsonl") == 0
 
 
 async def test_a_database_that_hangs_costs_one_timeout_per_attempt_then_spills(
@@ -215,7 +216,7 @@ async def test_a_record_the_database_rejects_is_set_aside_and_the_rest_is_writte
 
     assert writer.rejected == 1 and writer.retried == 0 and writer.spilled == 0
     assert writer.written == 2 and await turn_seqs(db, call_id) == [1, 2]
-    assert replayed == 0 and spool_lines(settings.data_dir, "rejected.jsonl") == 1
+    assert replayed == 0 and spool_lines(settings.storage.data_dir, "rejected.jsonl") == 1
 
 
 async def test_failures_are_logged_without_call_content(db, pg_dsn, call_id, make_writer):
@@ -252,7 +253,7 @@ async def test_closing_while_the_database_hangs_spills_the_queue_and_the_batch_i
 
     await writer.close(timeout=0.1)
 
-    assert spool_lines(settings.data_dir) == 10
+    assert spool_lines(settings.storage.data_dir) == 10
     assert writer.pending == 0 and writer.spilled == 10
 
 
@@ -278,7 +279,7 @@ async def test_a_replay_during_an_outage_keeps_the_spool_for_the_next_start(
     await down.flush(5)
 
     still_down = await make_writer(await closed_pool(pg_dsn)).replay_spool()
-    kept = spool_lines(settings.data_dir)
+    kept = spool_lines(settings.storage.data_dir)
     recovered = await make_writer(db.pool).replay_spool()
 
     assert still_down == 0 and kept == 3

@@ -39,7 +39,8 @@ async def another_server(
         process = await asyncio.to_thread(start_service, full_env, data_dir / "server.log")
     except ServiceDidNotStart as error:
         pytest.fail(str(error))
-    settings = server.settings.model_copy(update={"data_dir": data_dir})
+    storage = server.settings.storage.model_copy(update={"data_dir": data_dir})
+    settings = server.settings.model_copy(update={"storage": storage})
     try:
         yield RunningServer(process.url, data_dir, server.api_key, settings, process)
     finally:

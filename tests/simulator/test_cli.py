@@ -68,9 +68,9 @@ async def test_json_output_is_the_summary_alone_on_stdout(
 async def test_the_dev_credentials_are_used_when_no_options_are_given(
     fake_service, write_script, settings, capsys
 ):
-    settings.data_dir.mkdir(parents=True)
-    (settings.data_dir / "dev_twilio_auth_token").write_text(TOKEN)
-    (settings.data_dir / "dev_api_key").write_text(API_KEY)
+    settings.storage.data_dir.mkdir(parents=True)
+    (settings.storage.data_dir / "dev_twilio_auth_token").write_text(TOKEN)
+    (settings.storage.data_dir / "dev_api_key").write_text(API_KEY)
     _, url = fake_service(record_delay_s=0.0)
 
     code = await main_simulate(parse(str(write_script(LINES)), "--text", "--url", url), settings)
@@ -97,7 +97,8 @@ async def test_a_call_whose_record_cannot_be_read_exits_1(
 async def test_twilio_auth_token_from_the_settings_signs_the_webhooks(
     fake_service, write_script, settings
 ):
-    settings = settings.model_copy(update={"twilio_auth_token": SecretStr(TOKEN)})
+    telephony = settings.telephony.model_copy(update={"twilio_auth_token": SecretStr(TOKEN)})
+    settings = settings.model_copy(update={"telephony": telephony})
     _, url = fake_service(record_delay_s=0.0)
     args = parse(str(write_script({**LINES, "hangup_after_s": 0})), "--text", "--url", url,
                  "--api-key", API_KEY)
@@ -105,7 +106,7 @@ async def test_twilio_auth_token_from_the_settings_signs_the_webhooks(
     code = await main_simulate(args, settings)
 
     assert code == 0
-    assert not (settings.data_dir / "dev_twilio_auth_token").exists()
+    assert not (settings.storage.data_dir / "dev_twilio_auth_token").exists()
 
 
 @pytest.mark.timeout(15)

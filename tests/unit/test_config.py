@@ -3,7 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from config import Settings, resolve_providers
+from config import Settings, flat_names
+from pipeline.provider_choice import resolve_providers
 from pipeline.providers import (
     CLOUD_VOICES_CALL_CAPACITY,
     LOCAL_VOICES_CALL_CAPACITY,
@@ -83,7 +84,7 @@ def test_unknown_provider_name_is_rejected():
 
 def test_system_keyterms_accept_a_comma_separated_list(monkeypatch):
     monkeypatch.setenv("SYSTEM_KEYTERMS", "MRI, x-ray ,  physio")
-    assert Settings(_env_file=None).system_keyterms == ["MRI", "x-ray", "physio"]
+    assert Settings(_env_file=None).call.system_keyterms == ["MRI", "x-ray", "physio"]
 
 
 def test_secrets_never_appear_in_the_settings_repr():
@@ -121,7 +122,7 @@ def test_the_documented_example_environment_is_valid_settings():
 
     example = Path(__file__).resolve().parents[2] / ".env.example"
     settings = Settings(_env_file=example)
-    assert settings.emotion_audio_provider == "auto" and settings.emotion_text_timeout_s == 2.5
+    assert settings.providers.emotion_audio == "auto" and settings.emotion.text_timeout_s == 2.5
 
 
 OPERATIONS_SETTINGS = (
@@ -146,7 +147,9 @@ def test_the_example_environment_documents_the_operations_settings_at_their_defa
         monkeypatch.delenv(name, raising=False)
     documented, default = Settings(_env_file=example), Settings(_env_file=None)
     for name in OPERATIONS_SETTINGS:
-        assert getattr(documented, name.lower()) == getattr(default, name.lower()), name
+        group, field = flat_names(Settings)[name.lower()]
+        assert getattr(getattr(documented, group), field) == getattr(
+            getattr(default, group), field), name
 
 
 def test_observer_and_safety_settings_parse_from_the_environment(monkeypatch):
@@ -154,16 +157,16 @@ def test_observer_and_safety_settings_parse_from_the_environment(monkeypatch):
     monkeypatch.setenv("CRISIS_RESOURCES", '[{"name": "the crisis line", "phone": "988"}]')
     monkeypatch.setenv("HUMAN_TRANSFER_NUMBER", "+15550100999")
     settings = Settings(_env_file=None)
-    assert settings.silence_checkins_s == [5.0, 10.0, 20.0]
-    assert settings.crisis_resources[0].phone == "988"
-    assert settings.human_transfer_number == "+15550100999"
+    assert settings.conversation.silence_checkins_s == [5.0, 10.0, 20.0]
+    assert settings.safety.crisis_resources[0].phone == "988"
+    assert settings.telephony.human_transfer_number == "+15550100999"
 
 
 def test_turn_taking_bounds_parse_from_the_environment(monkeypatch):
     monkeypatch.setenv("REPLY_WATCHDOG_S", "6")
     monkeypatch.setenv("DEFERRED_TURN_MAX_AGE_S", "5.5")
     settings = Settings(_env_file=None)
-    assert (settings.reply_watchdog_s, settings.deferred_turn_max_age_s) == (6.0, 5.5)
+    assert (settings.turns.reply_watchdog_s, settings.turns.deferred_turn_max_age_s) == (6.0, 5.5)
 
 
 @pytest.mark.parametrize("values", [
