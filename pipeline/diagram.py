@@ -143,7 +143,7 @@ def _built(call: Call) -> tuple[list[Step], CallPipeline]:
         booking = GraphSession(identity=session.identity)
         engine = GraphEngine(bundled_graph("clinic_booking"), booking, None, log,
                                clinic_name=session.clinic_name,
-                               emergency_number=settings.emergency_number)
+                               emergency_number=settings.safety.emergency_number)
     transport = _Transport()
     stt, tts, llm = _STT(), _TTS(), _LLM() if call.llm else None
     labels: dict[int, Step] = {
