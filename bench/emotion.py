@@ -4,7 +4,7 @@ Budgets: the emotion tap adds < 0.1 ms per audio frame on the voice path; the lo
 analyzer processes a 2 s segment in < 20 ms. Three measurements:
 
 1. The tap per 20 ms caller frame (8 kHz: 320 bytes; 16 kHz: 640 bytes). The tap sits
-   beside STT on every caller frame, so whatever `EmotionTap.process_frame` does beyond
+   beside STT on every caller frame, so whatever `EmotionTapProcessor.process_frame` does beyond
    forwarding (the type checks, appending to the 2 s segment, the bounded queue put at
    each boundary) is paid 50 times a second per call. Each run is a started Pipecat
    pipeline `[processor, sink]` in a `PipelineWorker`, fed the way a transport feeds its
@@ -64,7 +64,11 @@ from call.identity import CallIdentity
 from call.voice_settings import VoiceSettings
 from lib import event_loop
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.emotion_tap import MAX_AUDIO_SEGMENTS, SEGMENT_S, EmotionTap
+from processors.emotion.emotion_tap_processor import (
+    MAX_AUDIO_SEGMENTS,
+    SEGMENT_S,
+    EmotionTapProcessor,
+)
 from processors.emotion.fillers import FillerPicker
 from processors.emotion.state import EmotionalState
 from processors.emotion.steering import session_steering
@@ -196,7 +200,7 @@ def make_processor(kind: str) -> tuple[FrameProcessor, CountingAudio | None]:
         return PassThrough(), None
     inner = LocalAudioProvider() if kind == "tap, local providers" else SlowAudio()
     audio = CountingAudio(inner, inner.name)
-    tap = EmotionTap(phone_session(), CallEmotion(), audio=audio, text=LocalTextProvider())
+    tap = EmotionTapProcessor(phone_session(), CallEmotion(), audio=audio, text=LocalTextProvider())
     return tap, audio
 
 
@@ -271,7 +275,7 @@ async def run_frames(
     while len(sink.arrivals) < count:
         await asyncio.sleep(0.005)
     run.wall_s = time.perf_counter() - started
-    if isinstance(processor, EmotionTap):
+    if isinstance(processor, EmotionTapProcessor):
         await asyncio.sleep(0.05)  # the last segment reaches the provider
         run.dropped = processor.dropped
         run.segments = count // FRAMES_PER_SEGMENT
@@ -600,7 +604,7 @@ def render(report: dict) -> str:
         f"transport feeds its next processor: {tap['frames']} frames ({tap['frames'] // 50} s "
         f"of looped eSpeak NG caller speech) per run, {tap['reps']} runs of each processor, "
         f"alternating, plus a final transcript every {TRANSCRIPT_EVERY_S:g} s of audio. The "
-        f"processor is a plain pass-through or `EmotionTap` with its background workers on "
+        f"processor is a plain pass-through or `EmotionTapProcessor` with its background workers on "
         f"the offline providers (`LocalAudioProvider`, `LocalTextProvider`) or on an audio "
         f"provider that sleeps {SLOW_PROVIDER_S:g} s per segment. Frames are paced "
         f"{speedup:g}× faster than real time (one per {tap['interval_ms']:g} ms), so a 2 s "

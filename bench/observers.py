@@ -42,17 +42,17 @@ from call.call_session import CallLog, CallSession, SessionMode
 from call.identity import CallIdentity
 from config import Settings
 from lib import event_loop
-from processors.conversation.agent_gate import AgentGate
-from processors.conversation.conversation_director import ConversationDirector
+from processors.conversation.agent_gate_processor import AgentGateProcessor
+from processors.conversation.conversation_director_processor import ConversationDirectorProcessor
 from processors.conversation.director import LocalDirector
-from processors.conversation.guidance_stripper import GuidanceStripper
-from processors.conversation.quick_observer import QuickObserver
+from processors.conversation.guidance_stripper_processor import GuidanceStripperProcessor
+from processors.conversation.quick_observer_processor import QuickObserverProcessor
 from processors.conversation.quick_rules import quick_rules
-from processors.conversation.reply_guard import ReplyGuard
-from processors.conversation.silence_monitor import SilenceMonitor
+from processors.conversation.reply_guard_processor import ReplyGuardProcessor
+from processors.conversation.silence_monitor_processor import SilenceMonitorProcessor
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices
-from processors.safety.safety_monitor import SafetyMonitor
+from processors.safety.safety_monitor_processor import SafetyMonitorProcessor
 from services.embeddings import LocalEmbedder
 
 CALLER_LINES = [
@@ -128,9 +128,9 @@ def session() -> CallSession:
 def observer_chain(call: CallSession, services: SafetyServices) -> list[FrameProcessor]:
     settings = Settings(_env_file=None)
     return [
-        QuickObserver(call, goodbye_delay_s=settings.conversation.goodbye_delay_s),
-        SafetyMonitor(call, services), ConversationDirector(call, LocalDirector()),
-        SilenceMonitor(call), AgentGate(call), ReplyGuard(call), GuidanceStripper(call),
+        QuickObserverProcessor(call, goodbye_delay_s=settings.conversation.goodbye_delay_s),
+        SafetyMonitorProcessor(call, services), ConversationDirectorProcessor(call, LocalDirector()),
+        SilenceMonitorProcessor(call), AgentGateProcessor(call), ReplyGuardProcessor(call), GuidanceStripperProcessor(call),
     ]
 
 

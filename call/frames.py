@@ -55,5 +55,5 @@ class ToneFrame(DataFrame):
 
 @dataclass
 class SpokenTextFrame(LLMTextFrame):
-    """LLM text with the guidance taken out (processors/conversation/guidance_stripper): what the TTS
+    """LLM text with the guidance taken out (processors/conversation/guidance_stripper_processor): what the TTS
     speaks. The call recorder reads the LLM's own frames and strips them the same way."""

@@ -1,7 +1,7 @@
 """Stereo call recording: caller on the left channel, agent on the right.
 
-The caller channel is fed where the caller's audio ends, right after turn
-detection (`processors.voice.audio_taps.CallerAudioEnd`), the agent channel by a tap
+The caller channel is fed where the caller's audio ends, right after turn detection
+(`processors/voice/caller_audio_end_processor.py`), the agent channel by a tap
 after the transport output (so it holds what was actually played, interruptions
 included). The caller's audio arrives continuously at
 real time, so it is the clock: agent audio is placed where the caller channel

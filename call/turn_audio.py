@@ -2,7 +2,7 @@
 
 A rolling buffer of the last seconds of caller audio, with the turn's start marked when
 the caller starts speaking (a little before: VAD fires after the voice starts) and the
-turn closed when the turn ends. Fed by `CallerAudioEnd`; read by the navigator when
+turn closed when the turn ends. Fed by `CallerAudioEndProcessor`; read by the navigator when
 the turn carries structured data worth re-hearing.
 """
 

@@ -1,7 +1,7 @@
 """Word timings of a turn on the pipeline clock (ms from the pipeline start).
 
 Each provider reports word times against its own origin; these functions move them onto
-the clock `observers.call_recorder` uses for every other turn time
+the clock `observers.call_record_observer` uses for every other turn time
 (`user_speech_start_ms`, `agent_speech_start_ms`...). The recorder then shifts them by
 the call's recording offset, so stored word times point into the stereo recording
 (observers/README.md, "Word timings"):

@@ -6,7 +6,7 @@ running the call (the registry says which); there `CallControl.apply` acts on th
 - end: a spoken goodbye, then `EndCallFrame(operator_ended)` (as the duration limit
   ends a call: queued at the pipeline's source so the goodbye is synthesized first);
 - take-over: the agent is suspended exactly as a hard safety escalation suspends it
-  (`conversation.suspended`, which `AgentGate` enforces), a short line says a person is
+  (`conversation.suspended`, which `AgentGateProcessor` enforces), a short line says a person is
   joining, and with Twilio credentials and `HUMAN_TRANSFER_NUMBER` the call is put
   through (`session.transfer_to`, dialled by the serializer after the line plays);
 - release: the agent answers again (not once a transfer is under way: the call is

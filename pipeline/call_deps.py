@@ -21,7 +21,7 @@ from processors.conversation.director import DirectorBackend
 from processors.emotion.call_emotion import CallEmotion
 from processors.safety.concepts import ConceptIndex
 from processors.safety.monitor import SafetyServices
-from processors.voice.greeting_player import PrerenderedSpeech
+from processors.voice.greeting_player_processor import PrerenderedSpeech
 from processors.world.audio_check import AudioVerifier
 from processors.world.extraction import Extractor
 from services.emotion.provider import AudioEmotionProvider, TextEmotionProvider

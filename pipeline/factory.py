@@ -39,26 +39,27 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from call.call_session import CallSession, CompletionReason, SessionMode
 from call.recording import StereoRecording
-from flows.graph_navigator import GraphNavigator
+from flows.graph_navigator_processor import GraphNavigatorProcessor
 from lib.prompts import render_prompt
-from observers.call_recorder import CallRecorder
+from observers.call_record_observer import CallRecordObserver
 from pipeline.call_deps import CallDeps
 from pipeline.layers import conversation_layer, emotion_layer
 from pipeline.providers import build_llm, build_stt, build_tts
-from processors.call_control.call_controller import CallController
-from processors.call_control.fallback_responder import FallbackResponder
+from processors.call_control.call_controller_processor import CallControllerProcessor
+from processors.call_control.fallback_responder_processor import FallbackResponderProcessor
 from processors.emotion.call_emotion import CallEmotion
-from processors.voice.audio_taps import CallerAudioEnd, agent_audio_tap
-from processors.voice.greeting_player import GreetingPlayer
-from processors.voice.text_input import TextInputBridge
-from processors.voice.voice_volume import VoiceVolume
+from processors.voice.audio_tap_processor import agent_audio_tap
+from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
+from processors.voice.greeting_player_processor import GreetingPlayerProcessor
+from processors.voice.text_input_processor import TextInputProcessor
+from processors.voice.voice_volume_processor import VoiceVolumeProcessor
 from processors.world.extraction import CallExtraction, RulesExtractor
-from processors.world.world_extractor import WorldExtractor
+from processors.world.world_extractor_processor import WorldExtractorProcessor
 from services.espeak.tts import EspeakTTSService
 from services.turn_models import SharedSileroVADAnalyzer, SharedSmartTurnAnalyzerV3
 from turns.deferred_turns import MAX_AGE_S as DEFERRED_MAX_AGE_S
 from turns.deferred_turns import DeferredTurns
-from turns.semantic_barge_in import SemanticBargeInStrategy
+from turns.semantic_barge_in_user_turn_start_strategy import SemanticBargeInUserTurnStartStrategy
 
 # Typed lines end their turn almost at once; there is no speech to wait for.
 TEXT_TURN_TIMEOUT_S = 0.05
@@ -69,11 +70,11 @@ class CallPipeline:
     """What the caller of `build_call_pipeline` needs to run and finish a call."""
 
     worker: PipelineWorker
-    recorder: CallRecorder
+    recorder: CallRecordObserver
     recording: StereoRecording | None
-    controller: CallController
+    controller: CallControllerProcessor
     initial_frames: list[Frame] = field(default_factory=list)
-    extractor: WorldExtractor | None = None  # finished by the call runner after the call
+    extractor: WorldExtractorProcessor | None = None  # finished by the call runner after the call
     emotion: CallEmotion | None = None  # summarised into the record when the call ends
 
 
@@ -92,7 +93,7 @@ def user_aggregator_params(
                 # Voice activity starts a turn while the agent is silent; while it speaks,
                 # only words (or a second of speech) interrupt it, and a short answer is
                 # kept until it has finished.
-                start=[SemanticBargeInStrategy(
+                start=[SemanticBargeInUserTurnStartStrategy(
                     session, deferred=DeferredTurns(max_age_s=deferred_turn_max_age_s))],
                 stop=[TurnAnalyzerUserTurnStopStrategy(turn_analyzer=turn_model)],
             ),
@@ -128,7 +129,7 @@ def build_call_pipeline(
             session, settings.turns.turn_max_silence_s, settings.turns.deferred_turn_max_age_s)
     )
     user_aggregator, assistant_aggregator = aggregators
-    controller = CallController(session, max_duration_s=settings.call.max_call_duration_s)
+    controller = CallControllerProcessor(session, max_duration_s=settings.call.max_call_duration_s)
     recording = None
     if session.is_audio and deps.recordings_dir is not None:
         recording = StereoRecording(session, deps.recordings_dir, deps.sample_rate)
@@ -137,12 +138,12 @@ def build_call_pipeline(
     conversation = conversation_layer(session, deps, can_regenerate=llm is not None)
 
     processors: list[FrameProcessor] = [transport.input()]
-    processors.append(stt if stt is not None else TextInputBridge())
+    processors.append(stt if stt is not None else TextInputProcessor())
     processors += emotion.before_context + conversation.before_context
     world_extractor = None
     if engine is not None and session.workspace_id is not None:
         # The world model's extracted facts: captured from each caller turn.
-        world_extractor = WorldExtractor(
+        world_extractor = WorldExtractorProcessor(
             session, engine.session, CallExtraction(
                 engine.pool, session.workspace_id, session.call_id,
                 deps.extractor or RulesExtractor(country_code=settings.world.phone_country_code)),
@@ -150,27 +151,28 @@ def build_call_pipeline(
         processors.append(world_extractor)
     processors.append(user_aggregator)
     if session.is_audio:
-        processors.append(CallerAudioEnd(recording, session.turn_audio))
+        processors.append(CallerAudioEndProcessor(recording, session.turn_audio))
     processors += conversation.before_llm + emotion.before_llm
     navigator = None
     if engine is not None:
-        navigator = GraphNavigator(session, engine, emotion=deps.emotion,
+        navigator = GraphNavigatorProcessor(session, engine, emotion=deps.emotion,
                                    audio_verifier=deps.audio_verifier,
                                    audio_timeout_s=settings.world.audio_verification_timeout_s)
         processors.append(navigator)
-    processors.append(FallbackResponder(session, llm_available=llm_available))
+    processors.append(FallbackResponderProcessor(session, llm_available=llm_available))
     if llm is not None:
         processors.append(llm)
     processors += conversation.after_llm + emotion.after_llm
     processors.append(tts)
     if session.voice.volume != 1.0 and not isinstance(tts, EspeakTTSService):
-        processors.append(VoiceVolume(session.voice.volume))  # the voice has no volume of its own
-    processors += [GreetingPlayer(session, deps.greeting), transport.output()]
+        # The voice has no volume of its own.
+        processors.append(VoiceVolumeProcessor(session.voice.volume))
+    processors += [GreetingPlayerProcessor(session, deps.greeting), transport.output()]
     if recording is not None:
         processors.append(agent_audio_tap(recording))
     processors += [controller, assistant_aggregator]
 
-    recorder = CallRecorder(session, emotion=deps.emotion)
+    recorder = CallRecordObserver(session, emotion=deps.emotion)
     worker = PipelineWorker(
         Pipeline(processors),
         params=PipelineParams(

@@ -16,22 +16,22 @@ from pipecat.services.tts_service import TTSService
 from call.call_session import CallSession
 from pipeline.call_deps import CallDeps
 from pipeline.providers import EmotionProviders
-from processors.call_control.reply_watchdog import SilentReplyWatchdog
-from processors.conversation.agent_gate import AgentGate
-from processors.conversation.conversation_director import ConversationDirector
+from processors.call_control.reply_watchdog_processor import ReplyWatchdogProcessor
+from processors.conversation.agent_gate_processor import AgentGateProcessor
+from processors.conversation.conversation_director_processor import ConversationDirectorProcessor
 from processors.conversation.director import LocalDirector
-from processors.conversation.guidance_stripper import GuidanceStripper
-from processors.conversation.quick_observer import QuickObserver
-from processors.conversation.reply_guard import ReplyGuard
-from processors.conversation.silence_monitor import SilenceMonitor
+from processors.conversation.guidance_stripper_processor import GuidanceStripperProcessor
+from processors.conversation.quick_observer_processor import QuickObserverProcessor
+from processors.conversation.reply_guard_processor import ReplyGuardProcessor
+from processors.conversation.silence_monitor_processor import SilenceMonitorProcessor
 from processors.conversation.silence_schedule import SilenceSchedule
 from processors.conversation.time_limit import DEFAULT_TIME_LIMIT
-from processors.emotion.emotion_steering import EmotionSteering
-from processors.emotion.emotion_tap import EmotionTap
-from processors.emotion.tone_controller import ToneController, tone_settings_of
+from processors.emotion.emotion_steering_processor import EmotionSteeringProcessor
+from processors.emotion.emotion_tap_processor import EmotionTapProcessor
+from processors.emotion.tone_controller_processor import ToneControllerProcessor, tone_settings_of
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices
-from processors.safety.safety_monitor import SafetyMonitor
+from processors.safety.safety_monitor_processor import SafetyMonitorProcessor
 from services.embeddings import LocalEmbedder
 from services.prosody.emotion import LocalAudioProvider
 
@@ -56,9 +56,9 @@ def conversation_layer(session: CallSession, deps: CallDeps, *, can_regenerate: 
     settings = deps.settings
     safety = deps.safety or SafetyServices(embedder=LocalEmbedder(), judge=RulesJudge())
     time_limit = deps.engine.graph.time_limit if deps.engine is not None else DEFAULT_TIME_LIMIT
-    quick = QuickObserver(session, goodbye_delay_s=settings.conversation.goodbye_delay_s,
+    quick = QuickObserverProcessor(session, goodbye_delay_s=settings.conversation.goodbye_delay_s,
                           emergency_number=settings.safety.emergency_number)
-    monitor = SafetyMonitor(
+    monitor = SafetyMonitorProcessor(
         session, safety, escalate_at=settings.safety.escalate_similarity,
         candidate_at=settings.safety.candidate_similarity,
         judge_timeout_s=settings.safety.judge_timeout_s,
@@ -66,7 +66,7 @@ def conversation_layer(session: CallSession, deps: CallDeps, *, can_regenerate: 
         crisis_resources=settings.safety.crisis_resources,
         transfer_number=settings.telephony.human_transfer_number, index=deps.safety_index,
     )
-    director = ConversationDirector(
+    director = ConversationDirectorProcessor(
         session, deps.director or LocalDirector(),
         timeout_s=settings.conversation.director_timeout_s,
         wind_down_s=settings.conversation.director_wind_down_s,
@@ -74,15 +74,16 @@ def conversation_layer(session: CallSession, deps: CallDeps, *, can_regenerate: 
         closing_end_s=settings.conversation.director_closing_end_s, time_limit=time_limit,
         transfer_number=settings.telephony.human_transfer_number,
     )
-    silence = SilenceMonitor(session, schedule=SilenceSchedule(
+    silence = SilenceMonitorProcessor(session, schedule=SilenceSchedule(
         checkins_s=tuple(settings.conversation.silence_checkins_s),
         goodbye_after_s=settings.conversation.silence_goodbye_after_s,
     ))
     return Layer(
         before_context=[quick, monitor, director, silence],
-        before_llm=[AgentGate(session, transfer_number=settings.telephony.human_transfer_number)],
-        after_llm=[ReplyGuard(session), GuidanceStripper(session),
-                   SilentReplyWatchdog(session, bound_s=settings.turns.reply_watchdog_s,
+        before_llm=[AgentGateProcessor(
+            session, transfer_number=settings.telephony.human_transfer_number)],
+        after_llm=[ReplyGuardProcessor(session), GuidanceStripperProcessor(session),
+                   ReplyWatchdogProcessor(session, bound_s=settings.turns.reply_watchdog_s,
                                        can_regenerate=can_regenerate)],
     )
 
@@ -98,8 +99,8 @@ def emotion_layer(session: CallSession, deps: CallDeps, tts: TTSService) -> Laye
     audio = deps.overrides.emotion_audio
     if audio is None:
         audio = providers.audio() if session.is_audio else LocalAudioProvider()
-    tap = EmotionTap(session, emotion, audio=audio,
+    tap = EmotionTapProcessor(session, emotion, audio=audio,
                      text=deps.overrides.emotion_text or providers.text)
-    steering = EmotionSteering(session, emotion)
-    tone = ToneController(session, emotion, tts_settings=tone_settings_of(tts))
+    steering = EmotionSteeringProcessor(session, emotion)
+    tone = ToneControllerProcessor(session, emotion, tts_settings=tone_settings_of(tts))
     return Layer(before_context=[tap], before_llm=[steering], after_llm=[tone])

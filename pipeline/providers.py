@@ -2,7 +2,7 @@
 
 Cloud providers are Pipecat's own services; local ones are real engines
 (PocketSphinx, eSpeak NG). With no LLM the fallback responder answers (see
-processors/call_control/fallback_responder.py), so a call is never silent.
+processors/call_control/fallback_responder_processor.py), so a call is never silent.
 """
 
 from __future__ import annotations

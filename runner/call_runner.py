@@ -29,7 +29,7 @@ from call.call_session import CallSession, CompletionReason, SessionMode
 from db import repositories as repo
 from ops.commands import CallControl
 from pipeline.factory import CallPipeline
-from processors.voice.greeting_player import PrerenderedSpeech
+from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner import transcript_verification as tv
 from runner.call_setup import build_call, new_session
 from runner.runtime import AppRuntime, CallProfile

@@ -18,7 +18,7 @@ from pipeline.call_deps import CallDeps
 from pipeline.factory import CallPipeline, build_call_pipeline
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.fillers import filler_guidance
-from processors.voice.greeting_player import PrerenderedSpeech
+from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner.runtime import AppRuntime, CallProfile
 
 

@@ -20,7 +20,7 @@ from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPI
 from call.call_session import SessionMode
 from config import get_settings
 from db import repositories as repo
-from processors.voice.greeting_player import PrerenderedSpeech
+from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner.call_runner import close_failed_call, end_on_disconnect, run_call
 from runner.call_setup import build_call, new_session
 from runner.runtime import AppRuntime

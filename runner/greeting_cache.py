@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from processors.voice.greeting_player import PrerenderedSpeech
+from processors.voice.greeting_player_processor import PrerenderedSpeech
 
 if TYPE_CHECKING:
     from services.espeak.engine import TimedSpeech

@@ -15,7 +15,7 @@ A kept answer expires when the conversation has moved on:
 - `superseded`: the caller's next words replace it ("no, Wednesday" after "Tuesday");
 - `call_ending` / `held`: the call is ending, or a person is taking it over.
 
-Pure logic over a clock; the turn start strategy (turns/semantic_barge_in.py) does
+Pure logic over a clock; the turn start strategy (turns/semantic_barge_in_user_turn_start_strategy.py) does
 the frames.
 """
 

@@ -19,7 +19,7 @@ from main import create_app
 from processors.safety.concepts import default_concepts
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices
-from processors.safety.safety_monitor import SafetyMonitor
+from processors.safety.safety_monitor_processor import SafetyMonitorProcessor
 from services.embeddings import LOCAL_MODEL, LocalEmbedder
 from tests.fakes import make_session
 
@@ -231,7 +231,7 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
 
     # The monitor itself, given that call's index, escalates the caller's words.
     session = make_session(writer, SessionMode.TEXT)
-    monitor = SafetyMonitor(session, SafetyServices(LocalEmbedder(), RulesJudge()),
+    monitor = SafetyMonitorProcessor(session, SafetyServices(LocalEmbedder(), RulesJudge()),
                             index=guarded.safety_index)
     down, _up = await run_test(monitor, frames_to_send=[
         TranscriptionFrame(text="I gambled away all my money", user_id="caller", timestamp=""),

@@ -14,7 +14,7 @@ from tests.architecture.import_graph import project_modules
 
 # Only these differ with the way the caller reaches us: what hears them (the typed-text
 # bridge instead of an STT) and the taps on the caller's audio.
-TRANSPORT_SPECIFIC = {"TextInputBridge", "CallerAudioEnd", "AudioTap"}
+TRANSPORT_SPECIFIC = {"TextInputProcessor", "CallerAudioEndProcessor", "AudioTapProcessor"}
 OURS = ("processors.", "flows.", "observers.", "turns.")
 
 
@@ -72,7 +72,7 @@ async def test_phone_text_and_browser_calls_get_the_same_layers_and_providers(
                 sample_rate=8000))
     finally:
         await runtime.close()
-    assert "WorldExtractor" in built[SessionMode.PHONE]
-    assert "GraphNavigator" in built[SessionMode.PHONE]
+    assert "WorldExtractorProcessor" in built[SessionMode.PHONE]
+    assert "GraphNavigatorProcessor" in built[SessionMode.PHONE]
     assert built[SessionMode.TEXT] == built[SessionMode.PHONE]
     assert built[SessionMode.WEBRTC] == built[SessionMode.PHONE]

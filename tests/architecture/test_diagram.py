@@ -24,7 +24,8 @@ def test_the_documented_pipeline_is_the_one_the_factory_builds():
 
 def test_the_diagram_names_each_processor_with_its_file():
     lines = printed().splitlines()
-    assert any("GraphNavigator" in line and "flows/graph_navigator.py" in line for line in lines)
-    assert any("QuickObserver" in line and "processors/conversation/quick_observer.py" in line
-               for line in lines)
-    assert any(line.startswith("observer, off the voice path: CallRecorder") for line in lines)
+    assert any("GraphNavigatorProcessor" in line
+               and "flows/graph_navigator_processor.py" in line for line in lines)
+    assert any("QuickObserverProcessor" in line
+               and "processors/conversation/quick_observer_processor.py" in line for line in lines)
+    assert any(line.startswith("observer, off the voice path: CallRecordObserver") for line in lines)

@@ -7,7 +7,7 @@ from pipecat.frames.frames import InputAudioRawFrame, TranscriptionFrame
 from pipecat.tests.utils import SleepFrame, run_test
 
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.emotion_tap import BoundedQueue, EmotionTap
+from processors.emotion.emotion_tap_processor import BoundedQueue, EmotionTapProcessor
 from services.emotion.provider import ProviderUnavailable
 from services.emotion.reading import EmotionReading, Source
 from services.vader.emotion import LocalTextProvider
@@ -57,9 +57,9 @@ class BrokenAudio(SlowAudio):
         raise ConnectionError("socket closed")
 
 
-def tap(session, provider, **kwargs) -> tuple[EmotionTap, CallEmotion]:
+def tap(session, provider, **kwargs) -> tuple[EmotionTapProcessor, CallEmotion]:
     emotion = CallEmotion()
-    return EmotionTap(session, emotion, audio=provider, text=LocalTextProvider(),
+    return EmotionTapProcessor(session, emotion, audio=provider, text=LocalTextProvider(),
                       segment_s=0.1, request_timeout_s=30, **kwargs), emotion
 
 

@@ -11,7 +11,7 @@ from pipecat.frames.frames import (
 
 from call.call_session import SessionMode
 from call.conversation_tracker import ConversationTracker, asking_question, same_question
-from observers.call_recorder import CallRecorder
+from observers.call_record_observer import CallRecordObserver
 from tests.fakes import make_session
 from tests.processors.test_call_recorder import Clock, feed
 
@@ -67,20 +67,20 @@ def test_the_question_of_a_turn_is_its_last_one_in_plain_words():
     assert not same_question("what's your first name", "and your last name")
 
 
-async def agent_turn(recorder: CallRecorder, clock: Clock, at_ms: int, text: str) -> None:
+async def agent_turn(recorder: CallRecordObserver, clock: Clock, at_ms: int, text: str) -> None:
     await feed(recorder, clock, at_ms, LLMFullResponseStartFrame())
     await feed(recorder, clock, at_ms + 5, LLMTextFrame(text))
     await feed(recorder, clock, at_ms + 10, LLMFullResponseEndFrame())
 
 
-async def caller_turn(recorder: CallRecorder, clock: Clock, at_ms: int, text: str) -> None:
+async def caller_turn(recorder: CallRecordObserver, clock: Clock, at_ms: int, text: str) -> None:
     await feed(recorder, clock, at_ms, TranscriptionFrame(text, "caller", ""))
     await feed(recorder, clock, at_ms + 5, UserStoppedSpeakingFrame())
 
 
 async def test_each_repeat_is_an_event_with_counts_and_never_the_words(writer):
     session = make_session(writer, mode=SessionMode.TEXT)
-    recorder = CallRecorder(session)
+    recorder = CallRecordObserver(session)
     clock = Clock()
     await feed(recorder, clock, 0, StartFrame())
     await agent_turn(recorder, clock, 10, "Thanks, Jordan. What day or time suits you best?")

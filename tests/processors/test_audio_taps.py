@@ -12,7 +12,7 @@ from config import Settings
 from pipeline.call_deps import CallDeps, ServiceOverrides
 from pipeline.factory import build_call_pipeline
 from pipeline.providers import ProviderPlan
-from processors.voice.audio_taps import CallerAudioEnd
+from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
 from tests.fakes import InstantSTT, InstantTTS, ScriptedLLM
 
 RATE = 8000
@@ -23,7 +23,7 @@ async def test_caller_audio_is_recorded_and_goes_no_further(session, tmp_path):
     recording = StereoRecording(session, tmp_path, RATE)
     frames = [InputAudioRawFrame(audio=FRAME, sample_rate=RATE, num_channels=1) for _ in range(5)]
     received, _ = await run_test(
-        CallerAudioEnd(recording),
+        CallerAudioEndProcessor(recording),
         frames_to_send=[*frames, TextFrame("still flows")],
         expected_down_frames=[TextFrame],
     )

@@ -5,13 +5,13 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from call.call_session import CompletionReason, SessionMode
 from call.frames import EndCallFrame
-from processors.call_control.call_controller import CallController
+from processors.call_control.call_controller_processor import CallControllerProcessor
 from tests.fakes import make_session
 
 
 async def test_an_end_request_ends_the_pipeline_with_its_reason(writer):
     session = make_session(writer, SessionMode.TEXT)
-    controller = CallController(session, max_duration_s=60)
+    controller = CallControllerProcessor(session, max_duration_s=60)
     _, up = await run_test(
         controller, frames_to_send=[EndCallFrame(reason="agent_hangup")],
         expected_down_frames=[], expected_up_frames=[EndWorkerFrame],
@@ -23,7 +23,7 @@ async def test_an_end_request_ends_the_pipeline_with_its_reason(writer):
 
 async def test_a_call_past_its_maximum_duration_says_goodbye_and_ends(writer):
     session = make_session(writer, SessionMode.TEXT)
-    controller = CallController(session, max_duration_s=0.05)
+    controller = CallControllerProcessor(session, max_duration_s=0.05)
     down, up = await run_test(
         controller, frames_to_send=[SleepFrame(sleep=0.3)], send_end_frame=False,
     )
@@ -35,7 +35,7 @@ async def test_a_call_past_its_maximum_duration_says_goodbye_and_ends(writer):
 async def test_a_deferred_transfer_waits_for_the_goodbye_and_a_barge_in_calls_it_off(writer):
     session = make_session(writer)
     session.transfer_to = "+15550100999"
-    controller = CallController(session, max_duration_s=60, grace_s=0.3)
+    controller = CallControllerProcessor(session, max_duration_s=60, grace_s=0.3)
     down, up = await run_test(
         controller,
         frames_to_send=[EndCallFrame(reason="transferred"), SleepFrame(sleep=0.1),
@@ -50,7 +50,7 @@ async def test_a_deferred_transfer_waits_for_the_goodbye_and_a_barge_in_calls_it
 async def test_an_uninterrupted_transfer_goes_ahead_after_the_goodbye(writer):
     session = make_session(writer)
     session.transfer_to = "+15550100999"
-    controller = CallController(session, max_duration_s=60, grace_s=0.1)
+    controller = CallControllerProcessor(session, max_duration_s=60, grace_s=0.1)
     _, up = await run_test(controller, frames_to_send=[EndCallFrame(reason="transferred")],
                            expected_up_frames=[EndWorkerFrame])
     assert session.transfer_to == "+15550100999"

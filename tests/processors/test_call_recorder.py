@@ -23,7 +23,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.utils.text.base_text_aggregator import TextType
 
 from call.call_session import SessionMode
-from observers.call_recorder import CallRecorder
+from observers.call_record_observer import CallRecordObserver
 from tests.fakes import make_session
 
 
@@ -32,7 +32,7 @@ class Clock:
     ms: int = 0
 
 
-async def feed(recorder: CallRecorder, clock: Clock, at_ms: int, frame) -> None:
+async def feed(recorder: CallRecordObserver, clock: Clock, at_ms: int, frame) -> None:
     clock.ms = at_ms
     await recorder.on_push_frame(
         FramePushed(source=None, destination=None, frame=frame,
@@ -40,7 +40,7 @@ async def feed(recorder: CallRecorder, clock: Clock, at_ms: int, frame) -> None:
     )
 
 
-async def one_exchange(recorder: CallRecorder, words: list[str]) -> None:
+async def one_exchange(recorder: CallRecordObserver, words: list[str]) -> None:
     clock = Clock()
     await feed(recorder, clock, 0, StartFrame())
     await feed(recorder, clock, 1000, VADUserStartedSpeakingFrame())
@@ -57,7 +57,7 @@ async def one_exchange(recorder: CallRecorder, words: list[str]) -> None:
 
 
 async def test_a_caller_turn_and_the_answer_are_recorded_with_their_timing(writer):
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await one_exchange(recorder, ["Sure,", "what", "day?"])
     await recorder.on_push_frame(FramePushed(None, None, LLMFullResponseEndFrame(), FrameDirection.DOWNSTREAM, 3500 * 1_000_000))
     await recorder.on_push_frame(FramePushed(None, None, BotStoppedSpeakingFrame(), FrameDirection.DOWNSTREAM, 4100 * 1_000_000))
@@ -74,7 +74,7 @@ async def test_a_caller_turn_and_the_answer_are_recorded_with_their_timing(write
 
 
 async def test_a_barge_in_closes_the_agent_turn_as_interrupted_with_what_was_spoken(writer):
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await one_exchange(recorder, ["Sure,", "what"])
     await recorder.on_push_frame(FramePushed(None, None, InterruptionFrame(), FrameDirection.DOWNSTREAM, 3700 * 1_000_000))
     agent = writer.of_type("TurnRecord")[-1]
@@ -82,7 +82,7 @@ async def test_a_barge_in_closes_the_agent_turn_as_interrupted_with_what_was_spo
 
 
 async def test_in_text_sessions_the_agent_turn_ends_at_the_next_caller_turn(writer):
-    recorder = CallRecorder(make_session(writer, SessionMode.TEXT))
+    recorder = CallRecordObserver(make_session(writer, SessionMode.TEXT))
     clock = Clock()
     await feed(recorder, clock, 0, StartFrame())
     await feed(recorder, clock, 10, TranscriptionFrame("hello", "caller", ""))
@@ -99,7 +99,7 @@ async def test_in_text_sessions_the_agent_turn_ends_at_the_next_caller_turn(writ
 
 
 async def test_an_open_turn_is_written_when_the_call_ends(writer):
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await one_exchange(recorder, ["Sure,"])
     await recorder.flush()
     agent = writer.of_type("TurnRecord")[-1]

@@ -15,7 +15,10 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 
 from call.frames import EndCallFrame
-from processors.call_control.fallback_responder import CallbackDialogue, FallbackResponder
+from processors.call_control.fallback_responder_processor import (
+    CallbackDialogue,
+    FallbackResponderProcessor,
+)
 from processors.llm_context import last_user_text
 from tests.fakes import FailingLLM, ScriptedLLM
 
@@ -58,7 +61,7 @@ def test_an_unclear_answer_is_asked_once_more_then_the_call_ends_without_a_reque
 
 
 async def test_without_an_llm_the_responder_answers_the_turn_itself(session, writer):
-    responder = FallbackResponder(session, llm_available=False)
+    responder = FallbackResponderProcessor(session, llm_available=False)
     down, _ = await run_test(
         responder,
         frames_to_send=[context_frame("Can I book a checkup?")],
@@ -69,7 +72,7 @@ async def test_without_an_llm_the_responder_answers_the_turn_itself(session, wri
 
 
 async def test_a_yes_to_the_offer_records_the_request_and_ends_the_call(session, writer):
-    responder = FallbackResponder(session, llm_available=False)
+    responder = FallbackResponderProcessor(session, llm_available=False)
     down, _ = await run_test(
         responder,
         frames_to_send=[context_frame("hello"), context_frame("yes please")],
@@ -83,7 +86,7 @@ async def test_a_yes_to_the_offer_records_the_request_and_ends_the_call(session,
 
 
 async def test_with_an_llm_context_passes_through_untouched(session, writer):
-    responder = FallbackResponder(session, llm_available=True)
+    responder = FallbackResponderProcessor(session, llm_available=True)
     await run_test(
         responder,
         frames_to_send=[context_frame("hello")],
@@ -93,7 +96,7 @@ async def test_with_an_llm_context_passes_through_untouched(session, writer):
 
 
 async def test_an_llm_error_hands_the_turn_to_the_fallback(session, writer):
-    responder = FallbackResponder(session, llm_available=True)
+    responder = FallbackResponderProcessor(session, llm_available=True)
     pipeline = Pipeline([responder, FailingLLM()])
     down, up = await run_test(
         pipeline,
@@ -122,7 +125,7 @@ class FailingTTSStandIn(FrameProcessor):
 async def test_an_error_after_a_good_llm_turn_does_not_hand_the_call_to_the_fallback(
     session, writer
 ):
-    responder = FallbackResponder(session, llm_available=True)
+    responder = FallbackResponderProcessor(session, llm_available=True)
     pipeline = Pipeline([responder, ScriptedLLM(), FailingTTSStandIn()])
     down, up = await run_test(pipeline, frames_to_send=[context_frame("move my appointment")])
     spoken = [f.text for f in down if isinstance(f, LLMTextFrame)]

@@ -20,7 +20,7 @@ from call.frames import EndCallFrame, NavigationFrame
 from call.identity import CallIdentity
 from flows.graph import bundled_graph, visible_tools
 from flows.graph_engine import GraphEngine, Reply
-from flows.graph_navigator import GraphNavigator
+from flows.graph_navigator_processor import GraphNavigatorProcessor
 from flows.graph_session import GraphSession
 from flows.llm_navigator import LLMNavigator
 from flows.navigator import NavDecision
@@ -75,7 +75,7 @@ def caller_says(text: str) -> LLMContextFrame:
 async def test_the_engine_answers_and_the_turn_goes_no_further(session):
     engine = ScriptedEngine(reply("What day suits you?"))
     down, _ = await run_test(
-        GraphNavigator(session, engine),
+        GraphNavigatorProcessor(session, engine),
         frames_to_send=[caller_says("I'd like to book")],
         expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame, LLMTextFrame,
                               LLMFullResponseEndFrame],
@@ -87,7 +87,7 @@ async def test_the_engine_answers_and_the_turn_goes_no_further(session):
 async def test_when_the_graph_fails_the_turn_goes_on_to_static_prompt_mode(session):
     engine = ScriptedEngine(fail_on_turn=True)
     await run_test(
-        GraphNavigator(session, engine),
+        GraphNavigatorProcessor(session, engine),
         frames_to_send=[caller_says("hello")],
         expected_down_frames=[LLMContextFrame],
     )
@@ -99,7 +99,7 @@ async def test_a_transfer_is_kept_for_after_the_goodbye(session):
               transfer_to="+15550100110")
     )
     down, _ = await run_test(
-        GraphNavigator(session, engine),
+        GraphNavigatorProcessor(session, engine),
         frames_to_send=[caller_says("yes please")],
         expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame, LLMTextFrame,
                               LLMFullResponseEndFrame, EndCallFrame],
@@ -114,7 +114,7 @@ async def test_an_engine_that_crashes_leaves_the_turn_to_static_prompt_mode(sess
 
     engine = CrashingEngine()
     await run_test(
-        GraphNavigator(session, engine),
+        GraphNavigatorProcessor(session, engine),
         frames_to_send=[caller_says("hello")],
         expected_down_frames=[LLMContextFrame],
     )
@@ -136,7 +136,7 @@ async def test_a_model_navigators_filler_is_spoken_before_the_answer(session, wr
         navigator=LLMNavigator(graph, model, session.log, clinic_name="Riverside Clinic"),
     )
     down, _ = await run_test(
-        GraphNavigator(session, engine),
+        GraphNavigatorProcessor(session, engine),
         frames_to_send=[caller_says("I'd like to book something")],
         expected_down_frames=[TTSSpeakFrame, NavigationFrame, LLMFullResponseStartFrame,
                               LLMTextFrame, LLMFullResponseEndFrame],
@@ -173,7 +173,7 @@ def engine_for(session, navigator=None) -> GraphEngine:
 
 async def test_with_an_llm_the_turn_becomes_the_flows_node_the_llm_runs(session):
     flows = RecordingFlows()
-    navigator = GraphNavigator(session, engine_for(session))
+    navigator = GraphNavigatorProcessor(session, engine_for(session))
     navigator.engage_with(flows)
     down, _ = await run_test(
         navigator,
@@ -191,7 +191,7 @@ async def test_with_an_llm_the_turn_becomes_the_flows_node_the_llm_runs(session)
 
 
 async def test_a_flows_context_frame_passes_to_the_llm_untouched(session):
-    navigator = GraphNavigator(session, engine_for(session))
+    navigator = GraphNavigatorProcessor(session, engine_for(session))
     navigator.engage_with(RecordingFlows())
     task_run = LLMContextFrame(context=LLMContext(messages=[
         {"role": "user", "content": "I'd like to book"},
@@ -203,7 +203,7 @@ async def test_a_flows_context_frame_passes_to_the_llm_untouched(session):
 async def test_when_flows_cannot_enter_the_node_the_llm_answers_in_static_prompt_mode(
     session, writer
 ):
-    navigator = GraphNavigator(session, engine_for(session))
+    navigator = GraphNavigatorProcessor(session, engine_for(session))
     navigator.engage_with(RecordingFlows(fail=True))
     await run_test(
         navigator,
@@ -234,7 +234,7 @@ async def test_the_wait_for_the_llm_is_covered_in_the_callers_register(
 ):
     now = time.monotonic()
     emotion = emotion_with(*(heard(label, now - i) for i, label in enumerate(caller)))
-    navigator = GraphNavigator(session, engine_for(session), emotion=emotion)
+    navigator = GraphNavigatorProcessor(session, engine_for(session), emotion=emotion)
     navigator.engage_with(RecordingFlows())
     phrases = [] if register == "suppressed" else filler_set().registers[register].short
     expected = [NavigationFrame, TTSSpeakFrame] if phrases else [NavigationFrame]
@@ -257,7 +257,7 @@ async def test_offline_lines_need_no_filler_but_a_frustrated_callers_turns_recor
 ):
     now = time.monotonic()
     emotion = emotion_with(heard("Anger", now - 1), heard("Anger", now))
-    await run_test(GraphNavigator(session, ScriptedEngine(reply("Which day suits you?")),
+    await run_test(GraphNavigatorProcessor(session, ScriptedEngine(reply("Which day suits you?")),
                                   emotion=emotion),
                    frames_to_send=[caller_says("I need an appointment")],
                    expected_down_frames=[NavigationFrame, LLMFullResponseStartFrame,

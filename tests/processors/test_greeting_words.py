@@ -20,8 +20,12 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import TransportParams
 from pipecat.utils.text.base_text_aggregator import TextType
 
-from observers.call_recorder import CallRecorder
-from processors.voice.greeting_player import GreetingPlayer, PrerenderedSpeech, timed_words
+from observers.call_record_observer import CallRecordObserver
+from processors.voice.greeting_player_processor import (
+    GreetingPlayerProcessor,
+    PrerenderedSpeech,
+    timed_words,
+)
 from services.espeak.engine import synthesize_timed
 from tests.fakes import make_session
 
@@ -68,10 +72,10 @@ class PacedOutput(BaseOutputTransport):
 async def test_the_greeting_turn_is_written_with_its_words_where_they_are_played(writer):
     speech = PrerenderedSpeech.from_timed(GREETING, await synthesize_timed(GREETING, RATE))
     session = make_session(writer)
-    recorder = CallRecorder(session)
+    recorder = CallRecordObserver(session)
     output = PacedOutput(TransportParams(audio_out_enabled=True, audio_out_sample_rate=RATE))
     down, _ = await run_test(
-        Pipeline([GreetingPlayer(session, speech), output]),
+        Pipeline([GreetingPlayerProcessor(session, speech), output]),
         frames_to_send=[SleepFrame(sleep=speech.duration_s + 1.0)],
         observers=[recorder], pipeline_params=PipelineParams(audio_out_sample_rate=RATE))
 
@@ -96,7 +100,7 @@ async def test_the_greeting_turn_is_written_with_its_words_where_they_are_played
 async def test_a_greeting_cut_off_before_it_played_sends_no_words(writer):
     speech = PrerenderedSpeech(GREETING, RATE, bytes(RATE), words=(("Thank", 0.0), ("you", 0.2)))
     down, _ = await run_test(
-        GreetingPlayer(make_session(writer), speech),
+        GreetingPlayerProcessor(make_session(writer), speech),
         frames_to_send=[InterruptionFrame(), BotStartedSpeakingFrame()])
     assert not [f for f in down if isinstance(f, TTSTextFrame)]
     assert isinstance(down[-1], BotStartedSpeakingFrame)  # a later reply's speech: no words

@@ -18,11 +18,11 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from call.call_session import CompletionReason, SessionMode
 from call.frames import EndCallFrame, SpokenTextFrame
-from processors.conversation.conversation_director import ConversationDirector
+from processors.conversation.conversation_director_processor import ConversationDirectorProcessor
 from processors.conversation.director import DirectorAnalysis, LocalDirector
 from processors.conversation.guidance_filter import strip_guidance
-from processors.conversation.guidance_stripper import GuidanceStripper
-from processors.conversation.silence_monitor import SilenceMonitor
+from processors.conversation.guidance_stripper_processor import GuidanceStripperProcessor
+from processors.conversation.silence_monitor_processor import SilenceMonitorProcessor
 from processors.conversation.silence_schedule import SilenceSchedule
 from tests.fakes import make_session
 
@@ -42,7 +42,7 @@ def reply(*chunks: str) -> list:
 async def test_a_tag_split_over_text_frames_never_reaches_the_tts(writer):
     session = make_session(writer)
     down, _ = await run_test(
-        GuidanceStripper(session),
+        GuidanceStripperProcessor(session),
         frames_to_send=reply("Of course. [HEA", "LTH] I can", " book that. <guid",
                              "ance>be brief</guidance> Tuesday?"),
     )
@@ -55,7 +55,7 @@ async def test_a_tag_split_over_text_frames_never_reaches_the_tts(writer):
 async def test_a_spoken_line_is_cleaned_and_plain_speech_passes_untouched(writer):
     session = make_session(writer)
     down, _ = await run_test(
-        GuidanceStripper(session),
+        GuidanceStripperProcessor(session),
         frames_to_send=[TTSSpeakFrame("[GOODBYE] Goodbye now."), *reply("Option [1] is fine.")],
     )
     assert next(f for f in down if isinstance(f, TTSSpeakFrame)).text == "Goodbye now."
@@ -66,7 +66,7 @@ async def test_an_echoed_director_line_and_a_stray_closing_tag_are_not_spoken(wr
     session = make_session(writer)
     chunks = ("[Director gui", "dance] main/medium/warm | REMIND: x\nRi", "ght.</guid",
               "ance> Press [1", "] to confirm.")
-    down, _ = await run_test(GuidanceStripper(session), frames_to_send=reply(*chunks))
+    down, _ = await run_test(GuidanceStripperProcessor(session), frames_to_send=reply(*chunks))
     spoken = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
     assert spoken == "Right. Press [1] to confirm."
     assert spoken == strip_guidance("".join(chunks))  # what the call record keeps
@@ -95,7 +95,7 @@ async def test_a_director_that_takes_5_s_delays_no_frame(writer):
     director = SlowDirector()
     sent = time.perf_counter()
     down, _ = await run_test(
-        ConversationDirector(session, director, timeout_s=10),
+        ConversationDirectorProcessor(session, director, timeout_s=10),
         frames_to_send=[said("I need a checkup"), SleepFrame(sleep=0.05), said("Tuesday please")],
         expected_down_frames=[TranscriptionFrame, TranscriptionFrame],
     )
@@ -107,7 +107,7 @@ async def test_the_previous_turns_guidance_goes_in_with_the_next_turn(writer):
     session = make_session(writer, SessionMode.TEXT)
     session.conversation.tracker.caller_said("Hello")
     down, _ = await run_test(
-        ConversationDirector(session, LocalDirector()),
+        ConversationDirectorProcessor(session, LocalDirector()),
         frames_to_send=[said("I'm so worried about my results"), SleepFrame(sleep=0.1),
                         said("Can I come in on Tuesday?")],
         expected_down_frames=[TranscriptionFrame, LLMMessagesAppendFrame, TranscriptionFrame],
@@ -122,7 +122,7 @@ async def test_the_previous_turns_guidance_goes_in_with_the_next_turn(writer):
 async def test_a_director_timeout_means_no_guidance_and_an_event(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        ConversationDirector(session, SlowDirector(), timeout_s=0.1),
+        ConversationDirectorProcessor(session, SlowDirector(), timeout_s=0.1),
         frames_to_send=[said("Hello"), SleepFrame(sleep=0.3), said("Tuesday")],
         expected_down_frames=[TranscriptionFrame, TranscriptionFrame],
     )
@@ -131,9 +131,9 @@ async def test_a_director_timeout_means_no_guidance_and_an_event(writer):
 
 async def test_time_fallbacks_wind_down_then_end_the_call_with_a_closing_line(writer):
     session = make_session(writer, SessionMode.TEXT)
-    director = ConversationDirector(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2,
+    director = ConversationDirectorProcessor(session, LocalDirector(), wind_down_s=0.1, force_end_s=0.2,
                                     time_limit="end")
-    import processors.conversation.conversation_director as module
+    import processors.conversation.conversation_director_processor as module
 
     module.FORCE_END_DELAY_S, saved = 0.05, module.FORCE_END_DELAY_S
     try:
@@ -175,7 +175,7 @@ class KeepTalkingModel:
 
 async def guidance_after_two_turns(session, backend) -> str:
     down, _ = await run_test(
-        ConversationDirector(session, backend),
+        ConversationDirectorProcessor(session, backend),
         frames_to_send=[said("we went to the coast last week"), SleepFrame(sleep=0.15),
                         said("and the weather was lovely")],
         expected_down_frames=[TranscriptionFrame, LLMMessagesAppendFrame, TranscriptionFrame],
@@ -205,7 +205,7 @@ async def test_no_forced_end_while_a_human_has_the_call(writer):
     session = make_session(writer, SessionMode.TEXT)
     session.conversation.suspended = True
     down, _ = await run_test(
-        ConversationDirector(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1),
+        ConversationDirectorProcessor(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1),
         frames_to_send=[SleepFrame(sleep=0.4)],
     )
     assert not any(isinstance(f, EndCallFrame) for f in down)
@@ -222,7 +222,7 @@ class FakeClock:
         return self.now
 
 
-async def started(monitor: SilenceMonitor) -> None:
+async def started(monitor: SilenceMonitorProcessor) -> None:
     """Until the monitor's pipeline has started (frames queued before it would be lost)."""
     while monitor._ticker is None:
         await asyncio.sleep(0.01)
@@ -237,7 +237,7 @@ async def test_three_unanswered_check_ins_then_a_goodbye_and_hang_up(writer):
     session = make_session(writer, SessionMode.TEXT)
     clock = FakeClock()
     session.conversation.clock = clock
-    monitor = SilenceMonitor(session, schedule=SilenceSchedule(), poll_s=0.01)
+    monitor = SilenceMonitorProcessor(session, schedule=SilenceSchedule(), poll_s=0.01)
 
     async def silence():
         await started(monitor)
@@ -264,7 +264,7 @@ async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
     clock = FakeClock()
     session.conversation.clock = clock
     schedule = SilenceSchedule()
-    monitor = SilenceMonitor(session, schedule=schedule, poll_s=0.01)
+    monitor = SilenceMonitorProcessor(session, schedule=schedule, poll_s=0.01)
 
     async def tell(frame, heard) -> None:
         """Queue `frame` and let the monitor take it in before the clock moves on."""
@@ -291,8 +291,8 @@ async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
 # --- The time limit: the graph's policy ---------------------------------------------------
 
 
-def director_at_limit(session, policy, transfer_number=None) -> ConversationDirector:
-    return ConversationDirector(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1,
+def director_at_limit(session, policy, transfer_number=None) -> ConversationDirectorProcessor:
+    return ConversationDirectorProcessor(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1,
                                 time_limit=policy, transfer_number=transfer_number)
 
 

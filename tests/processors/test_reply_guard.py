@@ -18,10 +18,10 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 
 from call.call_session import SessionMode
-from processors.conversation.agent_gate import AgentGate
-from processors.conversation.quick_observer import QuickObserver
-from processors.conversation.reply_guard import ReplyGuard
-from processors.voice.spoken_line import reply_frames
+from processors.conversation.agent_gate_processor import AgentGateProcessor
+from processors.conversation.quick_observer_processor import QuickObserverProcessor
+from processors.conversation.reply_guard_processor import ReplyGuardProcessor
+from processors.voice.line_speaker_processor import reply_frames
 from tests.fakes import make_session
 
 
@@ -64,7 +64,7 @@ async def test_stage_1_a_turn_overtaken_by_newer_words_is_not_answered(writer):
     session = make_session(writer, SessionMode.TEXT)
     llm = SlowLLM(0.0)
     down, _ = await run_test(
-        Pipeline([QuickObserver(session), AgentGate(session), llm, ReplyGuard(session)]),
+        Pipeline([QuickObserverProcessor(session), AgentGateProcessor(session), llm, ReplyGuardProcessor(session)]),
         # The turn ends; newer words are finalized before its context reaches the agent.
         frames_to_send=[said("Tuesday"), SleepFrame(sleep=0.05),
                         LLMContextUserTurnFrame(text="Tuesday", timestamp=""),
@@ -81,7 +81,7 @@ async def test_stage_1_a_turn_overtaken_by_newer_words_is_not_answered(writer):
 async def test_stage_3_a_reply_made_stale_while_generating_is_not_played(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        Pipeline([QuickObserver(session), AgentGate(session), SlowLLM(0.3), ReplyGuard(session)]),
+        Pipeline([QuickObserverProcessor(session), AgentGateProcessor(session), SlowLLM(0.3), ReplyGuardProcessor(session)]),
         frames_to_send=[said("Tuesday"), SleepFrame(sleep=0.05), *turn("Tuesday"),
                         SleepFrame(sleep=0.1), said("sorry, I meant Wednesday"),
                         SleepFrame(sleep=0.4)],
@@ -94,7 +94,7 @@ async def test_stage_3_a_reply_made_stale_while_generating_is_not_played(writer)
 async def test_the_newest_turn_is_always_answered(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        Pipeline([QuickObserver(session), AgentGate(session), SlowLLM(0.1), ReplyGuard(session)]),
+        Pipeline([QuickObserverProcessor(session), AgentGateProcessor(session), SlowLLM(0.1), ReplyGuardProcessor(session)]),
         frames_to_send=[said("Tuesday"), SleepFrame(sleep=0.05), *turn("Tuesday"),
                         SleepFrame(sleep=0.3), said("and at nine please"),
                         SleepFrame(sleep=0.05), *turn("and at nine please"),
@@ -106,7 +106,7 @@ async def test_the_newest_turn_is_always_answered(writer):
 
 async def test_stage_2_a_generation_interrupted_before_playing_is_recorded(writer):
     session = make_session(writer, SessionMode.TEXT)
-    await run_test(ReplyGuard(session), frames_to_send=[
+    await run_test(ReplyGuardProcessor(session), frames_to_send=[
         LLMFullResponseStartFrame(), SleepFrame(sleep=0.05), InterruptionFrame(),
         SleepFrame(sleep=0.05)])
     assert writer.events("superseded_reply")[0].data == {"stage": "generation"}
@@ -115,14 +115,14 @@ async def test_stage_2_a_generation_interrupted_before_playing_is_recorded(write
 async def test_the_agents_own_lines_are_never_stale(writer):
     session = make_session(writer, SessionMode.TEXT)
     session.conversation.final_transcripts = 3  # words came in after the last answer
-    down, _ = await run_test(ReplyGuard(session), frames_to_send=reply_frames(
+    down, _ = await run_test(ReplyGuardProcessor(session), frames_to_send=reply_frames(
         "I'm bringing in a person from our team.", own_line=True))
     assert spoken(down) == ["I'm bringing in a person from our team."]
 
 
 async def test_each_reply_the_agent_begins_is_counted(writer):
     session = make_session(writer, SessionMode.TEXT)
-    await run_test(ReplyGuard(session), frames_to_send=[
+    await run_test(ReplyGuardProcessor(session), frames_to_send=[
         *reply_frames("Which day suits you?"), *reply_frames("Still there?", own_line=True)])
     assert session.conversation.agent_replies == 2
 
@@ -145,8 +145,8 @@ class BackchannelReader(FrameProcessor):
 async def test_a_backchannel_does_not_make_the_coming_reply_stale(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        Pipeline([QuickObserver(session), BackchannelReader(session), AgentGate(session),
-                  SlowLLM(0.3), ReplyGuard(session)]),
+        Pipeline([QuickObserverProcessor(session), BackchannelReader(session), AgentGateProcessor(session),
+                  SlowLLM(0.3), ReplyGuardProcessor(session)]),
         frames_to_send=[said("Tuesday"), SleepFrame(sleep=0.05), *turn("Tuesday"),
                         SleepFrame(sleep=0.1), said("mm-hm"), SleepFrame(sleep=0.4)],
     )

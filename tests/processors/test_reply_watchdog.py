@@ -31,10 +31,10 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from call.call_session import SessionMode
-from flows.graph_navigator import GraphNavigator
+from flows.graph_navigator_processor import GraphNavigatorProcessor
 from processors.call_control.reply_watch import ReplyWatch
-from processors.call_control.reply_watchdog import SilentReplyWatchdog
-from processors.conversation.guidance_stripper import GuidanceStripper
+from processors.call_control.reply_watchdog_processor import ReplyWatchdogProcessor
+from processors.conversation.guidance_stripper_processor import GuidanceStripperProcessor
 from tests.fakes import ScriptedLLM, make_session
 from tests.processors.test_graph_navigator import ScriptedEngine, caller_says
 from tests.processors.test_graph_navigator import reply as engine_reply
@@ -90,7 +90,7 @@ async def watch(writer, frames, *, mode=SessionMode.PHONE, can_regenerate=False,
     clock = FakeClock()
     session.conversation.clock = clock
     session.conversation.suspended = suspended
-    watchdog = SilentReplyWatchdog(session, bound_s=BOUND_S, can_regenerate=can_regenerate,
+    watchdog = ReplyWatchdogProcessor(session, bound_s=BOUND_S, can_regenerate=can_regenerate,
                                    poll_s=0.01)
     # The clock's hand comes after the watchdog: it moves once the frames before it
     # have been through the watchdog.
@@ -207,9 +207,9 @@ async def test_a_model_that_answers_only_in_notes_is_asked_again_and_heard(write
         user_turn_strategies=UserTurnStrategies(
             start=[TranscriptionUserTurnStartStrategy()],
             stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.05)])))
-    watchdog = SilentReplyWatchdog(session, bound_s=0.3, can_regenerate=True, poll_s=0.02)
+    watchdog = ReplyWatchdogProcessor(session, bound_s=0.3, can_regenerate=True, poll_s=0.02)
     await run_test(
-        Pipeline([user, llm, GuidanceStripper(session), watchdog, assistant]),
+        Pipeline([user, llm, GuidanceStripperProcessor(session), watchdog, assistant]),
         frames_to_send=[TranscriptionFrame(text="what time do you open on saturday",
                                            user_id="caller", timestamp=""),
                         SleepFrame(sleep=1.0)])
@@ -227,9 +227,9 @@ async def test_the_offline_engines_line_that_never_plays_is_said_again_then_a_fa
     clock = FakeClock()
     session.conversation.clock = clock
     engine = ScriptedEngine(engine_reply("Which day would suit you best?"))
-    watchdog = SilentReplyWatchdog(session, bound_s=BOUND_S, can_regenerate=False, poll_s=0.01)
+    watchdog = ReplyWatchdogProcessor(session, bound_s=BOUND_S, can_regenerate=False, poll_s=0.01)
     down, _ = await run_test(
-        Pipeline([GraphNavigator(session, engine), GuidanceStripper(session), watchdog,
+        Pipeline([GraphNavigatorProcessor(session, engine), GuidanceStripperProcessor(session), watchdog,
                   ClockHand(clock)]),
         frames_to_send=[caller_turn("I'd like to book a check-up"),
                         caller_says("I'd like to book a check-up"), SleepFrame(sleep=0.05),

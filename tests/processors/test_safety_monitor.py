@@ -17,10 +17,10 @@ from pipecat.tests.utils import SleepFrame, run_test
 from call.call_session import CompletionReason, SessionMode
 from call.frames import EndCallFrame
 from config import CrisisResource
-from processors.conversation.agent_gate import AgentGate
+from processors.conversation.agent_gate_processor import AgentGateProcessor
 from processors.safety.judge import RulesJudge, Verdict
 from processors.safety.monitor import SafetyServices
-from processors.safety.safety_monitor import SafetyMonitor
+from processors.safety.safety_monitor_processor import SafetyMonitorProcessor
 from services.embeddings import LocalEmbedder
 from tests.fakes import make_session
 
@@ -63,7 +63,7 @@ async def test_a_crisis_utterance_escalates_and_suspends_the_agent_with_the_judg
     session = make_session(writer, SessionMode.TEXT)
     judge = DownJudge()
     down, up = await run_test(
-        SafetyMonitor(session, services(judge), emergency_number="911"),
+        SafetyMonitorProcessor(session, services(judge), emergency_number="911"),
         frames_to_send=[said("I want to kill myself"), SleepFrame(sleep=0.3)],
     )
     (escalation,) = writer.of_type("EscalationRecord")
@@ -83,7 +83,7 @@ async def test_a_benign_utterance_with_a_crisis_word_does_not_escalate_when_the_
 ):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        SafetyMonitor(session, services(NoJudge())),
+        SafetyMonitorProcessor(session, services(NoJudge())),
         frames_to_send=[said("This wait is killing me"), SleepFrame(sleep=0.3)],
         expected_down_frames=[TranscriptionFrame],
     )
@@ -96,7 +96,7 @@ async def test_a_benign_utterance_with_a_crisis_word_does_not_escalate_when_the_
 async def test_the_offline_judge_confirms_a_candidate_below_the_threshold(writer):
     session = make_session(writer, SessionMode.TEXT)
     await run_test(
-        SafetyMonitor(session, services(RulesJudge())),
+        SafetyMonitorProcessor(session, services(RulesJudge())),
         frames_to_send=[said("My boyfriend hit me last night"), SleepFrame(sleep=0.3)],
     )
     (escalation,) = writer.of_type("EscalationRecord")
@@ -107,7 +107,7 @@ async def test_the_offline_judge_confirms_a_candidate_below_the_threshold(writer
 async def test_a_soft_concern_guides_the_llm_and_the_call_goes_on(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        SafetyMonitor(session, services(RulesJudge())),
+        SafetyMonitorProcessor(session, services(RulesJudge())),
         frames_to_send=[said("Since I started the new tablets my face is swollen"),
                         SleepFrame(sleep=0.3)],
     )
@@ -121,7 +121,7 @@ async def test_a_soft_concern_guides_the_llm_and_the_call_goes_on(writer):
 async def test_a_configured_crisis_line_and_transfer_number_are_used(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        SafetyMonitor(session, services(DownJudge()),
+        SafetyMonitorProcessor(session, services(DownJudge()),
                       crisis_resources=[CrisisResource(name="the crisis line", phone="988")],
                       transfer_number="+15550100999"),
         frames_to_send=[said("I want to die"), SleepFrame(sleep=0.3)],
@@ -141,7 +141,7 @@ async def test_no_turn_reaches_a_suspended_agent_and_the_caller_still_hears_some
         return LLMContextFrame(LLMContext(messages=[{"role": "user", "content": text}]))
 
     down, _ = await run_test(
-        AgentGate(session), frames_to_send=[turn("I want to die"), turn("Hello? Anyone?")],
+        AgentGateProcessor(session), frames_to_send=[turn("I want to die"), turn("Hello? Anyone?")],
     )
     assert not any(isinstance(f, LLMContextFrame) for f in down)
     assert spoken(down) == ("I'm still here with you. A person from our team is joining; "
@@ -162,7 +162,7 @@ async def test_the_check_never_delays_the_words_on_their_way(writer):
     index = await services(RulesJudge()).index()  # (the defaults are embedded at start-up)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    await run_test(SafetyMonitor(session, slow, index=index), frames_to_send=[said("Hello")],
+    await run_test(SafetyMonitorProcessor(session, slow, index=index), frames_to_send=[said("Hello")],
                    expected_down_frames=[TranscriptionFrame])
     assert loop.time() - started < 1.0
 
@@ -178,7 +178,7 @@ async def test_a_crisis_farewell_escalates_by_rule_with_the_embedder_and_judge_d
     session = make_session(writer, SessionMode.TEXT)
     index = await services(RulesJudge()).index()
     down, _ = await run_test(
-        SafetyMonitor(session, SafetyServices(embedder=DownEmbedder(), judge=DownJudge()),
+        SafetyMonitorProcessor(session, SafetyServices(embedder=DownEmbedder(), judge=DownJudge()),
                       index=index, emergency_number="999"),
         frames_to_send=[said("Just ring my sister and tell her I love her. Bye forever."),
                         SleepFrame(sleep=0.3)],
@@ -194,7 +194,7 @@ async def test_a_crisis_farewell_escalates_by_rule_with_the_embedder_and_judge_d
 async def test_passive_thoughts_of_death_are_a_soft_concern_that_keeps_the_agent_there(writer):
     session = make_session(writer, SessionMode.TEXT)
     down, _ = await run_test(
-        SafetyMonitor(session, services(RulesJudge())),
+        SafetyMonitorProcessor(session, services(RulesJudge())),
         frames_to_send=[said("To be honest the grandkids would be happier without me"),
                         SleepFrame(sleep=0.3)],
     )
@@ -208,7 +208,7 @@ async def test_passive_thoughts_of_death_are_a_soft_concern_that_keeps_the_agent
 async def test_no_point_waiting_in_a_booking_is_not_a_concern(writer):
     session = make_session(writer, SessionMode.TEXT)
     await run_test(
-        SafetyMonitor(session, services(RulesJudge())),
+        SafetyMonitorProcessor(session, services(RulesJudge())),
         frames_to_send=[said("There's no point me waiting for Monday, is Friday free?"),
                         SleepFrame(sleep=0.3)],
     )

@@ -30,12 +30,12 @@ from call.call_session import CompletionReason
 from tests.fakes import make_session
 from turns.barge_in import BargeInRule
 from turns.deferred_turns import DeferredTurns
-from turns.semantic_barge_in import SemanticBargeInStrategy
+from turns.semantic_barge_in_user_turn_start_strategy import SemanticBargeInUserTurnStartStrategy
 
 
 def aggregator(session):
     params = LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(
-        start=[SemanticBargeInStrategy(session, poll_s=0.01)],
+        start=[SemanticBargeInUserTurnStartStrategy(session, poll_s=0.01)],
         stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.3)],
     ))
     return LLMContextAggregatorPair(LLMContext(), user_params=params).user()
@@ -132,7 +132,7 @@ class ReplyCounter(FrameProcessor):
 
 def keeping(session, **deferred):
     params = LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(
-        start=[SemanticBargeInStrategy(
+        start=[SemanticBargeInUserTurnStartStrategy(
             session, poll_s=0.01, deferred=DeferredTurns(**{"settle_s": 0.05, **deferred}))],
         stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.2)],
     ))

@@ -5,7 +5,7 @@ import struct
 from pipecat.frames.frames import TTSAudioRawFrame, TTSTextFrame
 from pipecat.tests.utils import run_test
 
-from processors.voice.voice_volume import VoiceVolume, scaled
+from processors.voice.voice_volume_processor import VoiceVolumeProcessor, scaled
 
 
 def pcm(*samples: int) -> bytes:
@@ -20,6 +20,6 @@ def test_louder_and_quieter_clip_instead_of_wrapping_around():
 async def test_only_the_agents_audio_changes():
     audio = TTSAudioRawFrame(audio=pcm(100, 200), sample_rate=8000, num_channels=1)
     words = TTSTextFrame("Hello", text_type="word")
-    down, _ = await run_test(VoiceVolume(1.5), frames_to_send=[audio, words],
+    down, _ = await run_test(VoiceVolumeProcessor(1.5), frames_to_send=[audio, words],
                              expected_down_frames=[TTSAudioRawFrame, TTSTextFrame])
     assert down[0].audio == pcm(150, 300) and down[1].text == "Hello"

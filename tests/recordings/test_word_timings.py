@@ -20,7 +20,7 @@ from pipecat.tests.utils import run_test
 from pipecat.utils.text.base_text_aggregator import TextType
 
 from call.word_timings import SegmentWords, caller_words, deepgram_words, spoken_words
-from observers.call_recorder import CallRecorder
+from observers.call_record_observer import CallRecordObserver
 from services.espeak.engine import synthesize_pcm
 from services.pocketsphinx.stt import PocketSphinxSTTService, TimedWord
 from tests.fakes import make_session
@@ -29,7 +29,7 @@ MS = 1_000_000
 RATE = 8000
 
 
-async def feed(recorder: CallRecorder, at_ms: int, frame) -> None:
+async def feed(recorder: CallRecordObserver, at_ms: int, frame) -> None:
     await recorder.on_push_frame(FramePushed(None, None, frame, FrameDirection.DOWNSTREAM,
                                              at_ms * MS))
 
@@ -75,7 +75,7 @@ def test_spoken_words_end_at_the_next_word_and_unplayed_words_are_dropped():
 
 
 async def test_recorder_writes_caller_and_agent_words_on_the_turn_clock(writer):
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await feed(recorder, 0, StartFrame())
     await feed(recorder, 20, InputAudioRawFrame(b"\0\0" * 160, RATE, 1))
     await feed(recorder, 1000, VADUserStartedSpeakingFrame())
@@ -99,7 +99,7 @@ async def test_recorder_writes_caller_and_agent_words_on_the_turn_clock(writer):
 
 
 async def test_untimed_text_and_barge_in(writer):
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await feed(recorder, 0, StartFrame())
     # The greeting is one sentence frame without a pts: no word times at all.
     await feed(recorder, 10, BotStartedSpeakingFrame())
@@ -162,7 +162,7 @@ async def test_words_are_stored_and_shown_in_the_call_detail(db, workspace_id, c
 async def test_words_move_onto_the_recording_clock_when_caller_audio_was_waiting(writer):
     """200 ms of caller audio arrive at once when the pipeline starts (it waited for it):
     the recording is 200 ms ahead of the turn clock, and so are the words."""
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await feed(recorder, 0, StartFrame())
     for _ in range(10):  # the backlog: 10 x 20 ms at t = 5 ms
         await feed(recorder, 5, InputAudioRawFrame(b"\0\0" * 160, RATE, 1))
@@ -188,7 +188,7 @@ async def test_words_move_onto_the_recording_clock_when_caller_audio_was_waiting
 
 
 async def test_deepgram_words_in_the_recorder_count_from_the_recordings_start(writer):
-    recorder = CallRecorder(make_session(writer))
+    recorder = CallRecordObserver(make_session(writer))
     await feed(recorder, 0, StartFrame())
     for tick in range(5):  # 100 ms of caller audio, 40 ms already waiting at the start
         await feed(recorder, tick * 20 - 40 if tick > 1 else 0,

@@ -17,7 +17,7 @@ from pipecat.tests.utils import run_test
 
 from config import Settings
 from pipeline.providers import ProviderPlan, build_llm
-from processors.call_control.fallback_responder import FallbackResponder
+from processors.call_control.fallback_responder_processor import FallbackResponderProcessor
 from tests.local_http import event_stream, serve_http
 
 pytestmark = pytest.mark.timeout(20)
@@ -98,7 +98,7 @@ def caller_says(text: str) -> LLMContextFrame:
 
 async def test_claude_streams_its_reply_through_the_pipeline(anthropic, session):
     llm = claude(anthropic, GOOD_KEY)
-    pipeline = Pipeline([FallbackResponder(session, llm_available=True), llm])
+    pipeline = Pipeline([FallbackResponderProcessor(session, llm_available=True), llm])
 
     down, _ = await run_test(pipeline, frames_to_send=[caller_says("Can I move my appointment?")])
 
@@ -114,7 +114,7 @@ async def test_a_rejected_key_hands_the_caller_to_the_fallback_not_to_silence(
     anthropic, session, writer
 ):
     llm = claude(anthropic, "sk-ant-revoked")
-    pipeline = Pipeline([FallbackResponder(session, llm_available=True), llm])
+    pipeline = Pipeline([FallbackResponderProcessor(session, llm_available=True), llm])
 
     down, _ = await run_test(pipeline, frames_to_send=[caller_says("Can I move my appointment?")])
 

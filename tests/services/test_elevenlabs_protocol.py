@@ -24,7 +24,7 @@ from websockets.asyncio.server import ServerConnection
 from call.voice_settings import VoiceSettings
 from config import Settings
 from pipeline.providers import ProviderPlan, build_tts
-from processors.emotion.tone_controller import tone_settings_of
+from processors.emotion.tone_controller_processor import tone_settings_of
 from processors.emotion.voice_controls import tts_settings_for, voice_tones
 from tests.fakes import tone
 from tests.local_http import serve_websocket

@@ -22,7 +22,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from processors.emotion.call_emotion import CallEmotion
-from processors.emotion.emotion_tap import EmotionTap
+from processors.emotion.emotion_tap_processor import EmotionTapProcessor
 from processors.emotion.state import EmotionalState
 from services.emotion.dimensions import emotion_table
 from services.emotion.provider import ProviderUnavailable
@@ -454,7 +454,7 @@ async def test_the_emotion_tap_hears_the_caller_through_hume(session, writer):
     hume = FakeHumeRealtime(("measure",))
     async with serve_hume(hume) as url:
         emotion = CallEmotion()
-        tap = EmotionTap(session, emotion, audio=HumeAudioProvider(KEY, base_url=url),
+        tap = EmotionTapProcessor(session, emotion, audio=HumeAudioProvider(KEY, base_url=url),
                          text=LocalTextProvider(), segment_s=0.1, request_timeout_s=5)
         frames = [InputAudioRawFrame(tone(0.02, PHONE_RATE), PHONE_RATE, 1) for _ in range(20)]
         await run_test(tap, frames_to_send=[*frames, SleepFrame(0.6)])

@@ -19,7 +19,7 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import run_test
 
-from processors.emotion.tone_controller import tone_settings_of
+from processors.emotion.tone_controller_processor import tone_settings_of
 from processors.emotion.voice_controls import tts_settings_for
 from services.espeak.engine import EspeakEngine
 from services.espeak.tts import EspeakTTSService, words_per_minute_for

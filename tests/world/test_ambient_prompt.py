@@ -11,7 +11,7 @@ from call.frames import NavigationFrame
 from call.identity import CallIdentity
 from flows.graph import bundled_graph
 from flows.graph_engine import GraphEngine
-from flows.graph_navigator import GraphNavigator
+from flows.graph_navigator_processor import GraphNavigatorProcessor
 from flows.graph_session import GraphSession
 from tests.fakes import make_session
 from tests.world.conftest import TODAY, Clinic
@@ -39,7 +39,7 @@ async def first_turn_instruction(db, clinic: Clinic, writer, caller_phone: str,
     engine = GraphEngine(bundled_graph("clinic_booking"), booking, db.pool, session.log,
                            clinic_name="Demo Clinic", emergency_number="911",
                            today=lambda: TODAY, dialled_number=dialled)
-    navigator = GraphNavigator(session, engine)
+    navigator = GraphNavigatorProcessor(session, engine)
     navigator.engage_with(RecordingFlows())
     turn = LLMContextFrame(context=LLMContext(messages=[
         {"role": "user", "content": "Hi, I'd like to book a check-up"}]))

@@ -15,7 +15,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from call.identity import CallIdentity
 from flows.graph import bundled_graph
 from flows.graph_engine import GraphEngine
-from flows.graph_navigator import GraphNavigator
+from flows.graph_navigator_processor import GraphNavigatorProcessor
 from flows.graph_session import GraphSession
 from processors.world.audio_check import AudioCheck, Correction, LocalAudioVerifier
 from tests.fakes import make_session
@@ -96,7 +96,7 @@ def navigator_asking_for_a_birth_date(writer, verifier: Verifier):
 
     engine.start = already_asked
     booking.new_patient.first_name, booking.new_patient.last_name = "Sam", "Reed"
-    return GraphNavigator(session, engine, audio_verifier=verifier, audio_timeout_s=0.3), booking
+    return GraphNavigatorProcessor(session, engine, audio_verifier=verifier, audio_timeout_s=0.3), booking
 
 
 async def said_after(writer, verifier: Verifier, caller: str):

@@ -51,14 +51,14 @@ from processors.conversation.time_limit import (
     time_limit_step,
 )
 from processors.llm_context import guidance_message
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 FORCE_END_DELAY_S = 3.0
 CLOSING_END_DELAY_S = 5.0
 DEFAULT_TIMEOUT_S = 3.0
 
 
-class ConversationDirector(LineSpeaker):
+class ConversationDirectorProcessor(LineSpeakerProcessor):
     def __init__(
         self, session: CallSession, backend: DirectorBackend, *,
         timeout_s: float = DEFAULT_TIMEOUT_S, wind_down_s: float = 540.0,

@@ -24,7 +24,7 @@ from processors.emotion.steering import annotation, session_steering
 from processors.llm_context import is_caller_turn, last_user_text
 
 
-class EmotionSteering(FrameProcessor):
+class EmotionSteeringProcessor(FrameProcessor):
     def __init__(self, session: CallSession, emotion: CallEmotion, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session

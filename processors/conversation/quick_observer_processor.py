@@ -47,7 +47,7 @@ MAX_HOLD_S = 15.0
 POLL_S = 0.05
 
 
-class QuickObserver(FrameProcessor):
+class QuickObserverProcessor(FrameProcessor):
     def __init__(
         self, session: CallSession, *, rules: QuickRules | None = None,
         goodbye_delay_s: float = GOODBYE_DELAY_S, emergency_number: str = "911", **kwargs,

@@ -91,7 +91,7 @@ def _delta(later: int | None, earlier: int | None) -> int | None:
     return max(0, later - earlier)
 
 
-class CallRecorder(BaseObserver):
+class CallRecordObserver(BaseObserver):
     """Turns pipeline frames into caller and agent turn records."""
 
     def __init__(self, session: CallSession, *, emotion: CallEmotion | None = None,

@@ -31,7 +31,7 @@ from processors.emotion.tone import choose_tone
 from processors.emotion.voice_controls import tts_settings_for
 
 
-class ToneController(FrameProcessor):
+class ToneControllerProcessor(FrameProcessor):
     def __init__(
         self, session: CallSession, emotion: CallEmotion, *,
         tts_settings: tuple[type[TTSSettings], str] | None, **kwargs,

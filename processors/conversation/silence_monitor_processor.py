@@ -28,12 +28,12 @@ from call.call_session import CallSession, CompletionReason
 from call.frames import EndCallFrame
 from lib.prompts import render_prompt
 from processors.conversation.silence_schedule import SilenceSchedule
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 POLL_S = 0.25
 
 
-class SilenceMonitor(LineSpeaker):
+class SilenceMonitorProcessor(LineSpeakerProcessor):
     def __init__(
         self, session: CallSession, *, schedule: SilenceSchedule | None = None,
         poll_s: float = POLL_S, **kwargs,

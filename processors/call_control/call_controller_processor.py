@@ -27,7 +27,7 @@ from call.frames import EndCallFrame
 from lib.prompts import render_prompt
 
 
-class CallController(FrameProcessor):
+class CallControllerProcessor(FrameProcessor):
     """Ends the call after the goodbye has played, or when the call runs too long."""
 
     def __init__(

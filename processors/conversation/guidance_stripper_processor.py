@@ -27,7 +27,7 @@ from call.frames import SpokenTextFrame
 from processors.conversation.guidance_filter import GuidanceFilter, strip_guidance
 
 
-class GuidanceStripper(FrameProcessor):
+class GuidanceStripperProcessor(FrameProcessor):
     def __init__(self, session: CallSession, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session

@@ -44,10 +44,10 @@ from processors.safety.monitor import (
     holding_line,
     soft_guidance,
 )
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 
-class SafetyMonitor(LineSpeaker):
+class SafetyMonitorProcessor(LineSpeakerProcessor):
     def __init__(
         self, session: CallSession, services: SafetyServices, *,
         escalate_at: float = 0.85, candidate_at: float = 0.45, judge_timeout_s: float = 3.0,

@@ -3,7 +3,7 @@
 The caller sometimes finishes a sentence and corrects themselves ("Tuesday… no,
 Wednesday"). Three checks keep the agent from answering what was already replaced:
 
-1. Pre-generation (in `AgentGate`, before the navigator and the LLM): a caller turn
+1. Pre-generation (in `AgentGateProcessor`, before the navigator and the LLM): a caller turn
    whose context reaches the agent after newer caller words were finalized is not
    answered — the newer turn is.
 2. Abortable generation: the newer turn's start interrupts the reply being generated
@@ -29,10 +29,10 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from call.call_session import CallSession
-from processors.voice.spoken_line import OWN_LINE
+from processors.voice.line_speaker_processor import OWN_LINE
 
 
-class ReplyGuard(FrameProcessor):
+class ReplyGuardProcessor(FrameProcessor):
     def __init__(self, session: CallSession, **kwargs) -> None:
         super().__init__(**kwargs)
         self._session = session

@@ -6,7 +6,7 @@ Between the user aggregator and the navigator.
   caller turn (the aggregator's context frame) and any request to run the LLM stops
   here; the caller hears a short fixed line that someone is joining
   (`prompts/safety/still_holding.txt`), never generated text (`agent_held` events).
-- Stage 1 of the supersede guard (processors/conversation/reply_guard.py): a caller turn that
+- Stage 1 of the supersede guard (processors/conversation/reply_guard_processor.py): a caller turn that
   reaches the agent after newer caller words were finalized is not answered — the newer
   turn will be (`superseded_reply`, stage `pre_generation`). The turn let through sets
   `conversation.answering`, against which the later stages judge the reply.
@@ -26,10 +26,10 @@ from call.call_session import CallSession, CompletionReason
 from call.frames import EndCallFrame
 from lib.prompts import render_prompt
 from processors.llm_context import is_caller_turn, last_user_text
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 
-class AgentGate(LineSpeaker):
+class AgentGateProcessor(LineSpeakerProcessor):
     def __init__(self, session: CallSession, *, transfer_number: str | None = None,
                  **kwargs) -> None:
         """`transfer_number`: where a held call is put through (a barge-in over the

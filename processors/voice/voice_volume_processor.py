@@ -19,7 +19,7 @@ def scaled(pcm: bytes, volume: float) -> bytes:
     return np.clip(np.rint(samples * volume), -32768, 32767).astype("<i2").tobytes()
 
 
-class VoiceVolume(FrameProcessor):
+class VoiceVolumeProcessor(FrameProcessor):
     def __init__(self, volume: float, **kwargs) -> None:
         super().__init__(**kwargs)
         self._volume = volume

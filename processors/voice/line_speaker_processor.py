@@ -2,7 +2,7 @@
 
 The TTS speaks it (or, in a text session, `skip_tts` keeps it words only), the call
 recorder records it as an agent turn, and the assistant aggregator adds it to the
-context: every processor downstream treats it like any other reply. `LineSpeaker` is the
+context: every processor downstream treats it like any other reply. `LineSpeakerProcessor` is the
 base of every processor that says such lines: it follows the session's output mode
 (`LLMConfigureOutputFrame`) in one place.
 """
@@ -34,7 +34,7 @@ def reply_frames(text: str, *, skip_tts: bool = False, own_line: bool = False) -
     return [start, words, LLMFullResponseEndFrame()]
 
 
-class LineSpeaker(FrameProcessor):
+class LineSpeakerProcessor(FrameProcessor):
     """A processor that says lines of its own: words only when the output is text."""
 
     def __init__(self, **kwargs) -> None:

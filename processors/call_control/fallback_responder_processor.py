@@ -25,7 +25,7 @@ from call.frames import EndCallFrame
 from language.affirmation import Answer, classify_answer
 from lib.prompts import render_prompt
 from processors.llm_context import last_user_text
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 
 class _Step(StrEnum):
@@ -68,7 +68,7 @@ class CallbackDialogue:
         return render_prompt(prompt, clinic_name=self._clinic)
 
 
-class FallbackResponder(LineSpeaker):
+class FallbackResponderProcessor(LineSpeakerProcessor):
     """Answers caller turns itself when no LLM is available (from the start or after a failure)."""
 
     def __init__(self, session: CallSession, *, llm_available: bool, **kwargs) -> None:

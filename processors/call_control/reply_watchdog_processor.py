@@ -38,12 +38,12 @@ from call.call_session import CallSession
 from call.frames import EndCallFrame
 from lib.prompts import render_prompt
 from processors.call_control.reply_watch import ReplyWatch
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 POLL_S = 0.1
 
 
-class SilentReplyWatchdog(LineSpeaker):
+class ReplyWatchdogProcessor(LineSpeakerProcessor):
     def __init__(self, session: CallSession, *, bound_s: float, can_regenerate: bool,
                  poll_s: float = POLL_S, **kwargs) -> None:
         """`can_regenerate`: an engage LLM is there to ask again (offline, the engine's

@@ -82,7 +82,7 @@ class PrerenderedSpeech:
                    words=timed_words(text, ((w.char_offset, w.start_s) for w in speech.words)))
 
 
-class GreetingPlayer(FrameProcessor):
+class GreetingPlayerProcessor(FrameProcessor):
     """Plays the pre-rendered greeting right after the pipeline starts."""
 
     def __init__(self, session: CallSession, greeting: PrerenderedSpeech | None, **kwargs) -> None:

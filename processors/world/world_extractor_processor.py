@@ -33,7 +33,7 @@ class CallerChart(Protocol):
     def chart_changed(self) -> None: ...
 
 
-class WorldExtractor(FrameProcessor):
+class WorldExtractorProcessor(FrameProcessor):
     def __init__(self, session: CallSession, chart: CallerChart, capture: CallExtraction,
                  *, timeout_s: float, **kwargs) -> None:
         super().__init__(**kwargs)

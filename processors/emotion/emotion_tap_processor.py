@@ -69,7 +69,7 @@ class BoundedQueue:
         return len(self._items)
 
 
-class EmotionTap(FrameProcessor):
+class EmotionTapProcessor(FrameProcessor):
     def __init__(
         self, session: CallSession, emotion: CallEmotion, *, audio: AudioEmotionProvider,
         text: TextEmotionProvider, segment_s: float = SEGMENT_S,

@@ -60,7 +60,7 @@ class _Answering:
     decided: bool = False
 
 
-class SemanticBargeInStrategy(BaseUserTurnStartStrategy):
+class SemanticBargeInUserTurnStartStrategy(BaseUserTurnStartStrategy):
     def __init__(self, session: CallSession, *, rule: BargeInRule | None = None,
                  deferred: DeferredTurns | None = None, words: OverlapWords | None = None,
                  poll_s: float = POLL_S, **kwargs) -> None:

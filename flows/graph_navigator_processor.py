@@ -48,7 +48,7 @@ from flows.navigator import NavDecision
 from lib.prompts import render_prompt
 from processors.emotion.call_emotion import CallEmotion
 from processors.llm_context import is_caller_turn, last_user_text
-from processors.voice.spoken_line import LineSpeaker
+from processors.voice.line_speaker_processor import LineSpeakerProcessor
 from processors.world.audio_check import (
     MIN_AUDIO_S,
     AudioCheck,
@@ -65,7 +65,7 @@ def _field_name(kind: str) -> str:
             "name": "name"}[kind]
 
 
-class GraphNavigator(LineSpeaker):
+class GraphNavigatorProcessor(LineSpeakerProcessor):
     def __init__(self, session: CallSession, engine: GraphEngine, *,
                  emotion: CallEmotion | None = None,
                  audio_verifier: AudioVerifier | None = None,

@@ -22,7 +22,7 @@ def is_typed_user_line(frame: Frame) -> bool:
     return isinstance(message, dict) and message.get("role") == "user"
 
 
-class TextInputBridge(FrameProcessor):
+class TextInputProcessor(FrameProcessor):
     """Placed first in text sessions, before any intelligence layer."""
 
     def __init__(self, user_id: str = "caller", **kwargs) -> None:
