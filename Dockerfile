@@ -13,7 +13,6 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY bot.py main.py ./
 COPY config config
-COPY app app
 COPY api api
 COPY runner runner
 COPY pipeline pipeline

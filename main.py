@@ -1,4 +1,4 @@
-"""The service: FastAPI app factory and the command line.
+"""The command line: serve the app (api/app.py), and the operator's commands.
 
     python main.py [serve]                        run the service (default)
     python main.py migrate                        apply database migrations
@@ -17,15 +17,13 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 import argparse
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
 from loguru import logger
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from api.app import create_app
 from config import Settings, setting_name
 from lib import event_loop
 
@@ -40,43 +38,6 @@ def configure_logging(settings: Settings) -> None:
     logger.configure(patcher=mask_record)  # PHI masked in every line, whatever logs it
     # No variable values in tracebacks (loguru's `diagnose` would print a caller's words).
     logger.add(sys.stderr, level=settings.server.log_level.upper(), backtrace=False, diagnose=False)
-
-
-def create_app(settings: Settings) -> FastAPI:
-    """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan."""
-    from api import (
-        calls,
-        control,
-        dashboard,
-        health,
-        insights,
-        keys,
-        media_stream,
-        observe,
-        recordings,
-        transcripts,
-        voice,
-        world,
-    )
-    from runner.runtime import AppRuntime
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.runtime = await AppRuntime.start(settings)
-        try:
-            yield
-        finally:
-            await app.state.runtime.close()
-
-    app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
-    # observe before calls: its /api/calls/active must not be read as a call id.
-    for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
-                   control, insights, keys, dashboard):
-        app.include_router(module.router)
-    from api.middleware import add_hardening
-
-    add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
-    return app
 
 
 def serve(settings: Settings) -> int:

@@ -31,13 +31,13 @@ from pathlib import Path
 import httpx
 from loguru import logger
 
+from api.app import create_app
 from bench.report import bench_parser, measured_line, percentile, publish
 from config import Settings
 from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
 from lib import event_loop
-from main import create_app
 
 BUDGET_P95_MS = 50.0
 STATES = ["goodbye", "booking_confirmed", "cancelled", "callback_requested", "transfer"]

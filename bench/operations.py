@@ -40,6 +40,7 @@ import httpx
 import numpy as np
 from loguru import logger
 
+from api.app import create_app
 from bench.calls_api import NOW, add_calls
 from bench.report import bench_parser, measured_line, percentile, publish
 from call.recording import interleave, write_wav
@@ -53,7 +54,6 @@ from flows.graph import RETURN, ContextGraph, bundled_graph
 from flows.state_guide import state_guide
 from lib import event_loop
 from lib.log_privacy import mask_record
-from main import create_app
 from runner import transcript_verification as tv
 from services.espeak.engine import synthesize_script
 

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 import httpx
 from fastapi import FastAPI
 
+from api.app import create_app
 from config import Settings
-from main import create_app
 
 
 @asynccontextmanager

@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
+from api.app import create_app
 from config import Settings
 from db import repositories as repo
-from main import create_app
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 BASE = "https://agent.example.com"

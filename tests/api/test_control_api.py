@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from pipecat.frames.frames import LLMMessagesAppendFrame, TranscriptionFrame
 from pipecat.tests.utils import SleepFrame, run_test
 
+from api.app import create_app
 from call.call_session import SessionMode
 from call.voice_settings import DEFAULT_SENSITIVE_TOPICS
 from config import Settings
 from db import repositories as repo
 from db.records import EscalationRecord, write_records
-from main import create_app
 from processors.safety.concepts import default_concepts
 from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fastapi.testclient import TestClient
 
+from api.app import create_app
 from config import Settings
 from db import repositories as repo
 from db.insights import (
@@ -19,7 +20,6 @@ from db.insights import (
 )
 from flows.graph import parse_graph
 from flows.state_guide import error_pct, state_guide
-from main import create_app
 
 TINY = {
     "id": "tiny", "version": 3, "description": "A small graph.", "initial_state": "start",

@@ -23,9 +23,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from api.app import create_app
 from config import Settings
 from db import repositories as repo
-from main import create_app
 from tests.api.app_client import bearer
 
 EXAMPLES_PER_OPERATION = 40

@@ -5,11 +5,11 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from api.app import create_app
 from config import Settings
 from db import repositories as repo
 from db import world
 from db.world import EventDraft, Provenance
-from main import create_app
 
 
 async def flagged_call(db, workspace_id: str) -> tuple[str, str]:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from api.app import create_app
 from db import repositories as repo
-from main import create_app
 from tests.recordings.audio import RATE, caller_tone_recording
 
 pytestmark = pytest.mark.timeout(60)

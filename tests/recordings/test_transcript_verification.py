@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from api.app import create_app
 from call.recording import interleave, write_wav
 from config import Settings
 from db import repositories as repo
-from main import create_app
 from runner import transcript_verification as tv
 from services.espeak.engine import synthesize_script
 from tests.recordings.deepgram_fake import serve_deepgram

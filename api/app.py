@@ -1,0 +1,45 @@
+"""The FastAPI app: every route, the hardening middleware, and the runtime for its lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import (
+    calls,
+    control,
+    dashboard,
+    health,
+    insights,
+    keys,
+    media_stream,
+    observe,
+    recordings,
+    transcripts,
+    voice,
+    world,
+)
+from api.middleware import add_hardening
+from config import Settings
+from runner.runtime import AppRuntime
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan."""
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.runtime = await AppRuntime.start(settings)
+        try:
+            yield
+        finally:
+            await app.state.runtime.close()
+
+    app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
+    # observe before calls: its /api/calls/active must not be read as a call id.
+    for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
+                   control, insights, keys, dashboard):
+        app.include_router(module.router)
+    add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
+    return app
