@@ -172,7 +172,8 @@ class CallSession:
     keyterms: list[str] = field(default_factory=list)
     voice: VoiceSettings = field(default_factory=VoiceSettings)
     config_snapshot: dict[str, Any] = field(default_factory=dict)
-    # Set once, by the call controller, when the agent decides to end the call.
+    # Why the call ends: written by `end_as` and the methods below alone (the first
+    # reason stands; a goodbye cut short by a barge-in calls it off).
     completion_reason: CompletionReason | None = None
     # Where to put the caller through once the goodbye has played (instead of hanging up).
     transfer_to: str | None = None

@@ -19,7 +19,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, field_validator
 
-from language.patterns import valid_regex
+from language.patterns import any_of, valid_regex
 
 MAX_TURNS = 40
 MAX_LISTED = 5  # questions, advice and topics named in a summary
@@ -54,8 +54,7 @@ def tracker_words(path: Path = WORDS_FILE) -> TrackerWords:
 @lru_cache(maxsize=1)
 def advice_pattern() -> re.Pattern[str]:
     """What counts as advice in the agent's words, whatever its capitals."""
-    alternatives = "|".join(f"(?:{p})" for p in tracker_words().advice)
-    return re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE)
+    return re.compile(any_of(tracker_words().advice), re.IGNORECASE)
 
 
 @lru_cache(maxsize=1)

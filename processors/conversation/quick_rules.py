@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from call.conversation import Engagement, GoodbyeStrength, Observation, Signal
-from language.patterns import valid_regex
+from language.patterns import any_of, valid_regex, whole_words
 from processors.safety.red_flags import red_flag
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "quick_patterns.yaml"
@@ -145,14 +145,6 @@ class PatternFile(BaseModel):
         return self
 
 
-def _bounded(regex: str) -> str:
-    return rf"\b(?:{regex})\b"
-
-
-def _any_of(patterns: list[str]) -> str:
-    return _bounded("|".join(f"(?:{p})" for p in patterns))
-
-
 _WORD = re.compile(r"[\w']+")
 _SENTENCE_END = re.compile(r"[.!]+(?:\s|$)")
 Verdict = Literal["said", "taken_back"]
@@ -163,10 +155,10 @@ class FarewellRules:
 
     def __init__(self, spec: FarewellSpec, goodbye_regexes: list[str]) -> None:
         self._tail_words = spec.tail_words
-        self._closing = re.compile(_any_of(goodbye_regexes + spec.closing_words))
-        self._taken_back = re.compile(_any_of(spec.taken_back))
-        self._other_senses = re.compile(_any_of(spec.other_senses))
-        self._requests = re.compile(_any_of(spec.requests))
+        self._closing = re.compile(any_of(goodbye_regexes + spec.closing_words))
+        self._taken_back = re.compile(any_of(spec.taken_back))
+        self._other_senses = re.compile(any_of(spec.other_senses))
+        self._requests = re.compile(any_of(spec.requests))
         leads = "|".join(f"(?:{p})" for p in spec.clause_leads)
         self._clause_start = re.compile(rf"(?:^|[^\w\s]|\b(?:{leads}))\W*$")
 
@@ -217,7 +209,7 @@ class QuickRules:
             # where a word starts. One scan per category, not one for all: a smaller
             # alternation keeps the engine's first-character check, twice as fast here.
             # The text is lower-cased once instead of matching case-insensitively.
-            self._scans.append(re.compile(_bounded("|".join(alternatives))))
+            self._scans.append(re.compile(whole_words("|".join(alternatives))))
         self._emergency = next(s for s in self._signals if s.id == EMERGENCY_SIGNAL)
         self.farewell = FarewellRules(spec.farewell, [
             p.regex for p in spec.categories["goodbye"].patterns])
