@@ -38,7 +38,6 @@ from flows.router import (
     RED_FLAG_ROUTE,
     RouteDecision,
     TaskKind,
-    default_router,
     requests_in_order,
     route_turn,
 )

@@ -137,7 +137,6 @@ def _name_then_here(spoken: str, words: IdentityWords) -> list[str]:
 def answered_name(text: str) -> list[str]:
     """The name words of an answer to "what's your name?" ('it's Sam Nair' → ['Sam',
     'Nair']; 'Sam' → ['Sam']); an introduction wins, then the name-like words."""
-    words = identity_words()
     heard = introduced_name(text, asked=True) or short_name(text)
     spelled = spelled_words(text)
     if len(spelled) >= len(heard):
