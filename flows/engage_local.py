@@ -34,7 +34,7 @@ FIELDS = frozenset({
     "lookup_result",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
-OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
+OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "slot_taken", "slot_taken_none"})
 
 
 class ActionLines(BaseModel):
@@ -169,11 +169,19 @@ async def engage(
     found = "found" if session.patient is not None else "not_found"
     fields["lookup_result"] = lines.lookups[found].format_map(fields)
     if result is not None and not result.ok:
-        key = "blocked" if result.error_class == "guard" else "system_down"
-        return Engaged(lines.outcomes[key].format_map(fields), result)
+        return Engaged(lines.outcomes[_failure(result, session)].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
     return Engaged(line_for(action, session, lines).format_map(fields), result)
+
+
+def _failure(result: ToolResult, session: GraphSession) -> str:
+    """Which outcome line says why the tool did not do its job."""
+    if result.error_class == "guard":
+        return "blocked"
+    if result.error_class == "conflict":  # the tool offered the next free slot, if any
+        return "slot_taken" if session.picked_slot else "slot_taken_none"
+    return "system_down"
 
 
 def _next_step(session: GraphSession) -> str:

@@ -4,7 +4,9 @@ Every result is human-readable text, never database internals: slots are `S1`, `
 bookings `A1`, `A2`, and the ids behind them never leave the server. Writes only ever
 name the patient this call identified; an id the caller or the model supplies is never
 trusted. Each call is recorded with its error class: `guard` when refused, `pms` when
-the clinic system failed, `other` for timeouts and the rest. Nothing here raises.
+the clinic system failed, `conflict` when the slot was just taken by someone else (the
+next free one is offered in its place), `other` for timeouts and the rest. Nothing here
+raises.
 """
 
 from __future__ import annotations
@@ -29,18 +31,22 @@ from db.world import EventDraft
 from flows import guards
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
+from flows.navigator import took_action
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
 from language.spoken import say_date, say_hours, say_list, say_price, say_time
 from processors.world.index import WorldIndex
 from processors.world.write_safety import WriteDeduplicator, target_outside_scope
 from services.embeddings import LocalEmbedder
-from services.practice.base import PMSError, PracticeSystem
+from services.practice.base import PMSError, PracticeSystem, SlotConflict
 from services.practice.builtin import BuiltinPractice
 
 TOOL_TIMEOUT_S = 3.0
 SLOTS_READ_OUT = 2
 SEARCH_DAYS = 14
+# What the agent says when a taken slot's replacement is offered: a read-back, so the
+# caller's next yes confirms exactly the new time.
+READ_BACK_ACTION = "final_slot_confirmation"
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,11 @@ class ToolResult:
 
 class Refused(Exception):
     """The handler found the request unsafe or impossible (classified `guard`)."""
+
+
+class SlotWasTaken(Exception):
+    """The slot went to someone else since it was offered (classified `conflict`); the
+    message says what is offered instead."""
 
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[str]]
@@ -149,8 +160,11 @@ class GraphTools:
         except PMSError as error:
             logger.warning(f"tool {name}: practice system error ({str(error)[:120]})")
             return ToolResult("The clinic system is not answering right now.", "pms")
+        except SlotWasTaken as taken:
+            return ToolResult(str(taken), "conflict")
         except db.SlotTaken:
-            return ToolResult("That time was just taken by someone else; offer another.", "pms")
+            return ToolResult("That time was just taken by someone else; offer another.",
+                              "conflict")
         except db.NotFound:
             return ToolResult(
                 "blocked: that record is not one of this caller's (or is already done).", "guard"
@@ -327,20 +341,60 @@ class GraphTools:
         return said
 
     async def _create_appointment(self, args: Mapping[str, Any]) -> str:
-        slot = self.session.offered[str(args["slot_ref"])]
-        appointment = await db.book(
-            self.pool, slot, patient_id=self._patient().id, call_id=self.session.call_id
-        )
-        return await self._booked(appointment, "CreateAppointment")
+        return await self._book("CreateAppointment", str(args["slot_ref"]), replaces=None)
 
     async def _reschedule_appointment(self, args: Mapping[str, Any]) -> str:
-        slot = self.session.offered[str(args["slot_ref"])]
-        appointment = await db.book(
-            self.pool, slot, patient_id=self._patient().id, call_id=self.session.call_id,
-            replaces=str(args["appointment_id"]),
+        return await self._book("RescheduleAppointment", str(args["slot_ref"]),
+                                replaces=str(args["appointment_id"]))
+
+    async def _book(self, tool: str, slot_ref: str, *, replaces: str | None) -> str:
+        slot = self.session.offered[slot_ref]
+        outcome = await self.practice.book(
+            slot, patient_id=self._patient().id, call_id=self.session.call_id,
+            replaces=replaces,
         )
-        return await self._booked(appointment, "RescheduleAppointment",
-                                  replaces=str(args["appointment_id"]))
+        if isinstance(outcome, SlotConflict):
+            raise SlotWasTaken(await self._offer_instead(tool, outcome))
+        return await self._booked(outcome.appointment, tool, replaces=replaces)
+
+    async def _offer_instead(self, tool: str, conflict: SlotConflict) -> str:
+        """The slot just went to someone else: the next free one from the same search (the
+        caller's type, days, part of day, practitioner and location) is read back in its
+        place for a fresh yes; what happened is in the call record."""
+        session, taken = self.session, conflict.slot
+        session.confirmation = None
+        session.picked_slot = None
+        instead = next_free(await self._same_search(taken), taken)
+        self.log.event("slot_taken", tool=tool, found_by=conflict.where,
+                       next_offered=instead is not None)
+        if instead is None:
+            session.last_offer = []
+            return ("That time was just taken by someone else and no other time fits what "
+                    "the caller asked for; offer a callback.")
+        ((ref, _),) = session.offer([instead])
+        session.picked_slot = ref
+        took_action(session, READ_BACK_ACTION)
+        return (f"That time was just taken by someone else. The next free time is {ref}: "
+                f"{say_time(instead.starts_at)} with {instead.practitioner_name} at "
+                f"{instead.location_name}; read it back and ask for a yes.")
+
+    async def _same_search(self, taken: Slot) -> list[Slot]:
+        """The caller's search run again for the taken slot's type."""
+        session = self.session
+        kind = next((t for t in [session.appointment_type, *session.services]
+                     if t is not None and t.id == taken.appointment_type_id), None)
+        if kind is None:
+            return []
+        today = self._today()
+        fortnight = (today, today + timedelta(days=SEARCH_DAYS - 1))
+        for first, last in dict.fromkeys([session.days or fortnight, fortnight]):
+            slots = [s for s in await self.practice.available_slots(
+                session.service_id, appointment_type=kind, first_day=first, last_day=last,
+                now=self._now(), part_of_day=session.part_of_day,
+            ) if s.key != taken.key]
+            if slots:  # nothing left on their days: the fortnight, as a search widens
+                return self._suitable(slots)
+        return []
 
     async def _booked(self, appointment: db.Appointment, tool: str, *,
                       replaces: str | None = None) -> str:
@@ -478,6 +532,18 @@ class GraphTools:
         return say_list([
             f"at {loc.name} {say_hours(loc.opening_hours)}" for loc in self.session.locations
         ])
+
+
+def next_free(slots: list[Slot], taken: Slot) -> Slot | None:
+    """The slot to offer in place of a taken one: the earliest at or after it (with the
+    same practitioner at the same place first when several start together), else the
+    earliest of all."""
+    if not slots:
+        return None
+    later = [s for s in slots if s.starts_at >= taken.starts_at] or slots
+    same_place = (taken.practitioner_id, taken.location_id)
+    return min(later, key=lambda s: (s.starts_at,
+                                     (s.practitioner_id, s.location_id) != same_place))
 
 
 def _on_world(method: Callable[[WorldTools, Mapping[str, Any]], Awaitable[str]]

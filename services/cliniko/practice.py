@@ -31,12 +31,18 @@ import asyncpg
 import httpx
 from loguru import logger
 
-from db import world
+from db import scheduling, world
 from db.repositories import as_uuid
 from db.scheduling import AppointmentType
 from db.slots import PART_OF_DAY, Slot
 from db.world import CONTACT_FIELDS, ClinicalEvent
-from services.practice.base import PMSError, SyncOutcome
+from services.practice.base import (
+    BookingMade,
+    BookingOutcome,
+    PMSError,
+    SlotConflict,
+    SyncOutcome,
+)
 
 SYSTEM = "cliniko"
 TIMEOUT_S = 5.0
@@ -289,6 +295,41 @@ class ClinikoPractice:
         if key not in self._staff:
             self._staff[key] = frozenset(_id(p) for p in await self._list(path, "practitioners"))
         return self._staff[key]
+
+    # --- Holding a slot on the call -------------------------------------------------------
+
+    async def book(
+        self, slot: Slot, *, patient_id: str, call_id: str | None, replaces: str | None = None,
+    ) -> BookingOutcome:
+        """Cliniko is asked again whether the slot is still open (the front desk books
+        there too), then the world model holds it until the verified push."""
+        if not await self._still_open(slot):
+            logger.info("Cliniko no longer offers a slot picked on a call")
+            return SlotConflict(slot, SYSTEM)
+        try:
+            return BookingMade(await scheduling.book(
+                self._pool, slot, patient_id=patient_id, call_id=call_id, replaces=replaces))
+        except scheduling.SlotTaken:
+            return SlotConflict(slot, "world model")
+
+    async def _still_open(self, slot: Slot) -> bool:
+        """Whether Cliniko still lists the slot's start among the pair's available times."""
+        row = await self._pool.fetchrow(
+            """SELECT t.name, p.service_id FROM appointment_types t
+               JOIN practitioners p ON p.id = $2 WHERE t.id = $1""",
+            as_uuid(slot.appointment_type_id), as_uuid(slot.practitioner_id))
+        directory = await self._directory()
+        kind = row and directory.kind_named(row["name"])
+        if not kind:
+            return False
+        pairs = await self._pairs(str(row["service_id"]), directory, kind)
+        pair = next((p for p in pairs if p.person.id == slot.practitioner_id
+                     and p.place.id == slot.location_id), None)
+        if pair is None:
+            return False
+        day = slot.starts_at.astimezone(ZoneInfo(pair.place.timezone)).date()
+        _, starts = await self._open_times(pair, kind, day, day)
+        return slot.starts_at in starts
 
     # --- Writes -----------------------------------------------------------------------
 

@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from services.cliniko.practice import ClinikoPractice
-from services.practice.base import PMSError, PracticeSystem, SyncOutcome
+from services.practice.base import (
+    BookingMade,
+    BookingOutcome,
+    PMSError,
+    PracticeSystem,
+    SlotConflict,
+    SyncOutcome,
+)
 from services.practice.builtin import BuiltinPractice
 
 if TYPE_CHECKING:
     from config import Settings
+    from services.cliniko.practice import ClinikoPractice
 
-__all__ = ["BuiltinPractice", "ClinikoPractice", "PMSError", "PracticeSystem", "SyncOutcome",
-           "build_practice"]
+__all__ = ["BookingMade", "BookingOutcome", "BuiltinPractice", "ClinikoPractice", "PMSError",
+           "PracticeSystem", "SlotConflict", "SyncOutcome", "build_practice"]
+
+
+def __getattr__(name: str) -> Any:
+    """`ClinikoPractice` is imported when first asked for: the adapter imports this
+    package's base, so importing it here up front would make the two import each other."""
+    if name == "ClinikoPractice":
+        from services.cliniko.practice import ClinikoPractice
+
+        return ClinikoPractice
+    raise AttributeError(name)
 
 
 def build_practice(settings: Settings, pool: asyncpg.Pool) -> PracticeSystem:
@@ -22,6 +39,8 @@ def build_practice(settings: Settings, pool: asyncpg.Pool) -> PracticeSystem:
     raises ValueError here, at start, rather than on the first call)."""
     providers = settings.providers
     if providers.pms == "cliniko":
+        from services.cliniko.practice import ClinikoPractice
+
         if providers.cliniko_api_key is None:
             raise ValueError("PMS_PROVIDER=cliniko needs CLINIKO_API_KEY")
         return ClinikoPractice(

@@ -9,7 +9,9 @@ PMS afterwards.
 - `BuiltinPractice` (default): the world model is the practice system.
 - `ClinikoPractice` (`PMS_PROVIDER=cliniko`): Cliniko's public REST API.
 
-Every upstream failure raises `PMSError`; tools classify it `pms`.
+Every upstream failure raises `PMSError`; tools classify it `pms`. A time someone else
+took since it was offered is no failure: `book` answers `SlotConflict`, so the caller
+hears that it was just taken and is offered the next one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal, Protocol
 
-from db.scheduling import AppointmentType
+from db.scheduling import Appointment, AppointmentType
 from db.slots import Slot
 from db.world import ClinicalEvent
 
@@ -37,6 +39,24 @@ class SyncOutcome:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class BookingMade:
+    """The slot is held for the patient (the world model keeps it; pushed after the call)."""
+
+    appointment: Appointment
+
+
+@dataclass(frozen=True)
+class SlotConflict:
+    """Someone else took the slot since it was offered; nothing was written."""
+
+    slot: Slot
+    where: str  # which system found it taken ("world model", "cliniko")
+
+
+BookingOutcome = BookingMade | SlotConflict
+
+
 class PracticeSystem(Protocol):
     name: str
 
@@ -45,6 +65,12 @@ class PracticeSystem(Protocol):
         last_day: date, now: datetime, part_of_day: str | None = None,
     ) -> list[Slot]:
         """Open times of one type (practitioner and location ids are the world model's)."""
+
+    async def book(
+        self, slot: Slot, *, patient_id: str, call_id: str | None, replaces: str | None = None,
+    ) -> BookingOutcome:
+        """Hold an offered slot for the patient (and cancel `replaces`, for a reschedule),
+        or say it was just taken; anything else that goes wrong raises."""
 
     async def push(self, event: ClinicalEvent) -> SyncOutcome:
         """Write one verified event's change (a patient, a booking, a cancellation)."""

@@ -15,7 +15,7 @@ from db import scheduling, world
 from db.scheduling import AppointmentType
 from db.slots import Slot
 from db.world import ClinicalEvent, CoverageSpec, Provenance
-from services.practice.base import SyncOutcome
+from services.practice.base import BookingMade, BookingOutcome, SlotConflict, SyncOutcome
 
 APPLIED_AT_WRITE = {"patient_created", "contact_updated", "insurance_added",
                     "appointment_booked", "appointment_rescheduled", "appointment_cancelled",
@@ -37,6 +37,15 @@ class BuiltinPractice:
             self._pool, service_id, appointment_type=appointment_type, first_day=first_day,
             last_day=last_day, now=now, part_of_day=part_of_day,
         )
+
+    async def book(
+        self, slot: Slot, *, patient_id: str, call_id: str | None, replaces: str | None = None,
+    ) -> BookingOutcome:
+        try:
+            return BookingMade(await scheduling.book(
+                self._pool, slot, patient_id=patient_id, call_id=call_id, replaces=replaces))
+        except scheduling.SlotTaken:
+            return SlotConflict(slot, "world model")
 
     async def push(self, event: ClinicalEvent) -> SyncOutcome:
         if event.type in APPLIED_AT_WRITE:

@@ -4,6 +4,7 @@ as the documented requests, once; every upstream failure is a PMSError."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
@@ -20,7 +21,7 @@ from db.seed import seed_clinic
 from db.world import EventDraft, Provenance
 from services.cliniko.practice import ClinikoRateLimited, base_url_for
 from services.practice import BuiltinPractice, ClinikoPractice, build_practice
-from services.practice.base import PMSError
+from services.practice.base import BookingMade, PMSError, SlotConflict
 from tests.fake_cliniko import FakeCliniko, serve_cliniko
 
 pytestmark = pytest.mark.timeout(30)
@@ -521,3 +522,52 @@ async def test_settings_choose_the_practice_system(db):
     with pytest.raises(ValueError, match="shard"):
         build_practice(Settings(_env_file=None, pms_provider="cliniko",
                                 cliniko_api_key="abc123-nowhere"), db.pool)
+
+
+# --- Holding a slot on the call ------------------------------------------------------------
+
+
+async def live_at(db, slot) -> int:
+    return await db.pool.fetchval(
+        "SELECT count(*) FROM appointments WHERE practitioner_id = $1 AND starts_at = $2 "
+        "AND status IN ('booked', 'confirmed')", uuid.UUID(slot.practitioner_id), slot.starts_at)
+
+
+@pytest.mark.parametrize("system", ["builtin", "cliniko"])
+async def test_two_callers_booking_one_slot_get_one_booking_and_one_conflict(
+    db, clinic, cliniko, system
+):
+    _, _, cloud = cliniko
+    practice = cloud if system == "cliniko" else BuiltinPractice(db.pool)
+    slot = (await fortnight(practice, clinic, first_day=TODAY + timedelta(days=1)))[0]
+    first, _ = await new_patient(db, clinic)
+    second, _ = await new_patient(db, clinic, first_name="Omar", last_name="Haddad",
+                                  phone="+15550100298", email=None)
+
+    outcomes = await asyncio.gather(
+        practice.book(slot, patient_id=first.id, call_id=None),
+        practice.book(slot, patient_id=second.id, call_id=None),
+    )
+
+    made = [o for o in outcomes if isinstance(o, BookingMade)]
+    conflicts = [o for o in outcomes if isinstance(o, SlotConflict)]
+    assert len(made) == 1 and len(conflicts) == 1
+    assert made[0].appointment.starts_at == slot.starts_at and conflicts[0].slot == slot
+    assert await live_at(db, slot) == 1
+
+
+async def test_a_slot_the_front_desk_took_in_cliniko_is_a_conflict_and_nothing_is_held(
+    db, clinic, cliniko
+):
+    fake, ids, practice = cliniko
+    slot = next(s for s in await fortnight(practice, clinic, first_day=TODAY + timedelta(days=1))
+                if s.practitioner_id == clinic["people"]["Dr. Maya Patel"])
+    walk_in = fake.add_patient("Walk", "In", date(1970, 1, 1))
+    fake.add_appointment(walk_in, ids["Patel"], ids["follow-up"], ids["Downtown"], slot.starts_at)
+    record, _ = await new_patient(db, clinic)
+
+    outcome = await practice.book(slot, patient_id=record.id, call_id=None)
+
+    assert outcome == SlotConflict(slot, "cliniko")
+    assert await live_at(db, slot) == 0
+    assert not fake.received("POST", "/v1/individual_appointments")  # nothing pushed either
