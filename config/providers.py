@@ -121,6 +121,33 @@ class ProviderSettings(SettingsGroup):
     local_tts_voice: str = "en-us"
     local_tts_words_per_minute: int = Field(default=165, ge=80, le=450)
 
+    # When a cloud voice provider's stream fails mid-call (processors/voice/).
+    stt_reconnect_tries: int = Field(
+        default=3, ge=1, le=10,
+        description="A dropped Deepgram stream is reopened at most this many times in a row "
+        "(waits doubling from PROVIDER_RECONNECT_FIRST_WAIT_S); then the offline recognizer "
+        "takes over and the caller is told.",
+    )
+    provider_reconnect_first_wait_s: float = Field(
+        default=0.25, gt=0, le=5,
+        description="Wait before the first try to reopen a dropped voice stream.",
+    )
+    stt_final_timeout_s: float = Field(
+        default=1.5, gt=0, le=10,
+        description="A caller turn whose final transcript has not come this long after it "
+        "ended counts as a stalled stream: reopened, and the turn's audio sent again.",
+    )
+    tts_first_byte_timeout_s: float = Field(
+        default=1.5, gt=0, le=10,
+        description="A sentence ElevenLabs has not started to voice this long after it was "
+        "sent is said by the local voice instead.",
+    )
+    tts_reconnect_wait_s: float = Field(
+        default=1.0, gt=0, le=2.5,
+        description="How long a sentence cut off by a dropped ElevenLabs stream waits for "
+        "the stream to come back and finish it before the local voice does.",
+    )
+
     cliniko_api_key: SecretStr | None = Field(
         default=None,
         description="A Cliniko user's API key; its suffix (-au1, -uk1, ...) names the shard "

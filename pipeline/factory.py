@@ -22,6 +22,7 @@ from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.flows import FlowManager
 from pipecat.frames.frames import ErrorFrame, Frame, TTSSpeakFrame
 from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.service_switcher import ServiceSwitcher
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
@@ -51,6 +52,7 @@ from processors.emotion.call_emotion import CallEmotion
 from processors.voice.audio_tap_processor import agent_audio_tap
 from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
 from processors.voice.greeting_player_processor import GreetingPlayerProcessor
+from processors.voice.stt_failover import announce_failover
 from processors.voice.text_input_processor import TextInputProcessor
 from processors.voice.voice_volume_processor import VoiceVolumeProcessor
 from processors.world.extraction import CallExtraction, RulesExtractor
@@ -118,10 +120,11 @@ def build_call_pipeline(
     llm_available = overrides.llm_available
     if llm_available is None:
         llm_available = llm is not None
-    tts = overrides.tts or build_tts(plan, settings, session.voice)
+    tts = overrides.tts or build_tts(plan, settings, session.voice, faults=session.log.event)
     stt = None
     if session.is_audio:
-        stt = overrides.stt or build_stt(plan, settings, session.keyterms)
+        stt = overrides.stt or build_stt(plan, settings, session.keyterms,
+                                         faults=session.log.event)
 
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(
@@ -188,6 +191,10 @@ def build_call_pipeline(
         idle_timeout_secs=settings.call.idle_timeout_s,
     )
     record_worker_events(worker, session)
+    if isinstance(stt, ServiceSwitcher):
+        # The offline recognizer taking over is said to the caller, never silent.
+        announce_failover(stt, faults=session.log.event,
+                          say=lambda line: worker.queue_frame(TTSSpeakFrame(line)))
     if navigator is not None and llm is not None:
         # Flows owns the engage LLM's context and tools, node by node.
         navigator.engage_with(FlowManager(llm=llm, context_aggregator=aggregators, worker=worker))

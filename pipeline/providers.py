@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from loguru import logger
+from pipecat.pipeline.service_switcher import ServiceSwitcher
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import LLMService
 from pipecat.services.stt_service import STTService
@@ -34,6 +35,7 @@ from processors.safety.judge import INSTRUCTION as JUDGE_INSTRUCTION
 from processors.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJudge
 from processors.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from processors.safety.monitor import SafetyServices
+from processors.voice.provider_faults import FaultSink, ReconnectPolicy, ignore_faults
 from processors.world.audio_check import AudioVerifier, LocalAudioVerifier
 from processors.world.extraction import (
     Extractor,
@@ -118,15 +120,25 @@ class ProviderPlan:
                 f":{voice.speed}")
 
 
-def build_stt(plan: ProviderPlan, settings: Settings, keyterms: list[str]) -> STTService:
-    """Speech-to-text with the call's merged keyterms."""
+def build_stt(
+    plan: ProviderPlan, settings: Settings, keyterms: list[str],
+    faults: FaultSink = ignore_faults,
+) -> STTService | ServiceSwitcher:
+    """Speech-to-text with the call's merged keyterms. Deepgram's stream is reopened when
+    it fails (each fault goes to `faults`) and the offline recognizer stands by."""
     if plan.stt.provider == "deepgram":
-        from pipecat.services.deepgram.stt import DeepgramSTTService
+        from processors.voice.reconnecting_deepgram_stt import ReconnectingDeepgramSTTService
+        from processors.voice.stt_failover import with_offline_standby
 
-        return DeepgramSTTService(
+        providers = settings.providers
+        deepgram = ReconnectingDeepgramSTTService(
+            policy=ReconnectPolicy(tries=providers.stt_reconnect_tries,
+                                   first_delay_s=providers.provider_reconnect_first_wait_s),
+            final_timeout_s=providers.stt_final_timeout_s,
+            faults=faults,
             api_key=settings.providers.deepgram_api_key.get_secret_value(),
             base_url=settings.providers.deepgram_base_url or "",
-            settings=DeepgramSTTService.Settings(
+            settings=ReconnectingDeepgramSTTService.Settings(
                 model=settings.providers.deepgram_model,
                 language=Language.EN_US,
                 keyterm=keyterms or None,
@@ -136,20 +148,37 @@ def build_stt(plan: ProviderPlan, settings: Settings, keyterms: list[str]) -> ST
                 utterance_end_ms=1000,
             ),
         )
+        return with_offline_standby(deepgram, keyterms)
     from services.pocketsphinx.stt import PocketSphinxSTTService
 
     return PocketSphinxSTTService(keyterms=keyterms)
 
 
-def build_tts(plan: ProviderPlan, settings: Settings, voice: VoiceSettings) -> TTSService:
-    """Text-to-speech at the workspace's voice and speed."""
+def build_tts(
+    plan: ProviderPlan, settings: Settings, voice: VoiceSettings,
+    faults: FaultSink = ignore_faults,
+) -> TTSService:
+    """Text-to-speech at the workspace's voice and speed. A sentence ElevenLabs cannot
+    finish (a dropped stream, a first byte that does not come) is said in the local voice
+    (each fault goes to `faults`)."""
+    providers = settings.providers
     if plan.tts.provider == "elevenlabs":
-        from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+        from processors.voice.fallback_elevenlabs_tts import (
+            FallbackElevenLabsTTSService,
+            LocalVoice,
+        )
+        from services.espeak.tts import words_per_minute_for
 
-        return ElevenLabsTTSService(
+        return FallbackElevenLabsTTSService(
+            local_voice=LocalVoice(providers.local_tts_voice, words_per_minute_for(
+                voice.speed, providers.local_tts_words_per_minute)),
+            first_byte_timeout_s=providers.tts_first_byte_timeout_s,
+            reconnect_wait_s=providers.tts_reconnect_wait_s,
+            reconnect_backoff_min_wait=providers.provider_reconnect_first_wait_s,
+            faults=faults,
             api_key=settings.providers.elevenlabs_api_key.get_secret_value(),
             url=settings.providers.elevenlabs_url,
-            settings=ElevenLabsTTSService.Settings(
+            settings=FallbackElevenLabsTTSService.Settings(
                 voice=voice.voice_id or settings.providers.elevenlabs_voice_id,
                 model=settings.providers.elevenlabs_model,
                 speed=voice.speed,

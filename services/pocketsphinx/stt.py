@@ -695,6 +695,7 @@ class PocketSphinxSTTService(SegmentedSTTService):
         keyterms: Sequence[str] = (),
         language_model: LanguageModelName = "scheduling",
         pool: DecoderPool | None = None,
+        prepare_at_start: bool = True,
         **kwargs,
     ):
         """Create the service.
@@ -703,6 +704,9 @@ class PocketSphinxSTTService(SegmentedSTTService):
             keyterms: Words and names to recognise (drug names, clinicians, the clinic).
             language_model: "scheduling" (domain trigram model) or "general" (bundled en-us).
             pool: Decoder pool; the process-wide one for `language_model` by default.
+            prepare_at_start: Start the decoders when the call starts; False for a
+                recognizer held in reserve (it prepares when `prepare` is called, or
+                on its first segment).
             **kwargs: Passed to ``SegmentedSTTService``.
         """
         kwargs.setdefault("ttfs_p99_latency", POCKETSPHINX_TTFS_P99)
@@ -717,6 +721,7 @@ class PocketSphinxSTTService(SegmentedSTTService):
         self._pronunciations: tuple[Pronunciation, ...] | None = None
         self._pronunciations_lock = asyncio.Lock()
         self._prepare_task: asyncio.Task | None = None
+        self._prepare_at_start = prepare_at_start
 
     @property
     def wants_wav_segments(self) -> bool:
@@ -729,6 +734,11 @@ class PocketSphinxSTTService(SegmentedSTTService):
     async def start(self, frame: StartFrame):
         """Start, and get keyterms and decoders ready while the agent greets the caller."""
         await super().start(frame)
+        if self._prepare_at_start:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Load keyterms and warm the decoders in the background (once)."""
         if self._prepare_task is None:
             self._prepare_task = self.create_task(self._prepare(), name="pocketsphinx-prepare")
 

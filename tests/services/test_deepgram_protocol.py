@@ -5,9 +5,6 @@ the key as `Authorization: Token …`, caller audio as binary linear16 frames; a
 final `Results` message becomes the transcript the rest of the pipeline sees.
 """
 
-import json
-from urllib.parse import parse_qs, urlsplit
-
 import pytest
 from pipecat.frames.frames import (
     InputAudioRawFrame,
@@ -17,72 +14,18 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
-from websockets.asyncio.server import ServerConnection
 
 from config import Settings
 from pipeline.providers import ProviderPlan, build_stt
 from services.keyterms import merge_keyterms
-from tests.local_http import serve_websocket
+from tests.voice_fakes import HEARD, RATE, FakeDeepgramListen, serve_deepgram_live
 
 pytestmark = pytest.mark.timeout(20)
-
-RATE = 8000
-HEARD = "i need to move my ozempic refill appointment"
-
-
-class FakeDeepgramListen:
-    """Accepts one live session; answers `Finalize` with a final Results message."""
-
-    def __init__(self) -> None:
-        self.path = ""
-        self.authorization = ""
-        self.audio_bytes = 0
-        self.control: list[str] = []
-
-    async def handle(self, connection: ServerConnection) -> None:
-        self.path = connection.request.path
-        self.authorization = connection.request.headers.get("Authorization", "")
-        async for message in connection:
-            if isinstance(message, bytes):
-                self.audio_bytes += len(message)
-                continue
-            kind = json.loads(message).get("type")
-            self.control.append(kind)
-            if kind == "Finalize":
-                await connection.send(json.dumps(results(HEARD, self.audio_bytes)))
-            elif kind == "CloseStream":
-                break
-
-    @property
-    def query(self) -> dict[str, list[str]]:
-        return parse_qs(urlsplit(self.path).query)
-
-
-def results(transcript: str, audio_bytes: int) -> dict:
-    duration = audio_bytes / 2 / RATE
-    words = [
-        {"word": w, "start": 0.1 * i, "end": 0.1 * i + 0.1, "confidence": 0.97,
-         "punctuated_word": w}
-        for i, w in enumerate(transcript.split())
-    ]
-    return {
-        "type": "Results", "channel_index": [0, 1], "duration": duration, "start": 0.0,
-        "is_final": True, "speech_final": True, "from_finalize": True,
-        "channel": {"alternatives": [
-            {"transcript": transcript, "confidence": 0.97, "words": words}
-        ]},
-        "metadata": {
-            "request_id": "5d5f2b3c-0000-4000-8000-000000000000",
-            "model_info": {"name": "2-general-nova", "version": "2024-01-09.29447", "arch": "nova-3"},
-            "model_uuid": "1dbdfb4d-85b2-4659-9db6-cdd5a3d1ef0f",
-        },
-    }
 
 
 @pytest.fixture
 async def deepgram():
-    fake = FakeDeepgramListen()
-    async with serve_websocket(fake.handle) as fake.base_url:
+    async with serve_deepgram_live(FakeDeepgramListen()) as fake:
         yield fake
 
 

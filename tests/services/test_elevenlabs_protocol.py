@@ -6,9 +6,7 @@ context carrying the workspace's voice speed, streams text, and plays the base64
 audio chunks the server returns until `isFinal`.
 """
 
-import base64
-import json
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 from pipecat.frames.frames import (
@@ -19,63 +17,20 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
-from websockets.asyncio.server import ServerConnection
 
 from call.voice_settings import VoiceSettings
 from config import Settings
 from pipeline.providers import ProviderPlan, build_tts
 from processors.emotion.tone_controller_processor import tone_settings_of
 from processors.emotion.voice_controls import tts_settings_for, voice_tones
-from tests.fakes import tone
-from tests.local_http import serve_websocket
+from tests.voice_fakes import RATE, FakeElevenLabsStream, serve_elevenlabs
 
 pytestmark = pytest.mark.timeout(20)
-
-RATE = 8000
-MS_PER_CHAR = 60
-
-
-class FakeElevenLabsStream:
-    """Answers each text message with audio and character alignment; isFinal on close."""
-
-    def __init__(self) -> None:
-        self.path = ""
-        self.api_key = ""
-        self.messages: list[dict] = []
-        self.audio_sent = b""
-
-    async def handle(self, connection: ServerConnection) -> None:
-        self.path = connection.request.path
-        self.api_key = connection.request.headers.get("xi-api-key", "")
-        async for raw in connection:
-            message = json.loads(raw)
-            self.messages.append(message)
-            context = message.get("context_id")
-            text = message.get("text", "")
-            if text.strip() and context:
-                audio = tone(len(text) * MS_PER_CHAR / 1000, RATE)
-                self.audio_sent += audio
-                await connection.send(json.dumps({
-                    "audio": base64.b64encode(audio).decode(),
-                    "alignment": {
-                        "chars": list(text),
-                        "charStartTimesMs": [i * MS_PER_CHAR for i in range(len(text))],
-                        "charDurationsMs": [MS_PER_CHAR] * len(text),
-                    },
-                    "contextId": context,
-                }))
-            if message.get("close_context") or message.get("flush"):
-                await connection.send(json.dumps({"isFinal": True, "contextId": context}))
-
-    @property
-    def query(self) -> dict[str, list[str]]:
-        return parse_qs(urlsplit(self.path).query)
 
 
 @pytest.fixture
 async def elevenlabs():
-    fake = FakeElevenLabsStream()
-    async with serve_websocket(fake.handle) as fake.url:
+    async with serve_elevenlabs(FakeElevenLabsStream()) as fake:
         yield fake
 
 
