@@ -80,6 +80,7 @@ class FakeDeepgramListen:
     path: str = ""
     authorization: str = ""
     audio_bytes: int = 0  # over every connection
+    audio_by_connection: list[int] = field(default_factory=list)
     control: list[str] = field(default_factory=list)
     opened: int = 0
     refused: int = 0
@@ -107,11 +108,14 @@ class FakeDeepgramListen:
         self.path = connection.request.path
         self.authorization = connection.request.headers.get("Authorization", "")
         received, answered_to = 0, 0.0
+        index = len(self.audio_by_connection)
+        self.audio_by_connection.append(0)
         try:
             async for message in connection:
                 if isinstance(message, bytes):
                     received += len(message)
                     self.audio_bytes += len(message)
+                    self.audio_by_connection[index] = received
                     if (fault.drop_after_audio_s is not None
                             and received >= fault.drop_after_audio_s * self.rate * 2):
                         self.dropped += 1

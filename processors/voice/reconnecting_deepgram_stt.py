@@ -110,6 +110,7 @@ class ReconnectingDeepgramSTTService(DeepgramSTTService):
                                       f"({error.status_code})", exception=error,
                                       force_treat_as_permanent=True)
                 raise _Rejected from error
+            cause = f"refused ({error.status_code})"
         except Exception as error:  # noqa: BLE001 - any failure is a drop to recover from
             cause = type(error).__name__
         finally:
@@ -199,10 +200,15 @@ class ReconnectingDeepgramSTTService(DeepgramSTTService):
         await super()._on_error(error)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, VADUserStoppedSpeakingFrame):
-            self._finalize_owed = True  # sent now, or on the next stream if this one is down
-            self._watch_final()
+        if not isinstance(frame, VADUserStoppedSpeakingFrame):
+            await super().process_frame(frame, direction)
+            return
+        self._finalize_owed = True  # sent now, or on the next stream if this one is down
+        try:
+            await super().process_frame(frame, direction)
+        except Exception as error:  # noqa: BLE001 - the stream just died: the next one gets it
+            logger.debug(f"{self}: Finalize not sent ({type(error).__name__}); owed")
+        self._watch_final()
 
     # --- A final result that does not come ---------------------------------------------
 

@@ -23,9 +23,12 @@ from services.pocketsphinx.stt import PocketSphinxSTTService
 HEARING_TROUBLE = "voice/hearing_trouble.txt"
 
 
-def with_offline_standby(primary: STTService, keyterms: list[str]) -> ServiceSwitcher:
-    """`primary` while it works, then PocketSphinx with the call's keyterms."""
-    standby = PocketSphinxSTTService(keyterms=keyterms, prepare_at_start=False)
+def with_offline_standby(
+    primary: STTService, keyterms: list[str], standby: STTService | None = None,
+) -> ServiceSwitcher:
+    """`primary` while it works, then `standby` (PocketSphinx with the call's keyterms)."""
+    if standby is None:
+        standby = PocketSphinxSTTService(keyterms=keyterms, prepare_at_start=False)
     return ServiceSwitcher(services=[primary, standby],
                            strategy_type=ServiceSwitcherStrategyFailover)
 
