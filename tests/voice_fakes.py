@@ -12,9 +12,10 @@ their WebSocket protocols, with faults a test queues connection by connection.
   `flush`, `close_context`, `close_socket`; audio comes back word by word as base64
   with its character alignment, then `isFinal` once the context is flushed or closed.
 
-A fault applies to one connection (the next one to open): refuse its handshake (HTTP
-503), drop the socket mid-stream (no close frame, as a lost network does), answer late
-(slow first byte) or send a message that is not JSON.
+A queued fault applies to one connection: a refusal to the next handshake (HTTP 503),
+any other to the next connection that carries a message (one already open included):
+drop the socket mid-stream (no close frame, as a lost network does), answer late (slow
+first byte) or send a message that is not JSON.
 """
 
 from __future__ import annotations
@@ -102,22 +103,29 @@ class FakeDeepgramListen:
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable\n")
         return None
 
+    def _take(self) -> ListenFault | None:
+        if self.faults and not self.faults[0].refuse:
+            return self.faults.pop(0)
+        return None
+
     async def handle(self, connection: ServerConnection) -> None:
-        fault = self.faults.pop(0) if self.faults else ListenFault()
+        fault: ListenFault | None = None
         self.opened += 1
         self.path = connection.request.path
         self.authorization = connection.request.headers.get("Authorization", "")
-        received, answered_to = 0, 0.0
+        received, answered_to, faulted_at = 0, 0.0, 0
         index = len(self.audio_by_connection)
         self.audio_by_connection.append(0)
         try:
             async for message in connection:
+                if fault is None and (fault := self._take()):
+                    faulted_at = received
                 if isinstance(message, bytes):
                     received += len(message)
                     self.audio_bytes += len(message)
                     self.audio_by_connection[index] = received
-                    if (fault.drop_after_audio_s is not None
-                            and received >= fault.drop_after_audio_s * self.rate * 2):
+                    if (fault and fault.drop_after_audio_s is not None
+                            and received - faulted_at >= fault.drop_after_audio_s * self.rate * 2):
                         self.dropped += 1
                         connection.transport.abort()  # no close frame: a lost network
                         return
@@ -125,10 +133,10 @@ class FakeDeepgramListen:
                 kind = json.loads(message).get("type")
                 self.control.append(kind)
                 if kind == "Finalize":
-                    if fault.malformed_final:
+                    if fault and fault.malformed_final:
                         await connection.send(NOT_JSON)
                         continue
-                    await asyncio.sleep(fault.final_delay_s)
+                    await asyncio.sleep(fault.final_delay_s if fault else 0.0)
                     heard_to = received / 2 / self.rate
                     text = self.transcripts[0] if self.transcripts else ""
                     await connection.send(json.dumps(
@@ -161,6 +169,7 @@ class FakeElevenLabsStream:
     """ElevenLabs' multi-context stream; `faults` apply to the next connections."""
 
     rate: int = RATE
+    ms_per_char: int = MS_PER_CHAR  # how long the voice takes per character
     faults: list[StreamFault] = field(default_factory=list)
     path: str = ""
     api_key: str = ""
@@ -185,8 +194,13 @@ class FakeElevenLabsStream:
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable\n")
         return None
 
+    def _take(self) -> StreamFault | None:
+        if self.faults and not self.faults[0].refuse:
+            return self.faults.pop(0)
+        return None
+
     async def handle(self, connection: ServerConnection) -> None:
-        fault = self.faults.pop(0) if self.faults else StreamFault()
+        fault: StreamFault | None = None
         self.opened += 1
         self.path = connection.request.path
         self.api_key = connection.request.headers.get("xi-api-key", "")
@@ -194,18 +208,20 @@ class FakeElevenLabsStream:
         started: set[str] = set()
         try:
             async for raw in connection:
+                fault = fault or self._take()
                 message = json.loads(raw)
                 self.messages.append(message)
                 context = message.get("context_id")
                 text = message.get("text", "")
                 if text.strip() and context:
-                    if context not in started:
+                    if context not in started and fault:
                         started.add(context)
                         await asyncio.sleep(fault.first_byte_delay_s)
                         for _ in range(fault.malformed_before_audio):
                             await connection.send(NOT_JSON)
                     for word in text.split():
-                        if fault.drop_after_words is not None and words_out >= fault.drop_after_words:
+                        if (fault and fault.drop_after_words is not None
+                                and words_out >= fault.drop_after_words):
                             self.dropped += 1
                             connection.transport.abort()
                             return
@@ -220,15 +236,15 @@ class FakeElevenLabsStream:
             pass
 
     def _word(self, chars: str, context: str) -> dict:
-        audio = tone(len(chars) * MS_PER_CHAR / 1000, self.rate)
+        audio = tone(len(chars) * self.ms_per_char / 1000, self.rate)
         self.audio_sent += audio
         self.words_sent.append(chars.strip())
         return {
             "audio": base64.b64encode(audio).decode(),
             "alignment": {
                 "chars": list(chars),
-                "charStartTimesMs": [i * MS_PER_CHAR for i in range(len(chars))],
-                "charDurationsMs": [MS_PER_CHAR] * len(chars),
+                "charStartTimesMs": [i * self.ms_per_char for i in range(len(chars))],
+                "charDurationsMs": [self.ms_per_char] * len(chars),
             },
             "contextId": context,
         }
