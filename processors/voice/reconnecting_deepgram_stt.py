@@ -67,6 +67,7 @@ class ReconnectingDeepgramSTTService(DeepgramSTTService):
         self._finalize_owed = False
         self._final_watch: asyncio.Task | None = None
         self._restart_after: tuple[float, str] | None = None
+        self._closing = False  # the call is ending: a closed stream is not a fault
 
     # --- The connection loop ------------------------------------------------------------
 
@@ -122,6 +123,8 @@ class ReconnectingDeepgramSTTService(DeepgramSTTService):
 
     async def _wait_to_retry(self, uptime_s: float, cause: str) -> bool:
         """After a failed or ended stream: wait for the next try (True), or give up."""
+        if self._closing:
+            return False
         attempt = self._budget.next_try(uptime_s)
         if attempt is None:
             logger.warning(f"{self}: stream lost ({cause}); {self._policy.tries} tries spent")
@@ -228,6 +231,11 @@ class ReconnectingDeepgramSTTService(DeepgramSTTService):
             self._faults("stt_slow_first_byte", after_ms=int(self._final_timeout_s * 1000))
             await self._restart("slow")
 
+    async def _connect(self) -> None:
+        self._closing = False
+        await super()._connect()
+
     async def _disconnect(self) -> None:
+        self._closing = True
         await self._stop_watching_final()
         await super()._disconnect()

@@ -189,3 +189,11 @@ def test_the_safety_embedder_is_openais_only_with_its_key():
     assert resolve_providers(make())["embeddings"].provider == "local"
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
         resolve_providers(make(embedding_provider="openai"))
+
+
+def test_the_voice_fault_bounds_keep_their_flat_names(monkeypatch):
+    monkeypatch.setenv("STT_RECONNECT_TRIES", "2")
+    monkeypatch.setenv("TTS_FIRST_BYTE_TIMEOUT_S", "0.8")
+    providers = Settings(_env_file=None).providers
+    assert (providers.stt_reconnect_tries, providers.tts_first_byte_timeout_s) == (2, 0.8)
+    assert Settings(_env_file=None, tts_reconnect_wait_s=0.5).providers.tts_reconnect_wait_s == 0.5
