@@ -95,6 +95,7 @@ class GraphTools:
         self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today,
                                 country_code, now)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
+        self._part_of_day: str | None = None  # what the last search was narrowed to
         self._handlers: dict[str, Handler] = {
             name: partial(run, self) for name, run in HANDLERS.items()
         }
@@ -276,10 +277,10 @@ class GraphTools:
             raise Refused("the appointment type is not known yet")
         today = self._today()
         first, last = session.days or (today, today + timedelta(days=SEARCH_DAYS - 1))
+        self._part_of_day = args.get("part_of_day") or session.part_of_day
         slots = await self.practice.available_slots(
             session.service_id, appointment_type=kind, first_day=first,
-            last_day=last, now=self._now(),
-            part_of_day=args.get("part_of_day") or session.part_of_day,
+            last_day=last, now=self._now(), part_of_day=self._part_of_day,
         )
         slots = self._suitable(slots)
         if not slots and session.days is not None:  # nothing on their day: widen, say so
@@ -390,7 +391,7 @@ class GraphTools:
         for first, last in dict.fromkeys([session.days or fortnight, fortnight]):
             slots = [s for s in await self.practice.available_slots(
                 session.service_id, appointment_type=kind, first_day=first, last_day=last,
-                now=self._now(), part_of_day=session.part_of_day,
+                now=self._now(), part_of_day=self._part_of_day or session.part_of_day,
             ) if s.key != taken.key]
             if slots:  # nothing left on their days: the fortnight, as a search widens
                 return self._suitable(slots)

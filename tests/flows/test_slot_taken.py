@@ -68,7 +68,9 @@ async def test_the_caller_who_loses_the_race_hears_it_was_taken_and_books_the_ne
     assert TAKEN.search(lost) and not SYSTEM_DOWN.search(lost)
     offered = picked(loser)
     assert offered.key != contested.key and offered.starts_at >= contested.starts_at
+    # ... from the same search: the same type, still in the morning they asked for.
     assert offered.appointment_type_id == contested.appointment_type_id
+    assert offered.starts_at.hour < 12
     assert say_time(offered.starts_at) in lost and lost.rstrip().endswith("?")
     # The record says what happened: a conflict, not a system failure.
     (failed,) = loser.tool_calls("CreateAppointment")
