@@ -138,6 +138,7 @@ class FallbackElevenLabsTTSService(ElevenLabsTTSService):
             self._finish_soon()
             return
         if self._local_only or context_id in self._local:
+            self._local.add(context_id)
             async for frame in self._spoken_locally(text, context_id):
                 yield frame
             return
@@ -357,8 +358,10 @@ class FallbackElevenLabsTTSService(ElevenLabsTTSService):
                 context_id, text = self._pending.pop(0)
                 if not self.audio_context_available(context_id):
                     continue  # the caller barged in meanwhile
-                await (self._resend(context_id, text) if provider
-                       else self._say_held(context_id, text))
+                if provider and not await self._resend(context_id, text):
+                    provider = False  # lost again: the local voice says the rest
+                if not provider:
+                    await self._say_held(context_id, text)
                 words += len(text.split())
                 if context_id in self._done and all(c != context_id for c, _ in self._pending):
                     self._done.discard(context_id)
@@ -375,15 +378,22 @@ class FallbackElevenLabsTTSService(ElevenLabsTTSService):
         finally:
             self._finishing = False
 
-    async def _resend(self, context_id: str, text: str) -> None:
-        """Send held text on the reopened stream (opening its context there first)."""
+    async def _resend(self, context_id: str, text: str) -> bool:
+        """Send held text on the reopened stream (opening its context there first);
+        False if the stream failed again."""
         opened = context_id not in self._sent
-        if opened:
-            await self._send_context_init(context_id)
-        await self._send_text(text, context_id)
+        try:
+            if opened:
+                await self._send_context_init(context_id)
+            await self._send_text(text, context_id)
+        except Exception as error:  # noqa: BLE001 - the receive loop sees the drop too
+            logger.warning(f"{self}: resending failed ({type(error).__name__})")
+            self._sent.pop(context_id, None)
+            return False
         self._sent.setdefault(context_id, []).append(text)
         if opened:
             self._watch_first_byte(context_id)
+        return True
 
     async def _say_held(self, context_id: str, text: str) -> None:
         self._local.add(context_id)
