@@ -250,8 +250,10 @@ async def list_calls(
             raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
     filters = history_filters(started_after, started_before, state, status_,
                               completion_reason, escalated, tool_error)
-    calls = await repo.list_calls(runtime.db.pool, workspace_id, limit=limit + 1,
-                                  filters=filters, cursor=position)
+    calls = await runtime.db.bounded(
+        repo.list_calls(runtime.db.pool, workspace_id, limit=limit + 1, filters=filters,
+                        cursor=position),
+        what="call list")
     page, more = calls[:limit], len(calls) > limit
     next_cursor = None
     if more:
@@ -270,7 +272,8 @@ async def call_detail(
     runtime: AppRuntime = Depends(get_runtime),
 ) -> dict[str, Any]:
     """One call with its turns, transitions, tool calls, events, escalations and safety."""
-    detail = await repo.get_call_detail(runtime.db.pool, call_id, workspace_id)
+    detail = await runtime.db.bounded(
+        repo.get_call_detail(runtime.db.pool, call_id, workspace_id), what="call read")
     if detail is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
     detail["safety"] = safety_state(detail["escalations"], detail["events"]).model_dump()

@@ -7,12 +7,19 @@ directory instead; when neither fits we fail with a clear message rather than
 pgserver's generic one. pgserver shares one server per data directory between
 processes (the service and the CLI) and stops it when the last one lets go; within
 one process we count handles ourselves, because pgserver's count is per process.
+pgserver counts processes by PID in `.handle_pids.json` and never forgets one that died
+without letting go (SIGKILL, a crash): we drop dead PIDs before joining and before
+letting go, so the last live user always stops the server.
+
+When the server dies under us, `restart` starts it again on the same data directory
+and socket (the supervisor, `db.supervisor`, decides when).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import sys
 import threading
@@ -30,6 +37,12 @@ MAX_SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
 
 _handles_lock = threading.Lock()
 _handles: dict[Path, int] = {}
+_restart_lock = threading.Lock()
+
+# pgserver logs the whole server log (statements, values: PHI) when a start fails; ours
+# say where that log is instead.
+logging.getLogger("pgserver").addHandler(logging.NullHandler())
+logging.getLogger("pgserver").propagate = False
 
 
 class EmbeddedDatabaseError(RuntimeError):
@@ -60,6 +73,16 @@ def choose_socket_dir(data_dir: Path, runtime_root: Path) -> Path:
         f"({runtime_root}); set DATA_DIR or XDG_RUNTIME_DIR to a shorter path, "
         "or set DATABASE_URL to use an external PostgreSQL"
     )
+
+
+def pid_is_live(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, dead but not yet reaped, is not)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
 
 
 class EmbeddedPostgres:
@@ -100,6 +123,56 @@ class EmbeddedPostgres:
         if server is not None:
             await asyncio.to_thread(self._release_blocking, server)
 
+    def alive(self) -> bool:
+        """Whether the server's postmaster process is running (stopped or frozen counts as
+        running: only a dead one is restarted). Blocking: a file read and a process check."""
+        from pgserver.utils import PostmasterInfo
+
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.data_dir)
+        except (OSError, ValueError, AssertionError):  # a pid file half written or torn
+            return False
+        return info is not None and info.is_running() and pid_is_live(info.pid)
+
+    async def restart(self, timeout_s: float) -> None:
+        """Start the server again on the same data directory and socket after it died;
+        TimeoutError past `timeout_s`, RuntimeError when it is not ours or is still
+        restarting from an earlier attempt."""
+        server = self._server
+        if server is None:
+            raise RuntimeError("the embedded server was not started by this handle")
+        if not _restart_lock.acquire(blocking=False):
+            raise RuntimeError("an earlier restart of the embedded server is still running")
+
+        def restart_blocking() -> None:
+            try:
+                self._restart_blocking(server)
+            finally:
+                _restart_lock.release()
+
+        work = asyncio.get_running_loop().run_in_executor(None, restart_blocking)
+        # The thread cannot be cancelled: past the bound we stop waiting and it finishes
+        # (or fails) on its own, holding the lock so no second restart races it.
+        done, _ = await asyncio.wait({work}, timeout=timeout_s)
+        if not done:
+            work.add_done_callback(lambda f: f.cancelled() or f.exception())
+            raise TimeoutError(f"embedded PostgreSQL did not restart within {timeout_s:g} s")
+        work.result()
+        logger.info(f"embedded PostgreSQL restarted (socket in {self.socket_dir})")
+
+    def _restart_blocking(self, server: PostgresServer) -> None:
+        import subprocess
+
+        from pgserver.postgres_server import PostgresServer as Server
+
+        try:
+            with Server._lock:  # pgserver's inter-process lock for its servers
+                server.ensure_postgres_running()
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+            raise RuntimeError(
+                f"pg_ctl start failed ({type(error).__name__}); see {self.data_dir / 'log'}"
+            ) from None
+
     def _start_blocking(self) -> PostgresServer:
         import pgserver
         from pgserver.postgres_server import PostgresServer as Server
@@ -109,9 +182,27 @@ class EmbeddedPostgres:
         if socket_dir != self.data_dir:
             logger.info("embedded PostgreSQL: data dir too deep for a socket; using runtime dir")
         with _handles_lock:
+            self._prune_blocking()
             server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
             _handles[self.data_dir] = _handles.get(self.data_dir, 0) + 1
         return server
+
+    def _prune_blocking(self) -> None:
+        """Forget users of this data directory's server that died without letting go."""
+        from pgserver.postgres_server import PostgresServer as Server
+        from pgserver.utils import DiskList
+
+        users = self.data_dir / ".handle_pids.json"
+        if not users.exists():
+            return
+        with Server._lock:  # pgserver's inter-process lock for its servers
+            listed = DiskList(users).get()
+            live = [pid for pid in listed if pid == os.getpid() or pid_is_live(pid)]
+            if live != listed:
+                DiskList(users).put(live)
+        if live != listed:
+            logger.info(f"embedded PostgreSQL: {len(listed) - len(live)} user(s) that died "
+                        "without letting go forgotten")
 
     def _release_blocking(self, server: PostgresServer) -> None:
         with _handles_lock:
@@ -120,5 +211,6 @@ class EmbeddedPostgres:
                 _handles[self.data_dir] = remaining
                 return
             _handles.pop(self.data_dir, None)
+            self._prune_blocking()
             server.cleanup()
         logger.info("embedded PostgreSQL handle released")

@@ -34,7 +34,9 @@ FIELDS = frozenset({
     "lookup_result",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
-OUTCOMES = frozenset({"no_slots", "blocked", "system_down"})
+OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow"})
+# A tool's error class → the outcome line said (anything else: system_down).
+OUTCOME_OF_ERROR = {"guard": "blocked", "timeout": "system_slow"}
 
 
 class ActionLines(BaseModel):
@@ -169,7 +171,7 @@ async def engage(
     found = "found" if session.patient is not None else "not_found"
     fields["lookup_result"] = lines.lookups[found].format_map(fields)
     if result is not None and not result.ok:
-        key = "blocked" if result.error_class == "guard" else "system_down"
+        key = OUTCOME_OF_ERROR.get(result.error_class or "", "system_down")
         return Engaged(lines.outcomes[key].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
