@@ -18,6 +18,7 @@ and socket (the supervisor, `db.supervisor`, decides when).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -38,6 +39,8 @@ MAX_SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
 _handles_lock = threading.Lock()
 _handles: dict[Path, int] = {}
 _restart_lock = threading.Lock()
+PG_CTL_TIMEOUT_S = 20  # pgserver allows its own start 10 s
+ORPHAN_WAIT_S = 2.0  # backends notice their postmaster died within milliseconds
 
 # pgserver logs the whole server log (statements, values: PHI) when a start fails; ours
 # say where that log is instead.
@@ -126,18 +129,13 @@ class EmbeddedPostgres:
     def alive(self) -> bool:
         """Whether the server's postmaster process is running (stopped or frozen counts as
         running: only a dead one is restarted). Blocking: a file read and a process check."""
-        from pgserver.utils import PostmasterInfo
-
-        try:
-            info = PostmasterInfo.read_from_pgdata(self.data_dir)
-        except (OSError, ValueError, AssertionError):  # a pid file half written or torn
-            return False
-        return info is not None and info.is_running() and pid_is_live(info.pid)
+        pid = self._postmaster_pid()
+        return pid is not None and pid_is_live(pid)
 
     async def restart(self, timeout_s: float) -> None:
         """Start the server again on the same data directory and socket after it died;
-        TimeoutError past `timeout_s`, RuntimeError when it is not ours or is still
-        restarting from an earlier attempt."""
+        TimeoutError past `timeout_s`, RuntimeError when it is not ours, is still
+        restarting from an earlier attempt, or did not come up."""
         server = self._server
         if server is None:
             raise RuntimeError("the embedded server was not started by this handle")
@@ -161,17 +159,77 @@ class EmbeddedPostgres:
         logger.info(f"embedded PostgreSQL restarted (socket in {self.socket_dir})")
 
     def _restart_blocking(self, server: PostgresServer) -> None:
+        """pg_ctl start with pgserver's own options, under pgserver's inter-process lock
+        (pgserver's own start takes a zombie postmaster for a live one)."""
         import subprocess
 
+        from pgserver._commands import pg_ctl
         from pgserver.postgres_server import PostgresServer as Server
+        from pgserver.utils import PostmasterInfo
 
+        socket_dir = server.get_postmaster_info().socket_dir or self.data_dir
+        with Server._lock:  # pgserver's inter-process lock for its servers
+            if not self.alive():  # else another process restarted it meanwhile
+                self._clear_dead_server()
+                try:
+                    pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {socket_dir}",
+                            "-l", str(self.data_dir / "log"), "start"],
+                           pgdata=self.data_dir, user=server.system_user, timeout=PG_CTL_TIMEOUT_S)
+                except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+                    raise RuntimeError(f"pg_ctl start failed ({type(error).__name__}); "
+                                       f"see {self.data_dir / 'log'}") from None
+            info = PostmasterInfo.read_from_pgdata(self.data_dir)
+        if info is None or not pid_is_live(info.pid) or info.status != "ready":
+            raise RuntimeError(f"embedded PostgreSQL did not come up; see {self.data_dir / 'log'}")
+        server._postmaster_info = info  # so letting go stops this server, not the dead one
+
+    def _clear_dead_server(self) -> None:
+        """After the postmaster died: wait for (then end) the backends it left behind, and
+        drop a pid file that names it while it lingers as a zombie (PostgreSQL would take
+        the zombie for a running server and refuse to start). Call under pgserver's lock."""
+        import psutil
+
+        pid = self._postmaster_pid()
+        if pid is None or pid_is_live(pid):
+            return
+        orphans = []
+        for process in psutil.process_iter(["cwd", "status"]):
+            if (process.info["cwd"] == str(self.data_dir)
+                    and process.info["status"] != psutil.STATUS_ZOMBIE):
+                orphans.append(process)
+        if orphans:
+            _, left = psutil.wait_procs(orphans, timeout=ORPHAN_WAIT_S)
+            for process in left:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            psutil.wait_procs(left, timeout=ORPHAN_WAIT_S)
+            logger.warning(f"embedded PostgreSQL: {len(orphans)} backend(s) of the dead server "
+                           f"gone ({len(left)} had to be killed)")
+        if psutil.pid_exists(pid):  # a zombie still holds the PID the lock files name
+            for lock in self._lock_files():
+                with contextlib.suppress(OSError):
+                    if lock.read_text().split("\n", 1)[0].strip() == str(pid):
+                        lock.unlink()
+
+    def _lock_files(self) -> list[Path]:
+        """postmaster.pid and the socket's lock file (in the socket directory it names)."""
+        pid_file = self.data_dir / "postmaster.pid"
+        locks = [pid_file]
         try:
-            with Server._lock:  # pgserver's inter-process lock for its servers
-                server.ensure_postgres_running()
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
-            raise RuntimeError(
-                f"pg_ctl start failed ({type(error).__name__}); see {self.data_dir / 'log'}"
-            ) from None
+            lines = pid_file.read_text().split("\n")
+        except OSError:
+            return locks
+        if len(lines) > 4 and lines[4].strip():
+            locks += sorted(Path(lines[4].strip()).glob(f"{SOCKET_NAME}.lock"))
+        return locks
+
+    def _postmaster_pid(self) -> int | None:
+        """The PID in postmaster.pid (its first line, written first), None without one."""
+        try:
+            first = (self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0]
+            return int(first.strip())
+        except (OSError, ValueError):
+            return None
 
     def _start_blocking(self) -> PostgresServer:
         import pgserver
@@ -183,6 +241,9 @@ class EmbeddedPostgres:
             logger.info("embedded PostgreSQL: data dir too deep for a socket; using runtime dir")
         with _handles_lock:
             self._prune_blocking()
+            if (self.data_dir / "postmaster.pid").exists():
+                with Server._lock:  # pgserver's inter-process lock for its servers
+                    self._clear_dead_server()  # pgserver would join a zombie postmaster
             server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
             _handles[self.data_dir] = _handles.get(self.data_dir, 0) + 1
         return server
