@@ -5,7 +5,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,13 +95,13 @@ async def test_a_user_killed_without_letting_go_does_not_keep_the_server_running
     data_dir = server_root / "pg"
     handle = EmbeddedPostgres(data_dir)
     await handle.start()
-    joiner = subprocess.Popen(
-        [sys.executable, "-c", JOIN_AND_WAIT, str(data_dir)], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    joiner = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", JOIN_AND_WAIT, str(data_dir), cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     try:
-        assert joiner.stdout.readline().strip() == "joined"
+        assert (await asyncio.wait_for(joiner.stdout.readline(), 60)).strip() == b"joined"
         joiner.kill()  # SIGKILL: it never lets go
-        joiner.wait(10)
+        await joiner.wait()
         listed_after_kill = json.loads((data_dir / ".handle_pids.json").read_text())
 
         await handle.stop()
@@ -110,7 +109,9 @@ async def test_a_user_killed_without_letting_go_does_not_keep_the_server_running
         assert joiner.pid in listed_after_kill
         assert not (data_dir / "postmaster.pid").exists()
     finally:
-        joiner.kill()
+        if joiner.returncode is None:
+            joiner.kill()
+            await joiner.wait()
         _stop_if_running(data_dir)
 
 
@@ -121,7 +122,7 @@ async def test_an_embedded_server_that_died_is_restarted_on_the_same_socket(serv
         postmaster = int((settings.storage.embedded_db_dir / "postmaster.pid").read_text()
                          .split()[0])
         os.kill(postmaster, signal.SIGKILL)
-        dead = await _until(lambda: not database._embedded.alive(), 10.0)  # noqa: SLF001
+        dead = await _until(lambda: database.server_alive(), False, 10.0)
         refused = await database.probe(2.0)
 
         restarted = False
@@ -140,9 +141,10 @@ async def test_an_embedded_server_that_died_is_restarted_on_the_same_socket(serv
         _stop_if_running(settings.storage.embedded_db_dir)
 
 
-async def _until(condition, timeout_s: float) -> bool:
+async def _until(check, wanted: object, timeout_s: float) -> bool:
+    """Whether the awaitable `check()` gives `wanted` within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    while await check() != wanted:
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.05)
