@@ -18,7 +18,7 @@ from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["calls"])
 
-ToolErrorFilter = Literal["true", "false", "guard", "pms", "other"]
+ToolErrorFilter = Literal["true", "false", "guard", "pms", "timeout", "other"]
 # Text filters are compared in PostgreSQL, which refuses a NUL in text: 422, not a 500.
 NO_NUL = r"^[^\x00]*$"
 
