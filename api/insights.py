@@ -124,7 +124,8 @@ async def get_state_guide(
         service_id = str(service["id"])
     elif repo.as_uuid(service_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "service not found")
-    graph = await runtime.service_graph(workspace_id, service_id)
+    graph = await runtime.db.bounded(runtime.service_graph(workspace_id, service_id),
+                                     what="service graph read")
     if graph is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "service not found")
     seen = await runtime.db.bounded(

@@ -11,11 +11,14 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
+from fastapi import FastAPI
 from pydantic import SecretStr
 from twilio.request_validator import RequestValidator
 
+from api.unavailable import add_database_errors
 from config import Settings
 from db import repositories as repo
 from tests.api.app_client import bearer, running_app
@@ -92,3 +95,26 @@ async def _healthy_within(client: httpx.AsyncClient, seconds: float) -> bool:
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+async def test_a_server_side_connection_error_the_route_did_not_bound_is_a_503_too():
+    app = FastAPI()
+    add_database_errors(app)
+
+    @app.get("/starting")
+    async def starting() -> None:
+        raise asyncpg.CannotConnectNowError("the database system is starting up")
+
+    @app.get("/bad-input")
+    async def bad_input() -> None:
+        raise asyncpg.exceptions.DataError("invalid input for query argument $1")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        starting_up = await client.get("/starting")
+        refused = await client.get("/bad-input")
+
+    assert starting_up.status_code == 503 and starting_up.headers["retry-after"] == "5"
+    assert starting_up.json()["detail"] == (
+        "database unavailable: request: CannotConnectNowError")
+    assert refused.status_code == 500  # a bad query is not an outage
