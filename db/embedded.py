@@ -112,8 +112,15 @@ class EmbeddedPostgres:
         """Start (or join) the server and return an asyncpg-usable DSN. Idempotent."""
         if self._dsn is not None:
             return self._dsn
+        import subprocess
+
         # Blocking: initdb on first use, then pg_ctl start (pgserver bounds it at 10 s).
-        self._server = await asyncio.to_thread(self._start_blocking)
+        try:
+            self._server = await asyncio.to_thread(self._start_blocking)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+            raise EmbeddedDatabaseError(
+                f"the embedded PostgreSQL did not start ({type(error).__name__}); its log is "
+                f"{self.data_dir / 'log'}") from error
         self._dsn = self._server.get_uri()
         logger.info(
             f"embedded PostgreSQL ready (data in {self.data_dir}, socket in {self.socket_dir})"
