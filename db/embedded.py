@@ -192,8 +192,10 @@ class EmbeddedPostgres:
 
     def _clear_dead_server(self) -> None:
         """After the postmaster died: wait for (then end) the backends it left behind, and
-        drop a pid file that names it while it lingers as a zombie (PostgreSQL would take
-        the zombie for a running server and refuse to start). Call under pgserver's lock."""
+        drop the lock files that name it while it lingers as a zombie (PostgreSQL would
+        take the zombie for a running server and refuse to start). Only once no process of
+        the old server is left, so two servers never share the data directory. Call under
+        pgserver's lock."""
         import psutil
 
         pid = self._postmaster_pid()
@@ -212,6 +214,8 @@ class EmbeddedPostgres:
             psutil.wait_procs(left, timeout=ORPHAN_WAIT_S)
             logger.warning(f"embedded PostgreSQL: {len(orphans)} backend(s) of the dead server "
                            f"gone ({len(left)} had to be killed)")
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # ours to reap when we are PID 1 (a container)
         if psutil.pid_exists(pid):  # a zombie still holds the PID the lock files name
             for lock in self._lock_files():
                 with contextlib.suppress(OSError):
