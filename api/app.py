@@ -22,6 +22,7 @@ from api import (
     world,
 )
 from api.middleware import add_hardening
+from api.unavailable import add_database_errors
 from config import Settings
 from runner.runtime import AppRuntime
 
@@ -42,4 +43,5 @@ def create_app(settings: Settings) -> FastAPI:
                    control, insights, keys, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
+    add_database_errors(app)  # a database that cannot answer: 503 with the reason
     return app

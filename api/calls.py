@@ -18,7 +18,7 @@ from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api/calls", tags=["calls"])
 
-ToolErrorFilter = Literal["true", "false", "guard", "pms", "other"]
+ToolErrorFilter = Literal["true", "false", "guard", "pms", "conflict", "timeout", "other"]
 # Text filters are compared in PostgreSQL, which refuses a NUL in text: 422, not a 500.
 NO_NUL = r"^[^\x00]*$"
 
@@ -113,7 +113,7 @@ class ToolCallOut(BaseModel):
     started_ms: int | None = None
     duration_ms: int | None = None
     succeeded: bool | None = None
-    error_class: str | None = Field(default=None, description="guard, pms or other")
+    error_class: str | None = Field(default=None, description="guard, pms, conflict, timeout or other")
     error_message: str | None = None
 
 
@@ -250,8 +250,10 @@ async def list_calls(
             raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
     filters = history_filters(started_after, started_before, state, status_,
                               completion_reason, escalated, tool_error)
-    calls = await repo.list_calls(runtime.db.pool, workspace_id, limit=limit + 1,
-                                  filters=filters, cursor=position)
+    calls = await runtime.db.bounded(
+        repo.list_calls(runtime.db.pool, workspace_id, limit=limit + 1, filters=filters,
+                        cursor=position),
+        what="call list")
     page, more = calls[:limit], len(calls) > limit
     next_cursor = None
     if more:
@@ -270,7 +272,8 @@ async def call_detail(
     runtime: AppRuntime = Depends(get_runtime),
 ) -> dict[str, Any]:
     """One call with its turns, transitions, tool calls, events, escalations and safety."""
-    detail = await repo.get_call_detail(runtime.db.pool, call_id, workspace_id)
+    detail = await runtime.db.bounded(
+        repo.get_call_detail(runtime.db.pool, call_id, workspace_id), what="call read")
     if detail is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
     detail["safety"] = safety_state(detail["escalations"], detail["events"]).model_dump()

@@ -11,7 +11,6 @@ change takes effect from the workspace's next call, never in the middle of one.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -75,7 +74,8 @@ class VoiceSettingsOut(BaseModel):
 
 
 async def _voice_settings_out(runtime: AppRuntime, workspace_id: str) -> VoiceSettingsOut:
-    raw = await repo.get_voice_settings_raw(runtime.db.pool, workspace_id)
+    raw = await runtime.db.bounded(repo.get_voice_settings_raw(runtime.db.pool, workspace_id),
+                                   what="voice settings read")
     effective, problems = parse_voice_settings(raw)
     return VoiceSettingsOut(effective=effective, stored=raw if isinstance(raw, dict) else None,
                             problems=problems, policy=list(voice_settings_policy()))
@@ -95,7 +95,8 @@ async def put_voice_settings(body: VoiceSettingsInput,
                              runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
     """Replace the settings: the fields given are stored, the rest follow the defaults."""
     stored = body.model_dump(mode="json", exclude_unset=True)
-    await repo.set_voice_settings(runtime.db.pool, workspace_id, stored)
+    await runtime.db.bounded(repo.set_voice_settings(runtime.db.pool, workspace_id, stored),
+                             what="voice settings write")
     logger.info(f"workspace {workspace_id}: voice settings replaced ({sorted(stored)})")
     return await _voice_settings_out(runtime, workspace_id)
 
@@ -106,7 +107,8 @@ async def patch_voice_settings(body: VoiceSettingsInput,
                                workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> VoiceSettingsOut:
     """Change the fields given; the other stored fields stay as they are."""
-    raw = await repo.get_voice_settings_raw(runtime.db.pool, workspace_id)
+    raw = await runtime.db.bounded(repo.get_voice_settings_raw(runtime.db.pool, workspace_id),
+                                   what="voice settings read")
     changes = body.model_dump(mode="json", exclude_unset=True)
     try:
         merged = VoiceSettingsInput.model_validate({**stored_fields(raw), **changes})
@@ -114,8 +116,9 @@ async def patch_voice_settings(body: VoiceSettingsInput,
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
             {"loc": ["stored", *err["loc"]], "msg": err["msg"], "type": err["type"]}
             for err in error.errors()]) from error
-    await repo.set_voice_settings(runtime.db.pool, workspace_id,
-                                  merged.model_dump(mode="json", exclude_unset=True))
+    await runtime.db.bounded(repo.set_voice_settings(
+        runtime.db.pool, workspace_id, merged.model_dump(mode="json", exclude_unset=True)),
+        what="voice settings write")
     logger.info(f"workspace {workspace_id}: voice settings changed ({sorted(changes)})")
     return await _voice_settings_out(runtime, workspace_id)
 
@@ -166,7 +169,8 @@ def _builtin_concepts() -> list[ConceptOut]:
 async def list_safety_concepts(workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> list[ConceptOut]:
     """The default concepts (builtin) and then the workspace's own."""
-    own = await safety_db.list_safety_concepts(runtime.db.pool, workspace_id)
+    own = await runtime.db.bounded(
+        safety_db.list_safety_concepts(runtime.db.pool, workspace_id), what="safety concepts read")
     return _builtin_concepts() + [ConceptOut(**row, builtin=False) for row in own]
 
 
@@ -179,8 +183,9 @@ async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(req
     spec = ConceptSpec(**body.model_dump())
     embedder = runtime.safety.embedder
     try:
-        await asyncio.wait_for(safety_db.create_safety_concept(
-            runtime.db.pool, workspace_id, spec, embedder), CONCEPT_EMBED_TIMEOUT_S)
+        await runtime.db.bounded(safety_db.create_safety_concept(
+            runtime.db.pool, workspace_id, spec, embedder), what="safety concept create",
+            timeout=CONCEPT_EMBED_TIMEOUT_S)
     except safety_db.ConceptError as error:
         raise HTTPException(status.HTTP_409_CONFLICT, str(error)) from error
     except Exception as error:  # noqa: BLE001 - embedder or database down; the insert is
@@ -191,8 +196,8 @@ async def create_safety_concept(body: ConceptIn, workspace_id: str = Depends(req
                             "the examples could not be embedded and stored; nothing was "
                             "stored, try again") from error
     logger.info(f"workspace {workspace_id}: safety concept {spec.key} created")
-    (created,) = [row for row in await safety_db.list_safety_concepts(
-        runtime.db.pool, workspace_id) if row["key"] == spec.key]
+    (created,) = [row for row in await runtime.db.bounded(safety_db.list_safety_concepts(
+        runtime.db.pool, workspace_id), what="safety concepts read") if row["key"] == spec.key]
     return ConceptOut(**created, builtin=False)
 
 
@@ -204,8 +209,9 @@ async def delete_safety_concept(key: str, workspace_id: str = Depends(require_wo
     if key in {c.key for c in default_concepts()}:
         raise HTTPException(status.HTTP_409_CONFLICT,
                             f"{key!r} is a default concept, always active")
-    if not re.fullmatch(CONCEPT_KEY, key) or not await safety_db.delete_safety_concept(
-            runtime.db.pool, workspace_id, key):
+    if not re.fullmatch(CONCEPT_KEY, key) or not await runtime.db.bounded(
+            safety_db.delete_safety_concept(runtime.db.pool, workspace_id, key),
+            what="safety concept delete"):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "safety concept not found")
     logger.info(f"workspace {workspace_id}: safety concept {key} deleted")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -246,7 +252,8 @@ class KeytermsOut(BaseModel):
 async def _keyterms_out(runtime: AppRuntime, workspace_id: str,
                         service: dict[str, Any]) -> KeytermsOut:
     voice, _problems = parse_voice_settings(
-        await repo.get_voice_settings_raw(runtime.db.pool, workspace_id))
+        await runtime.db.bounded(repo.get_voice_settings_raw(runtime.db.pool, workspace_id),
+                                 what="voice settings read"))
     system = list(runtime.settings.call.system_keyterms)
     return KeytermsOut(
         service_id=service["id"], keyterms=service["keyterms"],
@@ -264,14 +271,16 @@ def _found(service: dict[str, Any] | None) -> dict[str, Any]:
 async def list_services(workspace_id: str = Depends(require_workspace),
                         runtime: AppRuntime = Depends(get_runtime)) -> list[dict[str, Any]]:
     # Rows as they are: `response_model` picks the fields, validates and serialises once.
-    return await control.list_services(runtime.db.pool, workspace_id)
+    return await runtime.db.bounded(control.list_services(runtime.db.pool, workspace_id),
+                                    what="services read")
 
 
 @router.get("/services/{service_id}/keyterms", response_model=KeytermsOut,
             responses=_errors(404))
 async def get_service_keyterms(service_id: str, workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
-    service = _found(await control.get_service(runtime.db.pool, workspace_id, service_id))
+    service = _found(await runtime.db.bounded(
+        control.get_service(runtime.db.pool, workspace_id, service_id), what="service read"))
     return await _keyterms_out(runtime, workspace_id, service)
 
 
@@ -281,8 +290,8 @@ async def put_service_keyterms(service_id: str, body: KeytermsIn,
                                workspace_id: str = Depends(require_workspace),
                                runtime: AppRuntime = Depends(get_runtime)) -> KeytermsOut:
     """Replace the service's keyterms (the first layer of each call's merge)."""
-    service = _found(await control.set_service_keyterms(
-        runtime.db.pool, workspace_id, service_id, body.keyterms))
+    service = _found(await runtime.db.bounded(control.set_service_keyterms(
+        runtime.db.pool, workspace_id, service_id, body.keyterms), what="keyterms write"))
     logger.info(f"service {service['id']}: {len(body.keyterms)} keyterms stored")
     return await _keyterms_out(runtime, workspace_id, service)
 
@@ -326,7 +335,9 @@ async def _operator_acted(
     """An operator's action (`act`: acknowledge or resolve) and the escalation after it;
     a change reaches the call's observers (through the pod running it; a finished call
     has only the stored change)."""
-    action = await act(runtime.db.pool, workspace_id, escalation_id, body.operator)
+    action = await runtime.db.bounded(
+        act(runtime.db.pool, workspace_id, escalation_id, body.operator),
+        what="escalation update")
     out = _escalation(action.escalation)
     if action.changed and action.escalation is not None:
         await runtime.ops.escalation_changed(workspace_id, action.escalation,
@@ -342,8 +353,10 @@ async def list_escalations(
 ) -> list[dict[str, Any]]:
     """The workspace's escalations, newest first (all, or of one status)."""
     # Rows as they are: `response_model` validates and serialises them once.
-    return await control.list_escalations(runtime.db.pool, workspace_id,
-                                          status=status_filter, limit=limit)
+    return await runtime.db.bounded(
+        control.list_escalations(runtime.db.pool, workspace_id, status=status_filter,
+                                 limit=limit),
+        what="escalations read")
 
 
 @router.post("/escalations/{escalation_id}/acknowledge", response_model=EscalationOut,

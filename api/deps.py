@@ -41,6 +41,8 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, invalid or revoked API key"},
     429: {"description": "Rate limit of the key, or the client address's failed-"
                          "authentication budget, exceeded (see Retry-After)"},
+    503: {"description": "The database is unavailable or did not answer in time (the "
+                         "detail says which); retry later"},
 }
 
 
@@ -51,7 +53,7 @@ def get_runtime(request: Request) -> AppRuntime:
 async def own_call(runtime: AppRuntime, call_id: str, workspace_id: str) -> dict[str, Any]:
     """One of the workspace's calls (its row); 404 for an unknown call and another
     workspace's call alike, so a key cannot learn which ids exist elsewhere."""
-    call = await repo.get_call(runtime.db.pool, call_id)
+    call = await runtime.db.bounded(repo.get_call(runtime.db.pool, call_id), what="call read")
     if call is None or str(call.get("workspace_id")) != workspace_id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
     return call
@@ -81,7 +83,9 @@ class ApiKeyCache:
         now = time.monotonic()
         cached = self._keys.get(key_hash)
         if cached is None or now - cached.verified_at > self._ttl_s:
-            row = await repo.authenticate_api_key(runtime.db.pool, plaintext)
+            # DatabaseUnavailable here is a 503 (api.app), never a 401: the key may be fine.
+            row = await runtime.db.bounded(
+                repo.authenticate_api_key(runtime.db.pool, plaintext), what="API key check")
             if row is None:
                 self._keys.pop(key_hash, None)
                 return None
@@ -109,7 +113,8 @@ class ApiKeyCache:
     @staticmethod
     async def _touch(runtime: AppRuntime, key_id: str) -> None:
         try:
-            await repo.touch_api_key(runtime.db.pool, key_id)
+            await runtime.db.bounded(repo.touch_api_key(runtime.db.pool, key_id),
+                                     what="API key use")
         except Exception as error:  # a missed last_used_at is not worth failing anything
             logger.warning("api key last_used_at not recorded: {}", type(error).__name__)
 

@@ -1,4 +1,10 @@
-"""Liveness and readiness: database reachability and the active providers."""
+"""Liveness and readiness: database reachability and the active providers.
+
+`status` is `ok` (200) only when the database answers now and its supervisor has
+finished any recovery (pool refreshed, spool replayed); `degraded` (503) while it does
+not answer; `recovering` (503) while the embedded server restarts or the spool replays.
+The database check is bounded (`DB_PING_TIMEOUT_S`) even when the server is frozen.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from api.deps import get_runtime
+from db.deadline import unwinding
 from runner.runtime import AppRuntime
 
 router = APIRouter(tags=["health"])
@@ -13,11 +20,21 @@ router = APIRouter(tags=["health"])
 
 @router.get("/health")
 async def health(runtime: AppRuntime = Depends(get_runtime)) -> JSONResponse:
-    db_ok = await runtime.db.ping()
+    reason = await runtime.db.probe()
+    supervisor = runtime.db_supervisor.status()
+    if reason is None and supervisor.state == "ok":
+        status = "ok"
+    else:
+        status = "recovering" if reason is None or supervisor.state == "recovering" else "degraded"
+        if (reason is None) != (supervisor.state == "ok"):
+            runtime.db_supervisor.nudge()  # it answers again, or just failed: look now
     body = {
-        "status": "ok" if db_ok else "degraded",
-        "database": {"ok": db_ok, "embedded": runtime.db.embedded},
+        "status": status,
+        "database": {
+            **supervisor.as_dict(), "ok": reason is None, "embedded": runtime.db.embedded,
+            "reason": reason or supervisor.reason, "abandoned_work": unwinding(),
+        },
         "providers": runtime.plan.snapshot(),
         "active_calls": len(runtime.active_calls),
     }
-    return JSONResponse(body, status_code=200 if db_ok else 503)
+    return JSONResponse(body, status_code=200 if status == "ok" else 503)

@@ -117,16 +117,20 @@ async def get_state_guide(
 ) -> StateGuideResponse:
     """The service's context graph merged with its last `last` calls."""
     if service_id is None:
-        service = await repo.default_service(runtime.db.pool, workspace_id)
+        service = await runtime.db.bounded(repo.default_service(runtime.db.pool, workspace_id),
+                                           what="service read")
         if service is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, "the workspace has no service")
         service_id = str(service["id"])
     elif repo.as_uuid(service_id) is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "service not found")
-    graph = await runtime.service_graph(workspace_id, service_id)
+    graph = await runtime.db.bounded(runtime.service_graph(workspace_id, service_id),
+                                     what="service graph read")
     if graph is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "service not found")
-    seen = await call_aggregates(runtime.db.pool, workspace_id, service_id, last)
+    seen = await runtime.db.bounded(
+        call_aggregates(runtime.db.pool, workspace_id, service_id, last),
+        what="call aggregates read")
     guide = state_guide(graph, seen)
     # Read the nested dataclasses by attribute: `asdict` deep-copied the whole guide only
     # for pydantic to walk it again (3.4 ms → 0.17 ms on clinic_booking).

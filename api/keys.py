@@ -44,7 +44,8 @@ async def list_keys(
     runtime: AppRuntime = Depends(get_runtime),
 ) -> list[dict[str, Any]]:
     # Rows as they are: `response_model` validates and serialises them once.
-    return await repo.list_api_keys(runtime.db.pool, workspace_id)
+    return await runtime.db.bounded(repo.list_api_keys(runtime.db.pool, workspace_id),
+                                    what="API keys read")
 
 
 @router.post("", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED,
@@ -54,8 +55,10 @@ async def create_key(
     workspace_id: str = Depends(require_workspace),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> ApiKeyCreated:
-    plaintext = await repo.create_api_key(runtime.db.pool, workspace_id, body.name)
-    row = await repo.get_api_key(runtime.db.pool, plaintext)
+    plaintext = await runtime.db.bounded(
+        repo.create_api_key(runtime.db.pool, workspace_id, body.name), what="API key create")
+    row = await runtime.db.bounded(repo.get_api_key(runtime.db.pool, plaintext),
+                                   what="API key read")
     logger.info("api key {} created", row["prefix"])
     return ApiKeyCreated(**row, key=plaintext)
 
@@ -69,7 +72,8 @@ async def revoke_key(
     runtime: AppRuntime = Depends(get_runtime),
 ) -> None:
     """Revoke a key by id (or by its prefix); the caller may revoke the key it uses."""
-    revoked = await repo.revoke_api_key_by_id(runtime.db.pool, workspace_id, key_id)
+    revoked = await runtime.db.bounded(
+        repo.revoke_api_key_by_id(runtime.db.pool, workspace_id, key_id), what="API key revoke")
     if revoked is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "key not found")
     key_cache(request.app).forget(revoked["key_hash"])

@@ -41,6 +41,7 @@ from api.deps import (
     require_workspace,
 )
 from db import repositories as repo
+from db.deadline import DatabaseUnavailable
 from ops.bus import ObserverSlot, Subscription
 from ops.commands import CallAction, OperatorAction, OperatorCommand
 from ops.registry import ActiveCall, RegistryUnavailable
@@ -155,6 +156,10 @@ async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
     except AuthThrottled:
         await _refuse(websocket, "too many failed attempts")
         return None
+    except DatabaseUnavailable:
+        logger.warning("observer: API key not checked (database unavailable)")
+        await _refuse(websocket, "database unavailable", TRY_AGAIN_LATER)
+        return None
     except Exception as error:  # noqa: BLE001 - cannot check the key: no access
         logger.warning(f"observer: API key not checked ({type(error).__name__})")
         return None
@@ -205,8 +210,9 @@ async def _call_detail(runtime: AppRuntime, call_id: str,
                        workspace_id: str) -> tuple[bool, dict[str, Any] | None]:
     """(answered, detail): detail None and answered True = not this workspace's call."""
     try:
-        detail = await asyncio.wait_for(
-            repo.get_call_detail(runtime.db.pool, call_id, workspace_id), SNAPSHOT_TIMEOUT_S)
+        detail = await runtime.db.bounded(
+            repo.get_call_detail(runtime.db.pool, call_id, workspace_id),
+            what="call snapshot", timeout=SNAPSHOT_TIMEOUT_S)
         return True, detail
     except Exception as error:  # noqa: BLE001 - the registry may still vouch for the call
         logger.warning(f"observer: call record not read ({type(error).__name__})")

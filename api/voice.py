@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -12,6 +11,7 @@ from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
 from call.call_session import CallLog, CompletionReason
 from db import repositories as repo
+from db.deadline import Budget
 from lib.redaction import mask_phone
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
@@ -19,7 +19,9 @@ from services.twilio.twiml import busy_twiml, stream_twiml, unavailable_twiml
 
 router = APIRouter(prefix="/voice", tags=["voice"])
 
-DB_TIMEOUT_S = 2.0
+# The call's row is written even when the lookups used the budget up (a slow but live
+# database): a caller put through with no row would have no record.
+MIN_WRITE_S = 0.3
 TERMINAL_STATUSES = {"completed", "busy", "failed", "no-answer", "canceled"}
 
 
@@ -32,9 +34,11 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     form = await verified_form(request, runtime.settings)
     call_sid, to_number = form.get("CallSid"), form.get("To")
     logger.info(f"incoming call to {mask_phone(to_number)} from {mask_phone(form.get('From'))}")
+    budget = Budget(runtime.settings.storage.db_request_timeout_s)  # all of its lookups
     try:
-        existing = await asyncio.wait_for(
-            repo.find_call_by_sid(runtime.db.pool, call_sid), DB_TIMEOUT_S
+        existing = await runtime.db.bounded(
+            repo.find_call_by_sid(runtime.db.pool, call_sid), what="call lookup",
+            timeout=budget.left(),
         )
     except Exception as error:
         logger.error(f"answer webhook: cannot look the call up ({type(error).__name__})")
@@ -44,15 +48,15 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     if not runtime.has_capacity():
         return _xml(await _turn_away_busy(runtime, form))
     try:
-        profile = await runtime.resolve_profile("", to_number)
-        call_id = await asyncio.wait_for(
+        profile = await runtime.resolve_profile("", to_number, timeout=budget.left())
+        call_id = await runtime.db.bounded(
             repo.create_call(
                 runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
                 call_sid=call_sid, direction="inbound", from_number=form.get("From"),
                 to_number=to_number, status="ringing",
                 config_snapshot=runtime.snapshot(profile),
             ),
-            DB_TIMEOUT_S,
+            what="call creation", timeout=max(budget.left(), MIN_WRITE_S),
         )
     except Exception as error:
         logger.error(f"answer webhook: cannot create the call record ({type(error).__name__})")
@@ -81,13 +85,13 @@ async def _turn_away_busy(runtime: AppRuntime, form) -> str:
     in_hand = runtime.calls_in_hand()
     logger.warning(f"at capacity ({in_hand} calls): telling the caller the lines are busy")
     try:
-        call_id = await asyncio.wait_for(
+        call_id = await runtime.db.bounded(
             repo.create_call(
                 runtime.db.pool, workspace_id=None, service_id=None, call_sid=form.get("CallSid"),
                 direction="inbound", from_number=form.get("From"), to_number=form.get("To"),
                 status="completed",
             ),
-            DB_TIMEOUT_S,
+            what="busy call",
         )
         log = CallLog(call_id, runtime.writer)
         log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.call_capacity)
@@ -104,21 +108,30 @@ async def status_callback(request: Request, runtime: AppRuntime = Depends(get_ru
     form = await verified_form(request, runtime.settings)
     call_sid, call_status = form.get("CallSid"), form.get("CallStatus", "")
     try:
-        call = await asyncio.wait_for(repo.find_call_by_sid(runtime.db.pool, call_sid), DB_TIMEOUT_S)
-        if call is None:
-            logger.info(f"status callback for an unknown call ({call_status})")
-            return Response(status_code=204)
-        fields: dict = {"twilio_status": call_status}
-        if form.get("CallDuration", "").isdigit():
-            fields["twilio_duration_s"] = int(form["CallDuration"])
-        never_connected = call.get("connected_at") is None and call.get("ended_at") is None
-        if call_status in TERMINAL_STATUSES and never_connected:
-            fields.update(
-                status="completed", ended_at=datetime.now(UTC),
-                completion_reason=f"twilio_{call_status.replace('-', '_')}",
-            )
-        await repo.update_call(runtime.db.pool, call["id"], **fields)
+        known = await runtime.db.bounded(
+            _record_status(runtime.db.pool, call_sid, call_status, form), what="call status")
     except Exception as error:
         logger.error(f"status callback not recorded ({type(error).__name__})")
         return Response(status_code=503)
+    if not known:
+        logger.info(f"status callback for an unknown call ({call_status})")
     return Response(status_code=204)
+
+
+async def _record_status(pool, call_sid: str | None, call_status: str, form) -> bool:
+    """Store Twilio's report on the call (closing one that never connected); False when
+    the call is not ours."""
+    call = await repo.find_call_by_sid(pool, call_sid)
+    if call is None:
+        return False
+    fields: dict = {"twilio_status": call_status}
+    if form.get("CallDuration", "").isdigit():
+        fields["twilio_duration_s"] = int(form["CallDuration"])
+    never_connected = call.get("connected_at") is None and call.get("ended_at") is None
+    if call_status in TERMINAL_STATUSES and never_connected:
+        fields.update(
+            status="completed", ended_at=datetime.now(UTC),
+            completion_reason=f"twilio_{call_status.replace('-', '_')}",
+        )
+    await repo.update_call(pool, call["id"], **fields)
+    return True

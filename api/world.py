@@ -56,7 +56,9 @@ async def call_events(call_id: str, workspace_id: str = Depends(require_workspac
                       runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
     """What the call wrote, with each event's provenance and verification."""
     await own_call(runtime, call_id, workspace_id)
-    return [_event(e) for e in await world.call_events(runtime.db.pool, call_id)]
+    events = await runtime.db.bounded(world.call_events(runtime.db.pool, call_id),
+                                      what="call events read")
+    return [_event(e) for e in events]
 
 
 @router.post("/calls/{call_id}/verify", response_model=VerificationOut)
@@ -80,5 +82,6 @@ async def review_queue(limit: int = Query(default=50, ge=1, le=500),
                        workspace_id: str = Depends(require_workspace),
                        runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
     """Flagged events awaiting a person, newest first."""
-    return [_event(e) for e in await world.review_queue(runtime.db.pool, workspace_id,
-                                                        limit=limit)]
+    events = await runtime.db.bounded(
+        world.review_queue(runtime.db.pool, workspace_id, limit=limit), what="review queue read")
+    return [_event(e) for e in events]

@@ -136,7 +136,7 @@ class CallLog:
         duration_ms: int, error_class: str | None = None, error_message: str | None = None,
     ) -> None:
         """One tool call and its result; `error_class` is guard (the graph refused it), pms
-        (the practice system failed) or other.
+        (the practice system failed), timeout (a write not confirmed in time) or other.
         `tool_call_id`: the one `tool_started` gave."""
         self._submit(ToolCallRecord(
             call_id=self.call_id, tool_call_id=tool_call_id, name=name, input=input_,

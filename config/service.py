@@ -65,6 +65,37 @@ class StorageSettings(SettingsGroup):
     )
     db_write_retries: int = Field(default=5, ge=0)
     db_write_timeout_s: float = Field(default=5.0, gt=0)
+    db_request_timeout_s: float = Field(
+        default=1.5, gt=0, le=30,
+        description="Longest a webhook, the health check, an API request or a caller's turn "
+        "waits on the database before answering without it (webhooks must answer within 2 s).",
+    )
+    db_statement_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="Longest any one statement may run: the server cancels it (statement_timeout) "
+        "and the client stops waiting for it (asyncpg command_timeout), so no background task "
+        "waits on a stalled database for ever.",
+    )
+    db_connect_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    db_cleanup_timeout_s: float = Field(
+        default=5.0, gt=0, le=120,
+        description="How long database work abandoned at its deadline may take to unwind in "
+        "the background before it is reported as stuck.",
+    )
+    db_check_interval_s: float = Field(
+        default=1.0, gt=0, le=60,
+        description="How often the database supervisor pings the database while it is healthy.",
+    )
+    db_ping_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    db_reconnect_max_backoff_s: float = Field(
+        default=30.0, gt=0, le=600,
+        description="Longest wait between two reconnection attempts (or embedded restarts) "
+        "while the database is down; the wait doubles from the check interval up to it.",
+    )
+    db_restart_timeout_s: float = Field(
+        default=30.0, gt=0, le=300,
+        description="Longest one restart of the embedded PostgreSQL may take.",
+    )
 
     @property
     def recordings_dir(self) -> Path:

@@ -20,6 +20,7 @@ from db.pool import refresh_connections
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 LOCK_ID = 7_406_311_001  # arbitrary constant meaning "this project's schema migrations"
+MIGRATION_TIMEOUT_S = 24 * 3600.0  # the client waits for one migration at most this long
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 _CREATE_LEDGER = """
@@ -92,7 +93,9 @@ async def _apply_one(conn: asyncpg.Connection, migration: Migration) -> bool:
                     "applied (checksum mismatch); add a new migration instead of editing it"
                 )
             return False
-        await conn.execute(migration.sql)
+        # A migration may rebuild a large table: no per-statement bound (DB_STATEMENT_TIMEOUT_S).
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        await conn.execute(migration.sql, timeout=MIGRATION_TIMEOUT_S)
         await conn.execute(
             "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
             migration.version, migration.name, migration.checksum,

@@ -394,7 +394,8 @@ class CallFilters:
     status: str | None = None
     completion_reason: str | None = None
     escalated: bool | None = None
-    # True/False: has (no) failed tool call; "guard" | "pms" | "other": one of that class.
+    # True/False: has (no) failed tool call; "guard" | "pms" | "conflict" | "timeout" |
+    # "other": one of that class.
     tool_error: bool | str | None = None
 
 

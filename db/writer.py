@@ -4,7 +4,8 @@
 the voice path. A background task writes in batches; every write is idempotent
 (see `db.records`), so retrying after a timeout cannot duplicate anything. A batch
 that keeps failing is appended to a spool file (`DATA_DIR/spool/`), which
-`replay_spool` re-applies at the next start; a record the database rejects outright
+`replay_spool` re-applies at the next start and whenever the database supervisor
+(`db.supervisor`) sees the database healthy again; a record the database rejects outright
 (a bad value, a missing call) goes to `rejected.jsonl` instead of being retried
 forever. A DB hiccup costs latency in the background, never audio, never records.
 """
@@ -22,6 +23,7 @@ import asyncpg
 from loguru import logger
 
 from config import Settings
+from db.deadline import within
 from db.records import (
     CallUpdate,
     EscalationRecord,
@@ -74,6 +76,7 @@ class CallRecordWriter:
         self._pool = pool
         self._retries = settings.storage.db_write_retries
         self._timeout = settings.storage.db_write_timeout_s
+        self._cleanup_s = settings.storage.db_cleanup_timeout_s
         self._spool_dir = settings.storage.data_dir / "spool"
         self._queue_limit = queue_limit
         self._batch_size = batch_size
@@ -91,6 +94,7 @@ class CallRecordWriter:
         self.spilled = 0
         self.rejected = 0
         self.replayed = 0
+        self.replay_complete = True  # the last replay found the database up to the end
 
     @property
     def pending(self) -> int:
@@ -160,8 +164,10 @@ class CallRecordWriter:
             self._finish(len(leftover))
 
     async def replay_spool(self) -> int:
-        """Re-apply records spilled by earlier runs; returns how many were applied."""
+        """Re-apply spilled records (earlier runs', or this one's during an outage); returns
+        how many were applied. `replay_complete` says whether it got through them all."""
         applied = 0
+        complete = True
         try:
             with claimed_files(self._spool_dir) as paths:
                 for path in paths:
@@ -171,6 +177,8 @@ class CallRecordWriter:
                         break
         except OSError as error:
             logger.error(f"spool replay skipped: spool unusable ({type(error).__name__})")
+            complete = False
+        self.replay_complete = complete
         if applied:
             logger.info(f"replayed {applied} spooled call records")
         self.replayed += applied
@@ -211,10 +219,16 @@ class CallRecordWriter:
                 waiter.set_result(None)
 
     async def _attempt(self, records: Sequence[Record]) -> None:
-        """One bounded attempt: all of `records` in one transaction, or none."""
-        async with asyncio.timeout(self._timeout):
-            async with self._pool.acquire() as conn, conn.transaction():
-                await write_records(conn, records)
+        """One bounded attempt: all of `records` in one transaction, or none. The bound
+        holds on a frozen server (`db.deadline.within`); a timed-out transaction is cut
+        off, and since every write is idempotent, a retry or replay of one that did
+        commit changes nothing."""
+        await within(self._transaction(records), self._timeout, what="call record batch",
+                     cleanup_s=self._cleanup_s)
+
+    async def _transaction(self, records: Sequence[Record]) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await write_records(conn, records)
 
     async def _write_batch(self, batch: list[Record]) -> None:
         for attempt in range(self._retries + 1):

@@ -34,7 +34,8 @@ FIELDS = frozenset({
     "lookup_result",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
-OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "slot_taken", "slot_taken_none"})
+OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow", "slot_taken",
+                      "slot_taken_none"})
 
 
 class ActionLines(BaseModel):
@@ -179,6 +180,8 @@ def _failure(result: ToolResult, session: GraphSession) -> str:
     """Which outcome line says why the tool did not do its job."""
     if result.error_class == "guard":
         return "blocked"
+    if result.error_class == "timeout":  # the write may have gone through: the team checks
+        return "system_slow"
     if result.error_class == "conflict":  # the tool offered the next free slot, if any
         return "slot_taken" if session.picked_slot else "slot_taken_none"
     return "system_down"

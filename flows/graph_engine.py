@@ -12,7 +12,6 @@ in static prompt mode by whatever comes next in the pipeline, never left in sile
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import asyncpg
 from loguru import logger
 
 from call.call_session import CallLog
+from db.deadline import within
 from flows.ambient import ambient_context
 from flows.engage_local import engage
 from flows.graph import ContextGraph
@@ -98,7 +98,7 @@ class GraphEngine:
         self.state = entry
         took_action(self.session, self.graph.states[entry].actions[0])
         try:
-            await asyncio.wait_for(self._prefetch(), PREFETCH_TIMEOUT_S)
+            await within(self._prefetch(), PREFETCH_TIMEOUT_S, what="call prefetch")
         except Exception as error:  # noqa: BLE001 - the call goes on without the context
             logger.warning(f"call {self.session.call_id}: prefetch failed ({type(error).__name__})")
             self.log.event("prefetch_failed", error=type(error).__name__)
@@ -121,7 +121,7 @@ class GraphEngine:
         if not self.chart_outdated:
             return
         try:
-            await asyncio.wait_for(load_chart(self.session, self.pool), CHART_TIMEOUT_S)
+            await within(load_chart(self.session, self.pool), CHART_TIMEOUT_S, what="chart")
         except Exception as error:  # noqa: BLE001 - the call goes on with what it had
             logger.warning(f"call {self.session.call_id}: chart not refreshed "
                            f"({type(error).__name__})")

@@ -5,13 +5,14 @@ bookings `A1`, `A2`, and the ids behind them never leave the server. Writes only
 name the patient this call identified; an id the caller or the model supplies is never
 trusted. Each call is recorded with its error class: `guard` when refused, `pms` when
 the clinic system failed, `conflict` when the slot was just taken by someone else (the
-next free one is offered in its place), `other` for timeouts and the rest. Nothing here
-raises.
+next free one is offered in its place), `timeout` for a write the database did not
+confirm in time (it may have gone through: the clinic is asked to check, in the operator
+queue), `other` for other timeouts and the rest. The bound holds even on a frozen
+database (`db.deadline.within`). Nothing here raises.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from loguru import logger
 from call.call_session import CallLog
 from db import companion, world
 from db import scheduling as db
+from db.deadline import DatabaseUnavailable, within
 from db.slots import Slot, spread
 from db.world import EventDraft
 from flows import guards
@@ -42,6 +44,8 @@ from services.practice.base import PMSError, PracticeSystem, SlotConflict
 from services.practice.builtin import BuiltinPractice
 
 TOOL_TIMEOUT_S = 3.0
+# The operator-queue concept of a write the database did not confirm in time.
+UNCONFIRMED_WRITE_CONCEPT = "write_unconfirmed"
 SLOTS_READ_OUT = 2
 SEARCH_DAYS = 14
 # What the agent says when a taken slot's replacement is offered: a read-back, so the
@@ -154,7 +158,7 @@ class GraphTools:
 
     async def _run(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         try:
-            text = await asyncio.wait_for(self._handlers[name](args), self._timeout_s)
+            text = await within(self._handlers[name](args), self._timeout_s, what=f"tool {name}")
             return ToolResult(text)
         except (Refused, WorldRefused) as refusal:
             return ToolResult(f"blocked: {refusal}", "guard")
@@ -170,6 +174,13 @@ class GraphTools:
             return ToolResult(
                 "blocked: that record is not one of this caller's (or is already done).", "guard"
             )
+        except DatabaseUnavailable as error:
+            if error.timed_out and self._writes(name):
+                return self._unconfirmed(name)
+            logger.warning(f"tool {name}: clinic system unavailable ({error.reason})")
+            if error.timed_out:
+                return ToolResult("The clinic system did not answer in time.", "other")
+            return ToolResult("The clinic system is not answering right now.", "pms")
         except (asyncpg.PostgresError, OSError, ConnectionError) as error:
             logger.warning(f"tool {name}: clinic system error ({type(error).__name__})")
             return ToolResult("The clinic system is not answering right now.", "pms")
@@ -178,6 +189,21 @@ class GraphTools:
         except Exception as error:  # noqa: BLE001 - a tool failure is a result, never a crash
             logger.exception(f"tool {name} failed")
             return ToolResult(f"That did not work ({type(error).__name__}).", "other")
+
+    def _unconfirmed(self, name: str) -> ToolResult:
+        """A write the database did not confirm in time may still have gone through: it is
+        on record, the clinic is asked (operator queue) to check it and call back, and the
+        caller is told exactly that rather than that nothing changed."""
+        logger.warning(f"tool {name}: the database did not confirm the write in time")
+        self.log.event("write_unconfirmed", tool=name, waited_ms=int(self._timeout_s * 1000))
+        self.log.escalation(
+            UNCONFIRMED_WRITE_CONCEPT, "soft", similarity=None, judge=None,
+            reason=f"{name} was not confirmed in time: check whether it went through, "
+                   "then call the caller back")
+        return ToolResult(
+            "The clinic system did not confirm this in time, so it may or may not have gone "
+            "through; the clinic team has been asked to check and call the caller back.",
+            "timeout")
 
     def _resolve_refs(self, args: dict[str, Any]) -> dict[str, Any]:
         """`A1` → the appointment id behind it (unknown refs stay as given and fail guards)."""

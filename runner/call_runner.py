@@ -90,7 +90,8 @@ async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
     if not call_id:
         return None
     try:
-        return await asyncio.wait_for(repo.claim_call_for_stream(runtime.db.pool, call_id), 2.0)
+        return await runtime.db.bounded(repo.claim_call_for_stream(runtime.db.pool, call_id),
+                                        what="stream call lookup")
     except Exception as error:
         logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
         raise CallLookupFailed from error

@@ -20,6 +20,7 @@ from db.graph_store import latest_graph
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import fill_demo_clinic, is_empty, seed_demo
+from db.supervisor import DatabaseSupervisor
 from db.writer import CallRecordWriter
 from flows.catalog import engine_problems, runnable_graph
 from flows.graph import ContextGraph, GraphError, parse_graph
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 
 # A pre-warmed call that never connects expires after 30 s.
 PREWARM_TTL_S = 30.0
-DB_LOOKUP_TIMEOUT_S = 2.0
 WORLD_BACKFILL_TIMEOUT_S = 300.0
 VERIFY_TIMEOUT_S = 120.0
 
@@ -126,6 +126,8 @@ class AppRuntime:
         self.settings = settings
         self.db = db
         self.writer = writer
+        # Restarts the embedded server or reconnects, and replays the spool, while we run.
+        self.db_supervisor = DatabaseSupervisor(db, writer, settings.storage)
         self.plan = ProviderPlan.from_settings(settings)
         self.navigator_model = build_navigator_model(self.plan, settings)  # None: the rules
         self.emotion_providers = build_emotion_providers(self.plan, settings)
@@ -162,6 +164,7 @@ class AppRuntime:
         await writer.start()
         await writer.replay_spool()
         runtime = cls(settings, db, writer)
+        runtime.db_supervisor.start()
         runtime.plan.log()
         logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
         runtime.graph = load_context_graph(settings)
@@ -235,6 +238,7 @@ class AppRuntime:
         return self._background.start(work, name=name)
 
     async def close(self) -> None:
+        await self.db_supervisor.close()
         self._background.cancel()
         await self.world_index.drain()
         for task in list(self.active_calls.values()):
@@ -251,10 +255,13 @@ class AppRuntime:
 
     # --- Calls -----------------------------------------------------------------
 
-    async def resolve_profile(self, call_id: str, to_number: str | None) -> CallProfile:
-        """Workspace, clinic, keyterms and voice settings for a call; defaults if the DB is slow."""
+    async def resolve_profile(self, call_id: str, to_number: str | None, *,
+                              timeout: float | None = None) -> CallProfile:
+        """Workspace, clinic, keyterms and voice settings for a call; defaults if the DB
+        does not answer within `timeout` (default DB_REQUEST_TIMEOUT_S)."""
         try:
-            return await asyncio.wait_for(self._load_profile(call_id, to_number), DB_LOOKUP_TIMEOUT_S)
+            return await self.db.bounded(self._load_profile(call_id, to_number),
+                                         what="call profile", timeout=timeout)
         except Exception as error:
             logger.warning(f"call {call_id}: profile lookup failed ({type(error).__name__}); defaults")
             return self._default_profile(call_id, None, None, "the clinic", [], None)

@@ -11,6 +11,7 @@ import pytest
 from loguru import logger
 
 from db import repositories as repo
+from db.pool import Database
 from db.writer import (
     CallRecordWriter,
     CallUpdate,
@@ -20,6 +21,7 @@ from db.writer import (
     TurnRecord,
 )
 from tests.db.pools import FlakyPool, GatedPool, HangingPool, closed_pool
+from tests.db.stall import frozen, service_processes
 
 MakeWriter = Callable[..., CallRecordWriter]
 
@@ -148,6 +150,31 @@ async def test_a_database_that_hangs_costs_one_timeout_per_attempt_then_spills(
 
     assert flushed and hanging.attempts == 2 and writer.spilled == 1
     assert elapsed < 1.0
+
+
+async def test_a_frozen_database_costs_bounded_attempts_then_spills_and_nothing_is_lost(
+    db, pg_dsn, call_id, settings, make_writer
+):
+    stalled = await Database.connect(settings, min_size=1, max_size=2)
+    await stalled.pool.fetchval("SELECT 1")  # an idle connection, frozen with its server
+    writer = make_writer(stalled.pool, retries=1, timeout=0.3)
+    await writer.start()
+    try:
+        with frozen(await service_processes(pg_dsn)):
+            for seq in (1, 2, 3):
+                writer.submit(turn(call_id, seq))
+            started = time.perf_counter()
+            flushed = await writer.flush(4.0)
+            elapsed = time.perf_counter() - started
+        spilled = writer.spilled
+        replayed = await writer.replay_spool()
+    finally:
+        await writer.close(timeout=1)
+        await stalled.close()
+
+    assert flushed and elapsed < 2.0  # two attempts of 0.3 s, not the length of the stall
+    assert spilled == 3 and replayed == 3
+    assert await turn_seqs(db, call_id) == [1, 2, 3]
 
 
 async def test_submit_never_blocks_or_raises_while_the_database_hangs(call_id, make_writer):
