@@ -20,6 +20,7 @@ from loguru import logger
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.bearer import bearer_key
 from config import Settings
 
 # Same-origin dashboard with its own scripts, styles and media; observer sockets to itself.
@@ -193,11 +194,12 @@ def client_address(scope: Scope) -> str:
 
 
 def rate_limit_caller(scope: Scope) -> str:
-    """Who a request counts against: its bearer key (hashed, never kept in clear), else
-    its client address — unauthenticated guessing is limited too."""
-    authorization = _header(scope, b"authorization")
-    if authorization:
-        return "key:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+    """Who a request counts against: its bearer key as authentication reads it (hashed,
+    never kept in clear), else its client address — unauthenticated guessing and headers
+    that carry no key are limited too."""
+    key = bearer_key(_header(scope, b"authorization"))
+    if key is not None:
+        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:32]
     return f"ip:{client_address(scope)}"
 
 
