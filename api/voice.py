@@ -76,18 +76,37 @@ def _answer_again(request: Request, runtime: AppRuntime, call: dict) -> str:
     return unavailable_twiml()
 
 
+async def _dialled_service(runtime: AppRuntime, to_number: str | None,
+                           timeout_s: float) -> dict | None:
+    """The clinic a call dialled, by its To number; None for an unknown number or a lookup
+    that failed or outlasted `timeout_s` (the call is then kept without a clinic)."""
+    if not to_number:
+        return None
+    try:
+        return await asyncio.wait_for(repo.find_service_by_phone(runtime.db.pool, to_number),
+                                      timeout_s)
+    except Exception as error:
+        logger.warning(f"busy call: dialled clinic not found ({type(error).__name__})")
+        return None
+
+
 async def _turn_away_busy(runtime: AppRuntime, form) -> str:
-    """At capacity: the caller hears that the lines are busy, and the call is on record."""
+    """At capacity: the caller hears that the lines are busy, and the call is on record in
+    the dialled clinic's workspace, so the clinic sees the callers it missed. The lookup
+    and the insert share one `DB_TIMEOUT_S` bound."""
     in_hand = runtime.calls_in_hand()
     logger.warning(f"at capacity ({in_hand} calls): telling the caller the lines are busy")
+    deadline = asyncio.get_running_loop().time() + DB_TIMEOUT_S
+    service = await _dialled_service(runtime, form.get("To"), DB_TIMEOUT_S / 2) or {}
     try:
         call_id = await asyncio.wait_for(
             repo.create_call(
-                runtime.db.pool, workspace_id=None, service_id=None, call_sid=form.get("CallSid"),
+                runtime.db.pool, workspace_id=service.get("workspace_id"),
+                service_id=service.get("id"), call_sid=form.get("CallSid"),
                 direction="inbound", from_number=form.get("From"), to_number=form.get("To"),
                 status="completed",
             ),
-            DB_TIMEOUT_S,
+            max(0.0, deadline - asyncio.get_running_loop().time()),
         )
         log = CallLog(call_id, runtime.writer)
         log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.call_capacity)
