@@ -21,6 +21,7 @@ from api import (
     voice,
     world,
 )
+from api.errors import add_error_handlers
 from api.middleware import add_hardening
 from config import Settings
 from runner.runtime import AppRuntime
@@ -42,4 +43,5 @@ def create_app(settings: Settings) -> FastAPI:
                    control, insights, keys, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
+    add_error_handlers(app)  # a 422 echoes a bounded excerpt of the input
     return app
