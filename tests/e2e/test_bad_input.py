@@ -124,3 +124,29 @@ async def test_a_connection_that_never_starts_is_closed_after_the_timeout(server
         await ws.send(json.dumps({"event": "connected"}))
         with pytest.raises(websockets.ConnectionClosed):
             await asyncio.wait_for(ws.recv(), 10)
+
+
+async def test_a_malformed_dtmf_is_recorded_and_the_call_goes_on(server):
+    call_id, form = new_call(server)
+    async with websockets.connect(ws_url(server), max_size=None) as ws:
+        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+        await ws.send(b"\x00\x01 not twilio")  # binary before start: bad input, not fatal
+        await ws.send(start_message(call_id, form))
+        await ws.send(json.dumps({"event": "dtmf", "dtmf": "5"}))
+        for sequence in range(1, 6):
+            await ws.send(media(sequence))
+            await asyncio.sleep(0.02)
+        await ws.send(json.dumps({"event": "stop", "stop": {}}))
+    detail = await record(server, call_id)
+    assert detail["completion_reason"] == "caller_hangup"
+    bad = [(e["data"]["kind"], e["data"]["where"]) for e in detail["events"]
+           if e["type"] == "bad_input"]
+    assert ("binary", "before start") in bad and ("dtmf_malformed", "in call") in bad
+
+
+async def test_a_binary_first_frame_is_closed_as_unsupported_data(server):
+    async with websockets.connect(ws_url(server), max_size=None) as ws:
+        await ws.send(b"\x00\x01\x02")
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 5)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
