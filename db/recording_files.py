@@ -27,6 +27,8 @@ from typing import Literal
 import numpy as np
 from loguru import logger
 
+from lib.private_files import write_private
+
 Channel = Literal["caller", "agent"]
 CHANNEL_INDEX: dict[str, int] = {"caller": 0, "agent": 1}
 CHUNK_BYTES = 64 * 1024
@@ -169,7 +171,7 @@ def channel_wav(recording: Path, channel: Channel) -> Path | bytes:
     data = wav_bytes(channel_samples(audio, channel), audio.sample_rate)
     partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
     try:
-        partial.write_bytes(data)
+        write_private(partial, data)  # PHI, as the recording it comes from
         partial.replace(cached)  # atomic: a concurrent reader sees the old file or the new
     except OSError as error:
         logger.warning(f"channel cache not written ({type(error).__name__}); serving from memory")

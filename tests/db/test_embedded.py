@@ -1,5 +1,6 @@
 """The embedded server: socket paths that fit, start on demand, stop when the last handle goes."""
 
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,3 +73,19 @@ async def test_embedded_database_in_a_deep_data_dir_starts_shares_and_stops(serv
     assert alive_after_other_handle_stopped and pgvector
     assert not (settings.storage.embedded_db_dir / "postmaster.pid").exists()
     assert not await database.ping()
+
+
+async def test_the_data_folder_stays_closed_to_other_accounts(server_root):
+    data_dir = server_root / "data"
+    settings = Settings(_env_file=None, data_dir=data_dir, database_url=None)
+
+    database = await Database.connect(settings)
+    try:
+        alive = await database.ping()
+    finally:
+        await database.close()
+
+    assert alive  # PostgreSQL's own user (as root: `pgserver`) still reaches its data
+    for folder in (data_dir, server_root):
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        assert mode & 0o066 == 0, f"{folder} is {oct(mode)}: others may list or write it"
