@@ -12,7 +12,7 @@ from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
 from call.call_session import CallLog, CompletionReason
 from db import repositories as repo
-from lib.redaction import mask_phone
+from lib.redaction import loggable, mask_phone
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.twiml import busy_twiml, stream_twiml, unavailable_twiml
@@ -125,7 +125,7 @@ async def status_callback(request: Request, runtime: AppRuntime = Depends(get_ru
     try:
         call = await asyncio.wait_for(repo.find_call_by_sid(runtime.db.pool, call_sid), DB_TIMEOUT_S)
         if call is None:
-            logger.info(f"status callback for an unknown call ({call_status})")
+            logger.info(f"status callback for an unknown call ({loggable(call_status)})")
             return Response(status_code=204)
         fields: dict = {"twilio_status": call_status}
         if form.get("CallDuration", "").isdigit():

@@ -3,7 +3,10 @@ JSON, a validation error's echo bounded, a `Range` header of thousands of digits
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from loguru import logger
 
 from db import repositories as repo
 from tests.api.app_client import bearer, running_app
@@ -61,3 +64,26 @@ async def test_a_validation_error_echoes_only_a_bounded_excerpt_of_the_input(set
     assert error["loc"] == ["body", "name"] and error["input"].startswith("xxxx")
     assert error["input"].endswith("(500000 characters)")
     assert many.json()["detail"][-1]["type"] == "too_many_errors"
+
+
+async def test_webhook_values_reach_the_log_bounded_and_on_one_line(settings):
+    unsigned = settings.model_copy(update={"telephony": settings.telephony.model_copy(
+        update={"twilio_validate_signature": False})})
+    huge_number = "+1" + "5" * 100_000
+    forged = "ringing\nERROR forged line " + "x" * 100_000
+    lines: list[str] = []
+    sink = logger.add(lines.append, format="{message}")
+    try:
+        async with running_app(unsigned) as (_, client):
+            answered = await client.post("/voice/answer", data={
+                "CallSid": "CA" + uuid.uuid4().hex, "From": huge_number, "To": huge_number})
+            status = await client.post("/voice/status", data={
+                "CallSid": "CA" + uuid.uuid4().hex, "CallStatus": forged})
+    finally:
+        logger.remove(sink)
+
+    assert answered.status_code == 200 and status.status_code == 204
+    webhook_lines = [line for line in lines if "call" in line.lower()]
+    assert any("unknown call" in line for line in webhook_lines)
+    assert all(len(line) < 400 and line.count("\n") <= 1 for line in lines)
+    assert not any(line.startswith("ERROR forged") for line in "".join(lines).splitlines())

@@ -1,6 +1,6 @@
 """Phone numbers and secrets are masked before they reach a log line."""
 
-from lib.redaction import mask_phone, mask_phones_in, mask_secret
+from lib.redaction import loggable, mask_phone, mask_phones_in, mask_secret
 
 
 def test_phone_numbers_keep_only_their_last_two_digits():
@@ -17,3 +17,15 @@ def test_phone_numbers_inside_text_are_masked():
 def test_secrets_show_only_a_prefix():
     assert mask_secret("sk-ant-abcdefghijkl") == "sk-a…"
     assert mask_secret(None) == "<unset>"
+
+
+def test_a_value_too_long_for_a_phone_number_shows_only_its_length():
+    assert mask_phone("+1" + "5" * 100_000) == "<not a phone number: 100002 characters>"
+
+
+def test_a_client_value_is_one_short_printable_line():
+    assert loggable("completed") == "completed"
+    assert loggable(None) == "<none>"
+    assert loggable("busy\nERROR forged line\x1b[31m") == "busy?ERROR forged line?[31m"
+    cut = loggable("x" * 100_000)
+    assert cut == "x" * 40 + "… (100000 characters)"
