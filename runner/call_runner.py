@@ -50,8 +50,10 @@ POLICY_VIOLATION = 1008
 UNSUPPORTED_DATA = 1003
 
 
-async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime) -> None:
-    """Entry point of `WS /ws`."""
+async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime, *,
+                             signed: bool = True) -> None:
+    """Entry point of `WS /ws`. An upgrade without Twilio's signature (`signed` False,
+    allowed only for development eval sessions) may open a text session and nothing else."""
     await websocket.accept()
     first = await _first_message(websocket, runtime.settings.telephony.start_message_timeout_s)
     if first is None:
@@ -59,6 +61,9 @@ async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime) -> None:
     flags = _eval_flags(first)
     if flags is not None:
         await _serve_text_session(websocket, runtime, flags)
+    elif not signed:
+        logger.warning("media stream: an unsigned upgrade may open text sessions only; closing")
+        await _close(websocket, "unsigned media stream")
     else:
         await _serve_phone_call(websocket, runtime, first)
 
