@@ -26,6 +26,7 @@ from pydantic_settings import SettingsError
 from api.app import create_app
 from config import Settings, setting_name
 from lib import event_loop
+from lib.log_privacy import uvicorn_log_config
 
 if TYPE_CHECKING:
     import uvicorn
@@ -63,6 +64,7 @@ def server_config(settings: Settings, app: Any) -> uvicorn.Config:
         port=settings.server.port,
         ws_max_size=max(settings.telephony.ws_max_message_bytes * 4, 1 << 20),
         log_level=settings.server.log_level.lower(),
+        log_config=uvicorn_log_config(),  # no key from a query string in the access log
         loop=event_loop.uvicorn_loop(),
         lifespan="on",
         proxy_headers=True,

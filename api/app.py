@@ -21,6 +21,7 @@ from api import (
     voice,
     world,
 )
+from api.errors import add_error_handlers
 from api.middleware import add_hardening
 from api.unavailable import add_database_errors
 from config import Settings
@@ -44,4 +45,5 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason
+    add_error_handlers(app)  # a 422 echoes a bounded excerpt of the input
     return app

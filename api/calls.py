@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from api.deps import AUTH_RESPONSES, get_runtime, require_workspace
+from api.recordings import without_recording_path
 from db import repositories as repo
 from runner.runtime import AppRuntime
 
@@ -40,10 +41,19 @@ class CallFields(BaseModel):
     duration_s: float | None = None
     completion_reason: str | None = None
     final_state: str | None = None
-    recording_path: str | None = None
+    has_recording: bool = Field(default=False, description="A recording was saved.")
+    recording_url: str | None = Field(
+        default=None, description="The stereo WAV (API key required); null without a recording.")
     transcript_accuracy: float | None = Field(
         default=None, description="1 - WER of the real-time transcript against the verified one."
     )
+
+
+    @model_validator(mode="before")
+    @classmethod
+    def _public_recording(cls, row: Any) -> Any:
+        """A call row's recording as whether there is one and its URL, never its path."""
+        return without_recording_path(row) if isinstance(row, dict) else row
 
 
 class CallSummary(CallFields):

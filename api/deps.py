@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request, status
 from loguru import logger
 from starlette.requests import HTTPConnection
 
+from api.bearer import bearer_key
 from api.middleware import client_address
 from config import Settings
 from db import repositories as repo
@@ -224,14 +225,6 @@ async def authenticate_key(connection: HTTPConnection, runtime: AppRuntime,
     else:
         throttle.succeeded(address, key_hash)
     return workspace_id
-
-
-def bearer_key(authorization: str | None) -> str | None:
-    """The key of an `Authorization: Bearer <key>` header value, None when absent."""
-    scheme, _, key = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        return None
-    return key.strip()
 
 
 async def require_workspace(request: Request, runtime: AppRuntime = Depends(get_runtime)) -> str:

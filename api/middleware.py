@@ -1,5 +1,5 @@
-"""HTTP hardening as pure ASGI middleware: security headers, a request body limit and a
-per-key rate limit.
+"""HTTP hardening as pure ASGI middleware: security headers, a request body limit, a
+per-key rate limit and the refusal of JSON bodies with non-finite numbers.
 
 Pure ASGI (not `BaseHTTPMiddleware`) so WebSockets, streamed bodies and range responses
 pass through untouched: each layer only looks at `http` scopes, wraps `send` to add
@@ -20,6 +20,7 @@ from loguru import logger
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.bearer import bearer_key
 from config import Settings
 
 # Same-origin dashboard with its own scripts, styles and media; observer sockets to itself.
@@ -94,7 +95,7 @@ class _BodyTooLarge(HTTPException):
         super().__init__(413, "request body too large")
 
 
-async def _json_error(send: Send, status: int, detail: str,
+async def _json_error(send: Send, status: int, detail: object,
                       headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
@@ -146,6 +147,75 @@ class BodySizeLimit:
             await _json_error(send, 413, "request body too large")
 
 
+NON_FINITE_TOKENS = (b"NaN", b"Infinity")
+NON_FINITE_ERROR = "NaN, Infinity and -Infinity are not valid JSON numbers"
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NonFinite(name)
+
+
+def has_non_finite_numbers(body: bytes) -> bool:
+    """Whether a JSON body writes a number as `NaN`, `Infinity` or `-Infinity` (Python's
+    parser takes them, JSON has no such numbers, and no response can carry them back).
+    The same words inside strings are text; a body that is not JSON at all is left for
+    the route's own parser to refuse."""
+    if not any(token in body for token in NON_FINITE_TOKENS):
+        return False
+    try:
+        json.loads(body, parse_constant=_refuse_constant)
+    except _NonFinite:
+        return True
+    except ValueError:
+        return False
+    return False
+
+
+def _is_json(scope: Scope) -> bool:
+    """A body the routes parse as JSON: `application/json` or `application/*+json`."""
+    media_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json"))
+
+
+class NonFiniteJson:
+    """422 for a JSON body with non-finite numbers, for every route at once, before any
+    route parses it (the body is read whole; the body limit outside this layer bounds it)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        pending: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        if has_non_finite_numbers(bytes(body)):
+            await _json_error(send, 422, [{"type": "json_invalid", "loc": ["body"],
+                                           "msg": "JSON decode error", "input": {},
+                                           "ctx": {"error": NON_FINITE_ERROR}}])
+            return
+        pending.insert(0, {"type": "http.request", "body": bytes(body), "more_body": False})
+
+        async def replay() -> Message:
+            return pending.pop(0) if pending else await receive()
+
+        await self.app(scope, replay, send)
+
+
 @dataclass
 class _Bucket:
     tokens: float
@@ -193,11 +263,12 @@ def client_address(scope: Scope) -> str:
 
 
 def rate_limit_caller(scope: Scope) -> str:
-    """Who a request counts against: its bearer key (hashed, never kept in clear), else
-    its client address — unauthenticated guessing is limited too."""
-    authorization = _header(scope, b"authorization")
-    if authorization:
-        return "key:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+    """Who a request counts against: its bearer key as authentication reads it (hashed,
+    never kept in clear), else its client address — unauthenticated guessing and headers
+    that carry no key are limited too."""
+    key = bearer_key(_header(scope, b"authorization"))
+    if key is not None:
+        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:32]
     return f"ip:{client_address(scope)}"
 
 
@@ -228,7 +299,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 def add_hardening(app, settings: Settings) -> None:
     """Register the layers: headers outermost (so 413/429 carry them too), then the
-    body limit, then the rate limit."""
+    body limit, then the rate limit, then the refusal of non-finite JSON numbers."""
+    app.add_middleware(NonFiniteJson)
     app.add_middleware(RateLimit, per_minute=settings.server.api_rate_limit_per_minute)
     app.add_middleware(BodySizeLimit, max_bytes=settings.server.api_max_body_bytes)
     https = (settings.server.public_url or "").lower().startswith("https://")

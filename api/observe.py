@@ -40,6 +40,7 @@ from api.deps import (
     own_call,
     require_workspace,
 )
+from api.recordings import without_recording_path
 from db import repositories as repo
 from db.deadline import DatabaseUnavailable
 from ops.bus import ObserverSlot, Subscription
@@ -188,8 +189,8 @@ def call_snapshot(detail: dict[str, Any] | None, entry: ActiveCall | None) -> di
         snapshot["record_unavailable"] = True
         return snapshot
     children = ("turns", "transitions", "tool_calls")
-    snapshot["call"] = {key: value for key, value in detail.items()
-                        if key not in (*children, "events")}
+    snapshot["call"] = without_recording_path(
+        {key: value for key, value in detail.items() if key not in (*children, "events")})
     for key in children:
         rows = detail.get(key) or []
         snapshot[key] = rows[-SNAPSHOT_ROWS:]

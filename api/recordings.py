@@ -13,7 +13,7 @@ import wave
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
@@ -52,6 +52,23 @@ class WaveformOut(BaseModel):
     points: int
     caller: list[float] = Field(description="Caller channel (left), one value per slice")
     agent: list[float] = Field(description="Agent channel (right), one value per slice")
+
+
+def recording_fields(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's recording as the API shows it: whether there is one and where to fetch it,
+    never where the server keeps it (a path tells a client about the host, nothing more)."""
+    saved = bool(call.get("recording_path"))
+    return {"has_recording": saved,
+            "recording_url": f"/api/calls/{call['id']}/recording/stereo" if saved else None}
+
+
+def without_recording_path(call: dict[str, Any]) -> dict[str, Any]:
+    """A call row fit to leave the server: its recording path, if it has the column,
+    replaced by `recording_fields`."""
+    if "recording_path" not in call:
+        return call
+    public = {key: value for key, value in call.items() if key != "recording_path"}
+    return {**public, **recording_fields(call)}
 
 
 async def call_recording(runtime: AppRuntime, call_id: str, workspace_id: str) -> Path | None:

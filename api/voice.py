@@ -12,7 +12,7 @@ from api.twilio_auth import media_stream_url, verified_form
 from call.call_session import CallLog, CompletionReason
 from db import repositories as repo
 from db.deadline import Budget
-from lib.redaction import mask_phone
+from lib.redaction import loggable, mask_phone
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.twiml import busy_twiml, stream_twiml, unavailable_twiml
@@ -46,7 +46,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     if existing is not None:
         return _xml(_answer_again(request, runtime, existing))
     if not runtime.has_capacity():
-        return _xml(await _turn_away_busy(runtime, form))
+        return _xml(await _turn_away_busy(runtime, form, budget))
     try:
         profile = await runtime.resolve_profile("", to_number, timeout=budget.left())
         call_id = await runtime.db.bounded(
@@ -80,18 +80,36 @@ def _answer_again(request: Request, runtime: AppRuntime, call: dict) -> str:
     return unavailable_twiml()
 
 
-async def _turn_away_busy(runtime: AppRuntime, form) -> str:
-    """At capacity: the caller hears that the lines are busy, and the call is on record."""
+async def _dialled_service(runtime: AppRuntime, to_number: str | None,
+                           timeout_s: float) -> dict | None:
+    """The clinic a call dialled, by its To number; None for an unknown number or a lookup
+    that failed or outlasted `timeout_s` (the call is then kept without a clinic)."""
+    if not to_number:
+        return None
+    try:
+        return await runtime.db.bounded(repo.find_service_by_phone(runtime.db.pool, to_number),
+                                        what="dialled clinic", timeout=timeout_s)
+    except Exception as error:  # noqa: BLE001 - the call is still kept, without a clinic
+        logger.warning(f"busy call: dialled clinic not found ({type(error).__name__})")
+        return None
+
+
+async def _turn_away_busy(runtime: AppRuntime, form, budget: Budget) -> str:
+    """At capacity: the caller hears that the lines are busy, and the call is on record in
+    the dialled clinic's workspace, so the clinic sees the callers it missed. The lookup
+    and the insert share what is left of the webhook's `budget`."""
     in_hand = runtime.calls_in_hand()
     logger.warning(f"at capacity ({in_hand} calls): telling the caller the lines are busy")
+    service = await _dialled_service(runtime, form.get("To"), budget.left() / 2) or {}
     try:
         call_id = await runtime.db.bounded(
             repo.create_call(
-                runtime.db.pool, workspace_id=None, service_id=None, call_sid=form.get("CallSid"),
+                runtime.db.pool, workspace_id=service.get("workspace_id"),
+                service_id=service.get("id"), call_sid=form.get("CallSid"),
                 direction="inbound", from_number=form.get("From"), to_number=form.get("To"),
                 status="completed",
             ),
-            what="busy call",
+            what="busy call", timeout=max(budget.left(), MIN_WRITE_S),
         )
         log = CallLog(call_id, runtime.writer)
         log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.call_capacity)
@@ -114,7 +132,7 @@ async def status_callback(request: Request, runtime: AppRuntime = Depends(get_ru
         logger.error(f"status callback not recorded ({type(error).__name__})")
         return Response(status_code=503)
     if not known:
-        logger.info(f"status callback for an unknown call ({call_status})")
+        logger.info(f"status callback for an unknown call ({loggable(call_status)})")
     return Response(status_code=204)
 
 

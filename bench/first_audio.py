@@ -35,7 +35,7 @@ from config import Settings
 from lib import event_loop
 from runner import dev_credentials
 from simulator.caller_audio import StreamIdentity, TwilioMessages
-from simulator.simulator import CallParties, TwilioWebhooks, media_stream_url
+from simulator.simulator import CallParties, TwilioWebhooks, media_stream_url, signed_upgrade
 from tests.e2e.service_process import start_service
 
 WARM_UP_S = 3.0  # the speech-recognition decoder processes spawn after start-up
@@ -60,7 +60,8 @@ async def one_call(http: httpx.AsyncClient, url: str, token: str, ring_s: float)
         account_sid=parties.account_sid, call_sid=parties.call_sid,
         stream_sid=parties.stream_sid, custom_parameters=target.parameters,
     ))
-    async with connect(media_stream_url(url, target.url)) as websocket:
+    ws_url = media_stream_url(url, target.url)
+    async with connect(ws_url, additional_headers=signed_upgrade(token, ws_url)) as websocket:
         await websocket.send(messages.connected())
         await websocket.send(messages.start())
         started = time.perf_counter()

@@ -22,16 +22,18 @@ import numpy as np
 from loguru import logger
 
 from call.call_session import CallSession
+from lib.private_files import open_private, private_dir
 from services.espeak.engine import resample_pcm
 
 CHANNELS = 2
 
 
 def write_wav(path: Path, audio: bytes, sample_rate: int, channels: int) -> None:
-    """Write interleaved PCM16 as a WAV file, atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write interleaved PCM16 as a WAV file, atomically (temp file + rename), readable by
+    this user only (0600 in a 0700 folder: a recording is PHI)."""
+    private_dir(path.parent)
     partial = path.with_suffix(".wav.partial")
-    with wave.open(str(partial), "wb") as wav:
+    with open_private(partial) as file, wave.open(file, "wb") as wav:
         wav.setnchannels(channels)
         wav.setsampwidth(2)
         wav.setframerate(sample_rate)

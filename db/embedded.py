@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -29,12 +30,17 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from lib.private_files import make_private_dirs
+
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer
 
 SOCKET_NAME = ".s.PGSQL.5432"
 # sun_path holds the path plus its NUL terminator.
 MAX_SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
+
+# What PostgreSQL's own user needs of the folders above its data: to pass through them.
+TRAVERSE = stat.S_IXGRP | stat.S_IXOTH
 
 _handles_lock = threading.Lock()
 _handles: dict[Path, int] = {}
@@ -86,6 +92,34 @@ def pid_is_live(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def folder_modes(folder: Path) -> dict[Path, int]:
+    """The permission bits of `folder` and of every folder above it."""
+    modes: dict[Path, int] = {}
+    for each in (folder, *folder.parents):
+        try:
+            modes[each] = stat.S_IMODE(each.stat().st_mode)
+        except OSError:
+            continue
+    return modes
+
+
+def close_folders_again(modes: dict[Path, int]) -> None:
+    """As root, pgserver runs PostgreSQL as its own user and opens every folder above the
+    data to everyone (read and traverse), the data folder with its recordings too. Give
+    each folder its own mode back plus only the traverse bit that user needs."""
+    for folder, mode in modes.items():
+        wanted = mode | TRAVERSE
+        try:
+            if stat.S_IMODE(folder.stat().st_mode) != wanted:
+                folder.chmod(wanted)
+        except OSError as error:
+            logger.warning(f"embedded PostgreSQL: folder mode not restored ({error.strerror})")
 
 
 class EmbeddedPostgres:
@@ -246,10 +280,11 @@ class EmbeddedPostgres:
         import pgserver
         from pgserver.postgres_server import PostgresServer as Server
 
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.data_dir)
         socket_dir = choose_socket_dir(self.data_dir, Server.runtime_path)
         if socket_dir != self.data_dir:
             logger.info("embedded PostgreSQL: data dir too deep for a socket; using runtime dir")
+        modes = folder_modes(self.data_dir.parent) if running_as_root() else {}
         with _handles_lock:
             self._prune_blocking()
             if (self.data_dir / "postmaster.pid").exists():
@@ -257,6 +292,7 @@ class EmbeddedPostgres:
                     self._clear_dead_server()  # pgserver would join a zombie postmaster
             server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
             _handles[self.data_dir] = _handles.get(self.data_dir, 0) + 1
+        close_folders_again(modes)
         return server
 
     def _prune_blocking(self) -> None:

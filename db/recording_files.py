@@ -27,12 +27,18 @@ from typing import Literal
 import numpy as np
 from loguru import logger
 
+from lib.private_files import write_private
+
 Channel = Literal["caller", "agent"]
 CHANNEL_INDEX: dict[str, int] = {"caller": 0, "agent": 1}
 CHUNK_BYTES = 64 * 1024
 MAX_WAVEFORM_POINTS = 4000
 
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+# A position with more significant digits than this is past the end of any file; the
+# parser never turns thousands of digits into an int (Python refuses past 4300 anyway).
+MAX_POSITION_DIGITS = 18
+PAST_ANY_FILE = 10**MAX_POSITION_DIGITS
 
 
 class RangeNotSatisfiable(Exception):
@@ -71,17 +77,23 @@ def parse_range(header: str | None, size: int) -> ByteRange | None:
     if not first and not last:
         return None
     if not first:  # bytes=-n: the last n bytes
-        suffix = int(last)
+        suffix = _position(last)
         if suffix == 0 or size == 0:
             raise RangeNotSatisfiable
         return ByteRange(max(0, size - suffix), size - 1)
-    start = int(first)
-    end = int(last) if last else size - 1
+    start = _position(first)
+    end = _position(last) if last else size - 1
     if last and end < start:
         return None  # invalid: ignored, not unsatisfiable
     if start >= size:
         raise RangeNotSatisfiable
     return ByteRange(start, min(end, size - 1))
+
+
+def _position(digits: str) -> int:
+    """A byte position as written; one too long for any file counts as past every end."""
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= MAX_POSITION_DIGITS else PAST_ANY_FILE
 
 
 def iter_file(path: Path, start: int, length: int) -> Iterator[bytes]:
@@ -159,7 +171,7 @@ def channel_wav(recording: Path, channel: Channel) -> Path | bytes:
     data = wav_bytes(channel_samples(audio, channel), audio.sample_rate)
     partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
     try:
-        partial.write_bytes(data)
+        write_private(partial, data)  # PHI, as the recording it comes from
         partial.replace(cached)  # atomic: a concurrent reader sees the old file or the new
     except OSError as error:
         logger.warning(f"channel cache not written ({type(error).__name__}); serving from memory")

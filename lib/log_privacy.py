@@ -8,11 +8,16 @@ one compiled alternation of those kinds then scans it once, and a message that c
 none is returned untouched. Phone numbers keep their last two digits
 (`lib.redaction.mask_phone`) so lines about one caller can still be correlated.
 Not covered: exception tracebacks, which loguru renders after the patcher runs.
+
+The HTTP server's own lines (uvicorn's access log and its WebSocket handshake lines) go
+through `QuerySecretFilter`: a key or token someone put in a query string is redacted.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import logging
 import re
 from typing import Any
 
@@ -135,3 +140,43 @@ def mask_record(record: dict[str, Any]) -> None:
     extra = record["extra"]
     for key, value in extra.items():
         extra[key] = mask_value(value, key=key)
+
+
+# A query parameter whose name says it holds a secret, and our API keys wherever they are.
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&;][^=&\s\"]*(?:key|token|secret|password|passwd|pwd|auth|signature|sig|"
+    r"credential|session)[^=&\s\"]*=)([^&#\s\"]*)")
+_API_KEY = re.compile(r"\b(vk_[A-Za-z0-9]+_)[A-Za-z0-9_-]+")
+
+
+def redact_query_secrets(text: str) -> str:
+    """`text` (a request line, a URL) with secret query values and API keys redacted."""
+    text = _QUERY_SECRET.sub(lambda m: m.group(1) + "<redacted>", text)
+    return _API_KEY.sub(lambda m: m.group(1) + "<redacted>", text)
+
+
+class QuerySecretFilter(logging.Filter):
+    """Redacts secrets from a log record's message and string arguments (the request line
+    uvicorn logs keeps its shape: only the secret values change)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_query_secrets(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_query_secrets(arg) if isinstance(arg, str) else arg
+                                for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: redact_query_secrets(value) if isinstance(value, str) else value
+                           for key, value in record.args.items()}
+        return True
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with `QuerySecretFilter` on each of its handlers."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["query_secrets"] = {"()": QuerySecretFilter}
+    for handler in config["handlers"].values():
+        handler.setdefault("filters", []).append("query_secrets")
+    return config

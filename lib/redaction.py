@@ -7,10 +7,19 @@ import re
 _PHONE = re.compile(r"\+?\d[\d\s().-]{6,}\d")
 
 
+# E.164 numbers have at most 15 digits; formatting and an extension fit well within this.
+MAX_PHONE_CHARS = 40
+# Longest value from a client (a webhook field, a header) a log line repeats.
+MAX_LOGGED_CHARS = 40
+
+
 def mask_phone(number: str | None) -> str:
-    """'+15551234567' -> '+*********67': enough to correlate, not to identify."""
+    """'+15551234567' -> '+*********67': enough to correlate, not to identify. Anything
+    longer than a phone number could be is not one: only its length is shown."""
     if not number:
         return "<none>"
+    if len(number) > MAX_PHONE_CHARS:
+        return f"<not a phone number: {len(number)} characters>"
     digits = re.sub(r"\D", "", number)
     if len(digits) <= 2:
         return "*" * len(digits)
@@ -27,3 +36,13 @@ def mask_secret(secret: str | None) -> str:
     if not secret:
         return "<unset>"
     return secret[:4] + "…" if len(secret) > 8 else "****"
+
+
+def loggable(value: str | None, max_chars: int = MAX_LOGGED_CHARS) -> str:
+    """A value a client sent, fit for one log line: unprintable characters (a newline that
+    would forge a line, terminal escapes) as `?`, at most `max_chars`, its length said when
+    cut. Not for PHI: mask that (`mask_phone`) or leave it out."""
+    if value is None:
+        return "<none>"
+    text = "".join(char if char.isprintable() else "?" for char in value[:max_chars])
+    return text if len(value) <= max_chars else f"{text}… ({len(value)} characters)"

@@ -23,7 +23,7 @@ from pipecat.evals.transport import EvalTransportParams
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 from pipecat.workers.runner import WorkerRunner
-from starlette.websockets import WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from call.call_session import CallSession, CompletionReason, SessionMode
 from db import repositories as repo
@@ -47,24 +47,47 @@ from services.twilio.twiml import unavailable_twiml
 GREETING_WAIT_S = 0.05
 FLUSH_TIMEOUT_S = 10.0
 POLICY_VIOLATION = 1008
+UNSUPPORTED_DATA = 1003
 
 
-async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime) -> None:
-    """Entry point of `WS /ws`."""
+async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime, *,
+                             signed: bool = True) -> None:
+    """Entry point of `WS /ws`. An upgrade without Twilio's signature (`signed` False,
+    allowed only for development eval sessions) may open a text session and nothing else."""
     await websocket.accept()
-    settings = runtime.settings
-    try:
-        first = await asyncio.wait_for(websocket.receive_text(),
-                                       settings.telephony.start_message_timeout_s)
-    except (TimeoutError, WebSocketDisconnect, RuntimeError):
-        logger.warning("media stream: closed or silent before its first message")
-        await _close(websocket, "no first message")
+    first = await _first_message(websocket, runtime.settings.telephony.start_message_timeout_s)
+    if first is None:
         return
     flags = _eval_flags(first)
     if flags is not None:
         await _serve_text_session(websocket, runtime, flags)
+    elif not signed:
+        logger.warning("media stream: an unsigned upgrade may open text sessions only; closing")
+        await _close(websocket, "unsigned media stream")
     else:
         await _serve_phone_call(websocket, runtime, first)
+
+
+async def _first_message(websocket: WebSocket, timeout_s: float) -> str | None:
+    """The stream's first text message; None once the socket is closed. A peer that hangs
+    up, stays silent or sends binary costs one log line (no traceback): it is noise any
+    client can make, not a fault of ours. Binary is closed 1003 (unsupported data)."""
+    try:
+        message = await asyncio.wait_for(websocket.receive(), timeout_s)
+    except TimeoutError:
+        logger.warning(f"media stream: no first message within {timeout_s:g} s; closing")
+        await _close(websocket, "no first message")
+        return None
+    except (WebSocketDisconnect, RuntimeError):
+        message = {"type": "websocket.disconnect"}
+    if message["type"] == "websocket.disconnect":
+        logger.info("media stream: closed by the peer before its first message")
+        return None
+    if message.get("text") is None:
+        logger.warning("media stream: binary first message; closing (unsupported data)")
+        await _close(websocket, "text messages only", code=UNSUPPORTED_DATA)
+        return None
+    return message["text"]
 
 
 def _eval_flags(message: str) -> EvalConnectionFlags | None:
@@ -74,11 +97,13 @@ def _eval_flags(message: str) -> EvalConnectionFlags | None:
         return None
 
 
-async def _close(websocket: WebSocket, reason: str) -> None:
+async def _close(websocket: WebSocket, reason: str, code: int = POLICY_VIOLATION) -> None:
+    if WebSocketState.DISCONNECTED in (websocket.client_state, websocket.application_state):
+        return  # the peer left, or we already closed it
     try:
-        await websocket.close(code=POLICY_VIOLATION, reason=reason)
-    except RuntimeError:
-        pass  # already closed by the peer
+        await websocket.close(code=code, reason=reason)
+    except (RuntimeError, WebSocketDisconnect):
+        pass  # closed by the peer meanwhile
 
 
 class CallLookupFailed(Exception):

@@ -14,6 +14,7 @@ import secrets
 from pathlib import Path
 
 from config import Settings
+from lib.private_files import make_private_dirs
 
 TWILIO_TOKEN_FILE = "dev_twilio_auth_token"
 API_KEY_FILE = "dev_api_key"
@@ -24,7 +25,7 @@ def _read_or_create(path: Path, make: callable) -> str:
         value = path.read_text().strip()
         if value:
             return value
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     value = make()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -56,7 +57,7 @@ def read_dev_api_key(settings: Settings) -> str | None:
 def write_dev_api_key(settings: Settings, key: str) -> None:
     """Keep the key created for the embedded development database (0600)."""
     path = dev_api_key_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key)

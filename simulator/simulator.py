@@ -374,6 +374,12 @@ def media_stream_url(base_url: str, stream_url: str, query: dict[str, str] | Non
     return urlunsplit((scheme, netloc, stream.path or "/ws", urlencode(params), ""))
 
 
+def signed_upgrade(token: str, ws_url: str) -> dict[str, str]:
+    """The header Twilio sends with a media stream's WebSocket upgrade: its signature over
+    the URL it opens, with no fields."""
+    return {"X-Twilio-Signature": RequestValidator(token).compute_signature(ws_url, {})}
+
+
 class TwilioWebhooks:
     """Posts the voice webhooks exactly as Twilio does, signed with X-Twilio-Signature."""
 
@@ -1028,7 +1034,8 @@ async def place_call(
                 if listen is not None and not text_mode:
                     words = await stack.enter_async_context(listen(target.call_id, timeline))
                 outcome = await _run_leg(
-                    ws_url, parties, target, timeline, caller, text_mode, quiet_s, words
+                    ws_url, parties, target, timeline, caller, text_mode, quiet_s, words,
+                    signed_upgrade(twilio_token, ws_url),
                 )
         finally:
             await webhooks.completed(time.monotonic() - answered)
@@ -1057,12 +1064,16 @@ def _agent_was_heard(outcome: AudioOutcome | TextOutcome) -> bool:
 async def _run_leg(
     ws_url: str, parties: CallParties, target: StreamTarget, timeline: CallTimeline,
     caller: Caller, text_mode: bool, quiet_s: float | None, agent_words: AgentWords | None,
+    headers: dict[str, str],
 ) -> AudioOutcome | TextOutcome:
     try:
-        websocket = await connect(ws_url, open_timeout=WS_OPEN_TIMEOUT_S, max_size=2**22)
+        websocket = await connect(ws_url, open_timeout=WS_OPEN_TIMEOUT_S, max_size=2**22,
+                                  additional_headers=headers)
     except InvalidStatus as error:
         raise SimulationError(
             f"the server refused the media stream at {ws_url}: HTTP {error.response.status_code}"
+            + (" (is the simulator signing with the server's Twilio token?)"
+               if error.response.status_code == 403 else "")
         ) from error
     except (OSError, InvalidHandshake, TimeoutError) as error:
         raise SimulationError(

@@ -228,7 +228,7 @@ export function mount(root, callId) {
       if (total > 0 && rect.width > 0) seek(((event.clientX - rect.left) / rect.width) * total);
     });
 
-    if (call.recording_path || call.has_recording) {
+    if (call.has_recording) {
       const points = Math.max(100, Math.min(2000, Math.round(canvas.clientWidth || 800)));
       api(`${base}/recording/waveform?points=${points}`)
         .then((w) => { if (alive) { wave = w; paint(); } })

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import httpx
 from fastapi import WebSocket
 from loguru import logger
+from pipecat.audio.dtmf.types import KeypadEntry
 from pipecat.frames.frames import CancelWorkerFrame, Frame
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from starlette.websockets import WebSocketDisconnect
@@ -33,6 +34,7 @@ MAX_MEDIA_PAYLOAD_BYTES = 8000
 TWILIO_API = "https://api.twilio.com"
 # Ending the call must not hold the pipeline's shutdown for long.
 HANG_UP_TIMEOUT_S = 5.0
+KEYPAD = frozenset(entry.value for entry in KeypadEntry)
 # Twilio's "The requested resource was not found": the call had already ended.
 TWILIO_NOT_FOUND = 20404
 
@@ -47,7 +49,10 @@ class BadMessage(Exception):
 
 
 def parse_message(data: str | bytes, max_bytes: int) -> dict[str, Any]:
-    """Parse one WebSocket message into a Twilio event object, or raise BadMessage."""
+    """Parse one WebSocket message into a Twilio event object, or raise BadMessage.
+    Twilio sends text frames only: a binary frame is a bad message whatever it holds."""
+    if isinstance(data, bytes | bytearray):
+        raise BadMessage("binary", f"{len(data)} bytes")
     if len(data) > max_bytes:
         raise BadMessage("oversized", f"{len(data)} bytes")
     try:
@@ -71,6 +76,23 @@ def check_media(message: dict[str, Any]) -> None:
         raise BadMessage("media_bad_base64") from error
     if len(audio) > MAX_MEDIA_PAYLOAD_BYTES:
         raise BadMessage("media_oversized", f"{len(audio)} bytes")
+
+
+def check_dtmf(message: dict[str, Any]) -> None:
+    """A dtmf event must carry one keypad digit."""
+    dtmf = message.get("dtmf")
+    digit = dtmf.get("digit") if isinstance(dtmf, dict) else None
+    if not isinstance(digit, str) or digit not in KEYPAD:
+        raise BadMessage("dtmf_malformed")
+
+
+async def _receive(websocket: WebSocket) -> str | bytes | None:
+    """The next message's text or bytes; None once the peer has closed."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        return None
+    text = message.get("text")
+    return text if text is not None else message.get("bytes") or b""
 
 
 @dataclass
@@ -134,7 +156,10 @@ async def read_stream_start(
 
     async def _read() -> StreamStart | None:
         while True:
-            data = pending.pop() if pending else await websocket.receive_text()
+            data = pending.pop() if pending else await _receive(websocket)
+            if data is None:
+                logger.info("media stream: closed by the peer before start")
+                return None
             try:
                 message = parse_message(data, max_bytes)
             except BadMessage as error:
@@ -288,7 +313,9 @@ class SafeTwilioFrameSerializer(TwilioFrameSerializer):
                 check_media(message)
             elif event == "stop":
                 return self._caller_hung_up()
-            elif event in ("mark", "dtmf"):
+            elif event == "dtmf":
+                check_dtmf(message)
+            elif event == "mark":
                 pass
             elif event in ("connected", "start"):
                 raise BadMessage(f"repeated_{event}")
@@ -296,7 +323,10 @@ class SafeTwilioFrameSerializer(TwilioFrameSerializer):
                 raise BadMessage("unknown_event", event[:40])
         except BadMessage as error:
             return self._bad(error)
-        return await super().deserialize(data)
+        try:
+            return await super().deserialize(data)
+        except Exception as error:  # noqa: BLE001 - a message Pipecat cannot read is bad input
+            return self._bad(BadMessage("unreadable", type(error).__name__))
 
     def _caller_hung_up(self) -> Frame:
         reason = self._session.stream_stopped()

@@ -62,3 +62,25 @@ async def test_a_caller_beyond_capacity_hears_the_lines_are_busy_and_is_on_recor
     assert record["completion_reason"] == "at_capacity" and record["status"] == "completed"
     events = await db.pool.fetch("SELECT type FROM call_events WHERE call_id = $1", record["id"])
     assert [e["type"] for e in events] == ["at_capacity"]
+
+
+async def test_a_caller_turned_away_busy_is_on_the_dialled_clinics_record(
+    tmp_path, pg_dsn, db, workspace_id
+):
+    clinic_number = "+1555" + str(uuid.uuid4().int)[:7]
+    clinic = await repo.create_service(db.pool, workspace_id, "Busy Clinic",
+                                       phone_number=clinic_number)
+    taken = answer_form()
+    to_clinic = {**answer_form(), "To": clinic_number}
+    to_nowhere = {**answer_form(), "To": "+1556" + str(uuid.uuid4().int)[:7]}
+    with service(tmp_path, pg_dsn, max_calls=1) as client:
+        post_answer(client, taken)
+        post_answer(client, to_clinic)
+        post_answer(client, to_nowhere)
+
+    missed = await repo.find_call_by_sid(db.pool, to_clinic["CallSid"])
+    unknown = await repo.find_call_by_sid(db.pool, to_nowhere["CallSid"])
+    assert str(missed["workspace_id"]) == workspace_id
+    assert str(missed["service_id"]) == str(clinic["id"])
+    assert missed["completion_reason"] == "at_capacity"
+    assert unknown["workspace_id"] is None and unknown["completion_reason"] == "at_capacity"

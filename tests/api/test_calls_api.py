@@ -203,6 +203,25 @@ async def test_the_detail_carries_children_verification_and_safety(db, settings,
     assert detail["verified_words"][0]["speaker"] == "caller"
 
 
+async def test_a_recording_is_shown_by_its_url_never_by_the_servers_path(
+        db, settings, workspace_id, key):
+    recorded = await insert_call(db, workspace_id, T0,
+                                 recording_path="/srv/clinic/data/recordings/x.wav")
+    text_only = await insert_call(db, workspace_id, T0 + timedelta(seconds=1))
+    async with running_app(settings) as (_, client):
+        listed = (await client.get("/api/calls", headers=bearer(key))).json()["calls"]
+        detail = (await client.get(f"/api/calls/{recorded}", headers=bearer(key))).json()
+        spec = (await client.get("/openapi.json")).text
+
+    by_id = {c["id"]: c for c in listed}
+    for call in (by_id[recorded], detail):
+        assert "recording_path" not in call and "/srv/clinic" not in str(call)
+        assert call["has_recording"] is True
+        assert call["recording_url"] == f"/api/calls/{recorded}/recording/stereo"
+    assert by_id[text_only]["has_recording"] is False and by_id[text_only]["recording_url"] is None
+    assert "recording_path" not in spec
+
+
 def escalation(severity: str, status: str, concept: str = "c") -> dict:
     return {"severity": severity, "status": status, "concept": concept}
 

@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse
 from loguru import logger
 
 import main
-from api.deps import ApiKeyCache
+from api.deps import ApiKeyCache, bearer_key
 from api.middleware import SecurityHeaders, TokenBuckets, add_hardening, rate_limit_caller
 from config import Settings
 from db import repositories as repo
@@ -94,6 +94,25 @@ async def test_a_key_past_its_rate_is_told_to_retry_and_recovers(settings, key, 
     assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
     assert others.status_code == 200 and set(health) == {200}
     assert recovered.status_code == 200
+
+
+async def test_a_key_written_with_another_case_or_spacing_spends_the_same_budget(settings, key):
+    limited = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"api_rate_limit_per_minute": 60})})  # burst of 6
+    spellings = [f"Bearer {key}", f"bearer {key}", f"BEARER  {key}", f"BeArEr\t{key}",
+                 f"  Bearer \t {key}  ", f"bearer\t\t{key}", f"Bearer   {key}"]
+    async with running_app(limited) as (_, client):
+        answers = [(await client.get("/api/calls", headers={"Authorization": spelling}))
+                   .status_code for spelling in spellings]
+
+    assert answers == [200] * 6 + [429]
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "Bearer a b", "", "vk_x"])
+def test_a_header_without_exactly_one_bearer_key_counts_against_the_address(header):
+    scope = {"headers": [(b"authorization", header.encode())], "client": ("10.0.0.7", 5)}
+    assert bearer_key(header) is None
+    assert rate_limit_caller(scope) == "ip:10.0.0.7"
 
 
 def test_token_buckets_refill_at_the_rate_and_cap_at_a_tenth():

@@ -1,17 +1,21 @@
-"""Webhook signatures (valid, invalid, missing) and the TwiML we answer with."""
+"""Webhook and media-stream signatures (valid, invalid, missing) and the TwiML we answer with."""
 
 import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 from twilio.request_validator import RequestValidator
 
+from api import media_stream
 from api.twilio_auth import media_stream_url, verified_form
 from api.voice import stream_twiml, unavailable_twiml
 from config import Settings
 
 TOKEN = "12345678901234567890123456789012"
+POLICY_VIOLATION = 1008
 FORM = {"CallSid": "CA" + "0" * 32, "From": "+15550100123", "To": "+15550100100"}
 
 
@@ -114,3 +118,60 @@ def test_stream_url_follows_the_public_scheme(tmp_path):
     assert media_stream_url(FakeRequest(), settings) == "wss://agent.example.com/ws"
     local = Settings(_env_file=None, data_dir=tmp_path)
     assert media_stream_url(FakeRequest(), local) == "ws://10.0.0.5:7860/ws"
+
+
+def ws_app(settings: Settings, monkeypatch) -> tuple[TestClient, list[bool]]:
+    """The real `/ws` route; the call behind it replaced by one that records the upgrade."""
+    served: list[bool] = []
+
+    async def serve(websocket, runtime, *, signed):
+        served.append(signed)
+        await websocket.accept()
+        await websocket.close()
+
+    monkeypatch.setattr(media_stream, "serve_media_stream", serve)
+    app = FastAPI()
+    app.include_router(media_stream.router)
+    app.state.runtime = SimpleNamespace(settings=settings)
+    return TestClient(app), served
+
+
+def upgrade(client: TestClient, url: str, headers: dict | None = None) -> bool:
+    """True when the socket was accepted, False when refused before accept."""
+    try:
+        with client.websocket_connect(url, headers=headers or {}) as ws:
+            ws.receive()
+    except WebSocketDisconnect as refused:
+        return refused.code != POLICY_VIOLATION
+    return True
+
+
+def test_the_media_stream_upgrade_must_carry_twilios_signature(settings, monkeypatch):
+    client, served = ws_app(settings, monkeypatch)
+    url = "wss://agent.example.com/ws"
+
+    signed = upgrade(client, url, {"X-Twilio-Signature": sign(url, {})})
+    unsigned = upgrade(client, url)
+    other_token = upgrade(client, url, {"X-Twilio-Signature": sign(url, {}, token="x" * 32)})
+    other_url = upgrade(client, url + "?call_id=other", {"X-Twilio-Signature": sign(url, {})})
+
+    assert (signed, unsigned, other_token, other_url) == (True, False, False, False)
+    assert served == [True]
+
+
+def test_the_stream_url_signed_is_the_public_one_behind_a_proxy(tmp_path, monkeypatch):
+    settings = Settings(_env_file=None, data_dir=tmp_path, twilio_auth_token=TOKEN,
+                        public_url="https://public.example.org/")
+    client, _ = ws_app(settings, monkeypatch)
+    public = "wss://public.example.org/ws?x=1"
+    assert upgrade(client, "ws://10.0.0.5:7860/ws?x=1", {"X-Twilio-Signature": sign(public, {})})
+
+
+def test_unsigned_streams_pass_only_when_validation_is_off_or_for_eval(tmp_path, monkeypatch):
+    off = Settings(_env_file=None, data_dir=tmp_path, twilio_validate_signature=False)
+    open_eval = Settings(_env_file=None, data_dir=tmp_path, twilio_auth_token=TOKEN,
+                         allow_open_eval_sessions=True)
+    client, served_off = ws_app(off, monkeypatch)
+    assert upgrade(client, "ws://testserver/ws") and served_off == [True]
+    client, served_eval = ws_app(open_eval, monkeypatch)
+    assert upgrade(client, "ws://testserver/ws") and served_eval == [False]  # text only

@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -160,3 +161,19 @@ asyncio.run(EmbeddedPostgres(Path(sys.argv[1])).start())
 print("joined", flush=True)
 time.sleep(120)
 """
+
+
+async def test_the_data_folder_stays_closed_to_other_accounts(server_root):
+    data_dir = server_root / "data"
+    settings = Settings(_env_file=None, data_dir=data_dir, database_url=None)
+
+    database = await Database.connect(settings)
+    try:
+        alive = await database.ping()
+    finally:
+        await database.close()
+
+    assert alive  # PostgreSQL's own user (as root: `pgserver`) still reaches its data
+    for folder in (data_dir, server_root):
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        assert mode & 0o066 == 0, f"{folder} is {oct(mode)}: others may list or write it"

@@ -47,7 +47,9 @@ async def test_a_voice_call_has_word_timings_on_the_recordings_clock_and_serves_
         detail = (await client.get(base, headers=auth)).json()
 
     # The recording over HTTP is the file on disk, whole or in part.
-    on_disk = Path(record["recording_path"]).read_bytes()
+    assert "recording_path" not in record and record["has_recording"]
+    assert record["recording_url"] == f"/api/calls/{call_id}/recording/stereo"
+    on_disk = (server.data_dir / "recordings" / f"{call_id}.wav").read_bytes()
     assert stereo.status_code == 200 and stereo.content == on_disk
     assert head.status_code == 206 and head.content == on_disk[:44]
     with wave.open(io.BytesIO(stereo.content)) as wav:

@@ -45,6 +45,14 @@ def test_the_snapshot_keeps_the_latest_rows_and_says_how_many_there_were():
     assert call_snapshot(None, entry) == {"active": entry.to_dict(), "record_unavailable": True}
 
 
+def test_the_snapshot_says_whether_there_is_a_recording_never_where_it_is_kept():
+    detail = {"id": "c1", "recording_path": "/srv/data/recordings/c1.wav", "turns": [],
+              "transitions": [], "tool_calls": [], "events": []}
+    call = call_snapshot(detail, None)["call"]
+    assert call == {"id": "c1", "has_recording": True,
+                    "recording_url": "/api/calls/c1/recording/stereo"}
+
+
 def test_the_end_of_a_finished_call_comes_from_its_record():
     notice = ended_notice({"id": "c1", "call_sid": "CA1", "duration_s": 12.5,
                            "turns": [{}, {}, {}], "completion_reason": "agent_hangup",

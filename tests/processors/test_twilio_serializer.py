@@ -3,7 +3,12 @@
 import base64
 import json
 
-from pipecat.frames.frames import CancelWorkerFrame, InputAudioRawFrame, StartFrame
+from pipecat.frames.frames import (
+    CancelWorkerFrame,
+    InputAudioRawFrame,
+    InputDTMFFrame,
+    StartFrame,
+)
 
 from call.call_session import CompletionReason
 from services.twilio.serializer import SafeTwilioFrameSerializer
@@ -52,3 +57,26 @@ async def test_twilio_stop_means_the_caller_hung_up(writer):
     serializer = await serializer_for(session)
     frame = await serializer.deserialize(json.dumps({"event": "stop", "stop": {}}))
     assert isinstance(frame, CancelWorkerFrame) and session.caller_hung_up
+
+
+async def test_a_malformed_dtmf_is_a_bad_message_and_the_call_goes_on(writer):
+    session = make_session(writer)
+    serializer = await serializer_for(session, max_bad=10)
+    malformed = [{"event": "dtmf", "dtmf": "5"}, {"event": "dtmf"},
+                 {"event": "dtmf", "dtmf": {"digit": ["5"]}}, {"event": "dtmf", "dtmf": {"digit": "55"}},
+                 {"event": "dtmf", "dtmf": {"digit": None}}]
+    dropped = [await serializer.deserialize(json.dumps(m)) for m in malformed]
+    pressed = await serializer.deserialize(json.dumps({"event": "dtmf", "dtmf": {"digit": "#"}}))
+
+    assert dropped == [None] * len(malformed)
+    assert isinstance(pressed, InputDTMFFrame) and pressed.button.value == "#"
+    assert [e.data["kind"] for e in writer.events("bad_input")] == ["dtmf_malformed"] * 5
+    assert session.completion_reason is None
+
+
+async def test_a_binary_frame_is_a_bad_message_whatever_it_holds(writer):
+    session = make_session(writer)
+    serializer = await serializer_for(session, max_bad=10)
+    assert await serializer.deserialize(media_message().encode()) is None
+    assert await serializer.deserialize(b"\x00\xff") is None
+    assert [e.data["kind"] for e in writer.events("bad_input")] == ["binary", "binary"]

@@ -55,6 +55,23 @@ def test_stereo_whole_and_in_ranges_byte_exact(recorded, client):
     assert malformed.status_code == 200 and malformed.content == data
 
 
+def test_a_range_of_thousands_of_digits_is_unsatisfiable_not_a_server_error(recorded, client):
+    call_id, path, auth = recorded
+    size = path.stat().st_size
+    digits = "9" * 5000
+    url = f"/api/calls/{call_id}/recording/stereo"
+
+    past_the_end = client.get(url, headers={**auth, "Range": f"bytes={digits}-"})
+    whole_suffix = client.get(url, headers={**auth, "Range": f"bytes=-{digits}"})
+    channel = client.get(f"/api/calls/{call_id}/recording/caller",
+                         headers={**auth, "Range": f"bytes={digits}-{digits}"})
+
+    assert past_the_end.status_code == 416
+    assert past_the_end.headers["content-range"] == f"bytes */{size}"
+    assert whole_suffix.status_code == 206 and len(whole_suffix.content) == size
+    assert channel.status_code == 416
+
+
 def test_channels_are_mono_wavs_of_each_side_with_ranges(recorded, client):
     call_id, _, auth = recorded
     caller = client.get(f"/api/calls/{call_id}/recording/caller", headers=auth)

@@ -40,6 +40,16 @@ def test_ranges_past_the_end_are_unsatisfiable(header, size):
         parse_range(header, size)
 
 
+def test_positions_of_thousands_of_digits_are_past_the_end_never_an_error():
+    digits = "9" * 5000
+    with pytest.raises(RangeNotSatisfiable):
+        parse_range(f"bytes={digits}-", 1000)
+    assert parse_range(f"bytes=0-{digits}", 1000) == ByteRange(0, 999)
+    assert parse_range(f"bytes=-{digits}", 1000) == ByteRange(0, 999)
+    assert parse_range(f"bytes={'0' * 5000}7-{'0' * 5000}9", 1000) == ByteRange(7, 9)
+    assert parse_range(f"bytes={digits}-5", 1000) is None  # end before start: ignored
+
+
 def test_content_range_and_length():
     assert ByteRange(10, 19).length == 10
     assert ByteRange(10, 19).content_range(100) == "bytes 10-19/100"

@@ -207,7 +207,7 @@ class FakeVoiceService:
                 "completion_reason": call.completion_reason if settled else None,
                 "final_state": "done" if settled else None,
                 "turns": [dict(turn, seq=i) for i, turn in enumerate(call.turns, 1)],
-                "tool_calls": [], "transitions": [], "events": [], "recording_path": None,
+                "tool_calls": [], "transitions": [], "events": [], "has_recording": False,
             }
 
         @app.websocket("/ws")
