@@ -21,7 +21,7 @@ def speech(seconds: float, value: int) -> bytes:
 
 async def written_through(recording: StereoRecording) -> None:
     """Until the chunk handed to the worker thread is on disk."""
-    while recording._writing is not None:  # noqa: SLF001
+    while recording._writing is not None:
         await asyncio.sleep(0.01)
 
 
