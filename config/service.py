@@ -55,7 +55,7 @@ class ServerSettings(SettingsGroup):
         "by a signed /voice/answer. Development only.",
     )
     shutdown_drain_s: float = Field(
-        default=10.0, gt=0, le=120,
+        default=15.0, gt=0, le=120,
         description="On SIGTERM, how long live calls get to finish their turn and hear "
         "that the call must end before the process exits (new calls are turned away "
         "meanwhile, and /health says draining).",
