@@ -4,7 +4,8 @@
   crashed pod's calls are closed by a surviving one;
 - answered calls (`ringing`) whose media stream never came (`never_streamed`): Twilio
   does not retry a status callback we could not take, so nothing else would end them;
-  their capacity hold on this pod is dropped at once.
+  their capacity hold on this pod is dropped at once;
+- and it forgets processes silent for a week that left no open call.
 
 Each pass is bounded in time; a pass that fails is logged and the next one tries again.
 """
@@ -20,7 +21,7 @@ import asyncpg
 from loguru import logger
 
 from call.call_session import CompletionReason
-from db import open_calls
+from db import instances, open_calls
 from db.instances import ProcessIdentity
 from db.open_calls import Closure
 from runner.orphaned_calls import BATCH_LIMIT, close_orphaned_calls
@@ -33,6 +34,7 @@ class SweepLimits:
     stale_after_s: float
     unowned_after_s: float  # no live call is older: an unowned open call this old is dead
     pass_timeout_s: float = 20.0
+    forget_after_s: float = 7 * 24 * 3600.0  # an instance row silent this long, no open call
 
 
 @dataclass
@@ -70,6 +72,7 @@ class CallSweeper:
                     stale_after_s=self.limits.stale_after_s,
                     unowned_after_s=self.limits.unowned_after_s)
                 result.never_streamed = await self._close_never_streamed()
+                await instances.prune(self._pool, older_than_s=self.limits.forget_after_s)
         except Exception as error:  # noqa: BLE001 - the next pass tries again
             if not self._failing:
                 logger.warning(f"call sweep failed ({type(error).__name__}); retrying next pass")

@@ -114,7 +114,8 @@ async def test_after_a_kill_the_next_start_closes_every_orphaned_call_with_its_r
     assert "call_started" in ended  # what the process had written before the kill is kept
     assert ended["call_ended"]["reason"] == "server_crash"
     assert ended["call_ended"]["status_was"] == "in_progress"
-    assert {e["type"]: e["data"] for e in ringing["events"]}["call_ended"]["status_was"] == "ringing"
+    ringing_ended = {e["type"]: e["data"] for e in ringing["events"]}["call_ended"]
+    assert ringing_ended["status_was"] == "ringing"
     # The live call's recording: repaired from what reached the disk, attached and served.
     salvaged = ended["recording_salvaged"]
     assert salvaged["seconds"] >= 3.0 and salvaged["header_repaired"] is True

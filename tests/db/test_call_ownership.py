@@ -126,7 +126,8 @@ async def new_call(db, workspace_id: str, owner: str | None, status: str = "in_p
         direction="inbound", from_number=None, to_number=None, status=status,
         owner_instance=owner)
     if connected:
-        await repo.update_call(db.pool, call_id, connected_at=await db.pool.fetchval("SELECT now()"))
+        now = await db.pool.fetchval("SELECT now()")
+        await repo.update_call(db.pool, call_id, connected_at=now)
     return call_id
 
 
@@ -270,3 +271,30 @@ async def test_a_clean_stop_and_a_missing_row_are_recorded_and_recovered(db):
 
     assert await db.pool.fetchval(
         "SELECT stopped_at IS NULL FROM service_instances WHERE id = $1", here.instance_id)
+
+
+async def test_a_process_silent_for_long_is_forgotten_unless_it_left_a_call_open(
+        db, workspace_id):
+    here = me()
+    quiet = await register(db, dataclasses.replace(here, instance_id=f"q-{uuid.uuid4().hex[:6]}"))
+    holding = await register(db, dataclasses.replace(here, instance_id=f"h-{uuid.uuid4().hex[:6]}"))
+    await new_call(db, workspace_id, holding.instance_id)
+    await db.pool.execute(
+        "UPDATE service_instances SET heartbeat_at = now() - interval '8 days' WHERE id = ANY($1)",
+        [quiet.instance_id, holding.instance_id])
+
+    await instances.prune(db.pool, older_than_s=7 * 24 * 3600)
+
+    left = {r["id"] for r in await db.pool.fetch("SELECT id FROM service_instances")}
+    assert quiet.instance_id not in left and holding.instance_id in left
+
+
+async def test_the_heartbeat_outlives_a_database_outage(pg_dsn):
+    from runner.heartbeat import beat_forever
+    from tests.db.pools import closed_pool
+
+    beating = asyncio.create_task(beat_forever(await closed_pool(pg_dsn), me(), 0.01))
+    await asyncio.sleep(0.1)
+
+    assert not beating.done()  # failed beats are logged and retried, never raised
+    beating.cancel()
