@@ -27,6 +27,12 @@ CALLER = CallScript.model_validate({
     ],
     "hangup_after_s": 60,
 })
+# A caller who listens for a long while before saying anything.
+PATIENT_CALLER = CallScript.model_validate({
+    "name": "chaos_patient_caller", "from": "+15550100233", "to": DEMO_NUMBER,
+    "turns": [{"say": "Sorry, I'm still here. Can I book a checkup?", "pause_s": 30}],
+    "hangup_after_s": 60,
+})
 _ANSWERED = re.compile(r"answered: call ([0-9a-f-]{36})")
 
 
@@ -49,8 +55,9 @@ class LiveCall:
 
 
 async def place(base_url: str, api_key: str, twilio_token: str,
-                script: CallScript = CALLER) -> LiveCall:
-    """Start a simulated audio call and return once the service answered it."""
+                script: CallScript = CALLER, *, text_mode: bool = False) -> LiveCall:
+    """Start a simulated call (audio unless `text_mode`) and return once the service
+    answered it."""
     call = LiveCall(task=None)  # type: ignore[arg-type]
 
     def log(line: str) -> None:
@@ -61,7 +68,7 @@ async def place(base_url: str, api_key: str, twilio_token: str,
 
     call.task = asyncio.create_task(simulate_call(
         script, base_url=base_url, api_key=api_key, twilio_token=twilio_token, log=log,
-        record_wait_s=0.0))
+        text_mode=text_mode, record_wait_s=0.0))
     await until(lambda: call.call_id is not None or call.task.done(), 30, "the answer")
     if call.task.done():
         call.task.result()  # raises what went wrong

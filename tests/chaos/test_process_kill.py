@@ -1,7 +1,8 @@
-"""SIGKILL mid-call: nothing the process had written is lost, and the next start closes
-every call it left open (`server_crash`), the live call with the recording that reached
-the disk. The real service on its embedded database, killed, then started again on the
-same data directory."""
+"""SIGKILL mid-call: nothing the process had written is lost, and the calls it left open
+are closed `server_crash`: by its next start (the real service on its embedded database,
+killed, started again on the same data directory; the live call keeps the recording that
+reached the disk), or by a surviving pod sharing its database, never touching that pod's
+own calls."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import signal
 import struct
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
 from config import Settings
+from db import repositories as repo
+from db.seed import seed_demo
 from runner.dev_credentials import read_dev_api_key, twilio_auth_token
-from tests.chaos.service_calls import answer_form, place, signed_post, until
+from tests.chaos.service_calls import PATIENT_CALLER, answer_form, place, signed_post, until
 from tests.e2e.service_process import ServiceProcess, start_service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -131,3 +135,50 @@ async def test_after_a_kill_the_next_start_closes_every_orphaned_call_with_its_r
     if postgres_pid(data_dir / "pg") is not None:
         pytest.skip("the embedded PostgreSQL outlived a clean stop after a crash (the killed "
                     "process's handle is still counted); everything else held")
+
+
+async def test_a_killed_pods_calls_are_closed_by_a_surviving_pod_on_the_same_database(
+        db, tmp_path):
+    seeded = await seed_demo(db.pool)
+    api_key = await repo.create_api_key(db.pool, seeded.workspace_id, "chaos-kill")
+    env = {"DATABASE_URL": db.dsn, "LOG_LEVEL": "INFO", "CALL_SWEEP_INTERVAL_S": "1"}
+    pods = await asyncio.gather(*(asyncio.to_thread(
+        start_service, {**env, "DATA_DIR": str(tmp_path / name)}, tmp_path / f"{name}.log",
+        timeout_s=180) for name in ("pod_a", "pod_b")))
+    pod_a, pod_b = pods
+    try:
+        token = twilio_auth_token(Settings(_env_file=None, data_dir=tmp_path / "pod_a",
+                                           database_url=db.dsn))
+        call = await place(pod_a.url, api_key, token, text_mode=True)
+        await until(lambda: len(call.log) > 3, 30, "the call to get going")
+        live_on_b = await place(pod_b.url, api_key, twilio_auth_token(Settings(
+            _env_file=None, data_dir=tmp_path / "pod_b", database_url=db.dsn)),
+            PATIENT_CALLER, text_mode=True)
+
+        killed = time.monotonic()
+        pod_a.process.kill()
+        closed = None
+        while time.monotonic() - killed < 15:
+            closed = await repo.get_call(db.pool, call.call_id)
+            if closed["ended_at"] is not None:
+                break
+            await asyncio.sleep(0.1)
+        closed_after = time.monotonic() - killed
+        survivor = await repo.get_call(db.pool, live_on_b.call_id)
+        live_on_b.task.cancel()
+        await asyncio.gather(call.task, live_on_b.task, return_exceptions=True)
+    finally:
+        if pod_a.process.poll() is None:
+            pod_a.process.kill()
+        await asyncio.to_thread(pod_b.stop)  # a clean stop: its calls end with it
+
+    assert closed["completion_reason"] == "server_crash", closed
+    assert closed_after < 5.0  # one sweep of the survivor (every second here)
+    events = await db.pool.fetch("SELECT type, data FROM call_events WHERE call_id = $1",
+                                 uuid.UUID(call.call_id))
+    ended = [e["data"] for e in events if e["type"] == "call_ended"]
+    assert len(ended) == 1 and ended[0]["reason"] == "server_crash"
+    assert "call_started" in {e["type"] for e in events}
+    # The survivor's own live call was left alone.
+    assert survivor["status"] == "in_progress" and survivor["ended_at"] is None
+    print(f"\nSIGKILL of one pod: the survivor closed its call in {closed_after:.2f} s")

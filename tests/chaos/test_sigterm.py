@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from itertools import pairwise
 
 import httpx
 import pytest
@@ -30,7 +31,7 @@ SILENCE_BOUND_S = 3.0  # longest the caller waits, after the signal, for the nex
 async def test_sigterm_mid_call_tells_the_caller_ends_the_call_and_exits_in_bound(db, tmp_path):
     seeded = await seed_demo(db.pool)
     api_key = await repo.create_api_key(db.pool, seeded.workspace_id, "chaos-sigterm")
-    dsn = db._dsn  # noqa: SLF001
+    dsn = db.dsn
     service = await asyncio.to_thread(start_service, {
         "DATABASE_URL": dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
         "SHUTDOWN_DRAIN_S": str(DRAIN_S),
@@ -72,7 +73,7 @@ async def test_sigterm_mid_call_tells_the_caller_ends_the_call_and_exits_in_boun
     after = [s for s in heard.agent_speech if s.end_s > signal_at]
     assert after, f"no agent audio after SIGTERM: {heard.agent_speech}"
     gaps = [max(0.0, after[0].start_s - signal_at)]
-    gaps += [b.start_s - a.end_s for a, b in zip(after, after[1:], strict=False)]
+    gaps += [b.start_s - a.end_s for a, b in pairwise(after)]
     assert max(gaps) < SILENCE_BOUND_S, gaps
     assert not any(s.cut_short for s in after)
     line_dropped = call.at_s(hung_up[0]) - after[-1].end_s  # the last word, then the end
