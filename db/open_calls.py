@@ -53,12 +53,13 @@ def _open_call(row: asyncpg.Record) -> OpenCall:
 
 async def calls_of(pool: asyncpg.Pool, owners: Sequence[str], *, unowned_older_than_s: float,
                    limit: int) -> list[OpenCall]:
-    """Open calls owned by `owners`, and open calls with no owner started longer ago than
-    `unowned_older_than_s` (no live call lasts that long), oldest first."""
+    """Open calls (`ringing` or `in_progress`, no end) owned by `owners`, and open calls with
+    no owner started longer ago than `unowned_older_than_s` (no live call lasts that
+    long), oldest first."""
     rows = await pool.fetch(
         f"""SELECT c.id, c.owner_instance, c.status, c.connected_at, {_LAST_SEEN} AS last_seen
             FROM calls c LEFT JOIN service_instances i ON i.id = c.owner_instance
-            WHERE c.ended_at IS NULL
+            WHERE c.ended_at IS NULL AND c.status IN ('ringing', 'in_progress')
               AND (c.owner_instance = ANY($1::text[])
                    OR (c.owner_instance IS NULL
                        AND c.started_at < now() - make_interval(secs => $2)))
