@@ -54,15 +54,15 @@ def _open_call(row: asyncpg.Record) -> OpenCall:
 async def calls_of(pool: asyncpg.Pool, owners: Sequence[str], *, unowned_older_than_s: float,
                    limit: int) -> list[OpenCall]:
     """Open calls (`ringing` or `in_progress`, no end) owned by `owners`, and open calls with
-    no owner started longer ago than `unowned_older_than_s` (no live call lasts that
-    long), oldest first."""
+    no owner whose row is older than `unowned_older_than_s` (no live call lasts that
+    long; a `started_at` given by an import does not count), oldest first."""
     rows = await pool.fetch(
         f"""SELECT c.id, c.owner_instance, c.status, c.connected_at, {_LAST_SEEN} AS last_seen
             FROM calls c LEFT JOIN service_instances i ON i.id = c.owner_instance
             WHERE c.ended_at IS NULL AND c.status IN ('ringing', 'in_progress')
               AND (c.owner_instance = ANY($1::text[])
                    OR (c.owner_instance IS NULL
-                       AND c.started_at < now() - make_interval(secs => $2)))
+                       AND c.created_at < now() - make_interval(secs => $2)))
             ORDER BY c.started_at LIMIT $3""",
         list(owners), unowned_older_than_s, limit,
     )
@@ -72,13 +72,13 @@ async def calls_of(pool: asyncpg.Pool, owners: Sequence[str], *, unowned_older_t
 async def never_streamed(pool: asyncpg.Pool, owner: str, *, older_than_s: float, limit: int
                          ) -> list[OpenCall]:
     """Answered calls (`ringing`) owned by `owner` or by no one, whose media stream has not
-    come `older_than_s` after the answer, oldest first."""
+    come `older_than_s` after the answer (the row's creation), oldest first."""
     rows = await pool.fetch(
         f"""SELECT c.id, c.owner_instance, c.status, c.connected_at, {_LAST_SEEN} AS last_seen
             FROM calls c LEFT JOIN service_instances i ON i.id = c.owner_instance
             WHERE c.ended_at IS NULL AND c.connected_at IS NULL AND c.status = 'ringing'
               AND (c.owner_instance = $1 OR c.owner_instance IS NULL)
-              AND c.started_at < now() - make_interval(secs => $2)
+              AND c.created_at < now() - make_interval(secs => $2)
             ORDER BY c.started_at LIMIT $3""",
         owner, older_than_s, limit,
     )

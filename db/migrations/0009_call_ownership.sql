@@ -19,4 +19,4 @@ CREATE TABLE service_instances (
 
 -- The instance that answered the call, then the one carrying its media stream.
 ALTER TABLE calls ADD COLUMN owner_instance text;
-CREATE INDEX calls_open_by_owner ON calls (owner_instance, started_at) WHERE ended_at IS NULL;
+CREATE INDEX calls_open_by_owner ON calls (owner_instance, created_at) WHERE ended_at IS NULL;

@@ -217,14 +217,18 @@ async def test_an_unowned_call_is_closed_only_once_no_live_call_could_be_that_ol
         db, workspace_id, tmp_path):
     here = await register(db, me())
     old = await new_call(db, workspace_id, None)
-    await db.pool.execute("UPDATE calls SET started_at = now() - interval '2 hours' WHERE id = $1",
-                          uuid.UUID(old))
+    await db.pool.execute(
+        "UPDATE calls SET created_at = now() - interval '2 hours' WHERE id = $1", uuid.UUID(old))
+    imported = await new_call(db, workspace_id, None)  # its start given, its row made now
+    await db.pool.execute(
+        "UPDATE calls SET started_at = now() - interval '2 days' WHERE id = $1",
+        uuid.UUID(imported))
     recent = await new_call(db, workspace_id, None)
 
     closed = await close_orphaned_calls(db.pool, here, tmp_path, stale_after_s=STALE_S,
                                         unowned_after_s=UNOWNED_S)
 
-    assert old in closed and recent not in closed
+    assert old in closed and recent not in closed and imported not in closed
 
 
 async def test_a_crashed_calls_unfinished_recording_is_repaired_and_attached(

@@ -26,7 +26,8 @@ async def answered(db, workspace_id: str, owner: str | None, *, age_s: float) ->
         direction="inbound", from_number=None, to_number=None, status="ringing",
         owner_instance=owner)
     await db.pool.execute(
-        "UPDATE calls SET started_at = now() - make_interval(secs => $2) WHERE id = $1",
+        "UPDATE calls SET created_at = now() - make_interval(secs => $2), started_at = "
+        "now() - make_interval(secs => $2) WHERE id = $1",
         uuid.UUID(call_id), age_s)
     return call_id
 
