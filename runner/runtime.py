@@ -63,6 +63,7 @@ PREWARM_TTL_S = 30.0
 DB_LOOKUP_TIMEOUT_S = 2.0
 WORLD_BACKFILL_TIMEOUT_S = 300.0
 STARTUP_SWEEP_TIMEOUT_S = 20.0
+STOP_RECORD_TIMEOUT_S = 2.0
 VERIFY_TIMEOUT_S = 120.0
 
 
@@ -296,7 +297,7 @@ class AppRuntime:
         """Say this process stopped cleanly (whatever it left open is no one's now)."""
         try:
             await asyncio.wait_for(instances.stopped(self.db.pool, self.identity),
-                                   DB_LOOKUP_TIMEOUT_S)
+                                   STOP_RECORD_TIMEOUT_S)
         except Exception as error:  # noqa: BLE001 - its dead PID tells the same, later
             logger.warning(f"clean stop not recorded ({type(error).__name__})")
 
