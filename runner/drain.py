@@ -6,7 +6,8 @@ so a load balancer sends the next call to another pod). Every live call, and any
 starts meanwhile, ends the way the duration limit ends one: its reason is
 `server_shutdown` from that moment (so the caller's new words open no new turn), the
 turn under way plays out, then a short line (`prompts/telephony/shutdown.txt`) and
-`EndCallFrame`. `finish` waits for the calls within the bound and cancels whatever is
+`EndCallFrame`, both uninterruptible: a caller talking over the line neither cuts it short
+nor keeps the call open. `finish` waits for the calls within the bound and cancels whatever is
 left, which `run_call` records as `server_shutdown` too; `hurry` (a second signal)
 cancels them at once.
 """
@@ -111,8 +112,9 @@ async def end_call_on_drain(drain: CallDrain, session: CallSession,
         return
     session.log.event("server_draining")
     logger.info(f"call {session.call_id}: ending for the server's shutdown")
+    line = TTSSpeakFrame(render_prompt(SHUTDOWN_LINE))
+    end = EndCallFrame(reason=CompletionReason.SERVER_SHUTDOWN.value)
+    # The caller talking over the line neither cuts it nor keeps the call open.
+    line.interruptible = end.interruptible = False
     # At the pipeline's source, as the duration limit's goodbye: after the turn under way.
-    await worker.queue_frames([
-        TTSSpeakFrame(render_prompt(SHUTDOWN_LINE)),
-        EndCallFrame(reason=CompletionReason.SERVER_SHUTDOWN.value),
-    ])
+    await worker.queue_frames([line, end])

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from pipecat.frames.frames import TTSSpeakFrame
 
-from bench.harness import MemoryTransport
+from bench.harness import MemoryTransport, speak, trim_trailing_silence
 from call.call_session import CompletionReason
 from config import Settings
 from lib.prompts import render_prompt
@@ -25,6 +25,7 @@ from pipeline.providers import ProviderPlan
 from runner.call_runner import run_call
 from runner.drain import SHUTDOWN_LINE, CallDrain, end_call_on_drain
 from runner.runtime import AppRuntime
+from services.espeak.engine import synthesize_pcm
 from tests.fakes import make_session
 from tests.processors.test_shutdown_contract import LONG_LINE, Runtime
 
@@ -142,3 +143,23 @@ def test_a_draining_process_has_no_room_for_another_call():
     drain.begin()
 
     assert not AppRuntime.has_capacity(runtime)
+
+
+async def test_a_caller_talking_over_the_line_does_not_keep_the_call_open(writer):
+    call = await live_call(writer, SHORT_LINE)
+    words = trim_trailing_silence(await synthesize_pcm(
+        "Wait, wait, hold on, I still need to book that appointment please.", 8000,
+        words_per_minute=200), 8000)
+    drain = call.runtime.drain
+    drain.begin()
+    finishing = asyncio.create_task(drain.finish(call.runtime.active_calls, bound_s=20.0))
+    await asyncio.sleep(3.0)  # the shutdown line is playing
+
+    await speak(call.transport, words, 8000, silence_s=1.0)
+    outcome = await finishing
+
+    # The line was heard to its end, nothing was said after it, and the call ended.
+    assert (outcome.ended, outcome.cut) == (1, 0)
+    said = " ".join(agent_lines(writer))
+    assert said.endswith(render_prompt(SHUTDOWN_LINE)), said
+    assert closed_as(writer) == CompletionReason.SERVER_SHUTDOWN.value
