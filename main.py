@@ -42,13 +42,15 @@ def configure_logging(settings: Settings) -> None:
 
 
 def serve(settings: Settings) -> int:
-    import uvicorn
-
+    from api.server import DrainingServer
     from pipeline.provider_choice import resolve_providers
 
     resolve_providers(settings)  # a provider forced without its key: a clear error, not a crash
 
-    uvicorn.Server(server_config(settings, create_app(settings))).run()
+    app = create_app(settings)
+    # SIGTERM drains the calls (each hears a last line) before uvicorn closes the sockets.
+    DrainingServer(server_config(settings, app),
+                   runtime_of=lambda: getattr(app.state, "runtime", None)).run()
     return 0
 
 

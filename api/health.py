@@ -4,6 +4,8 @@
 finished any recovery (pool refreshed, spool replayed); `degraded` (503) while it does
 not answer; `recovering` (503) while the embedded server restarts or the spool replays.
 The database check is bounded (`DB_PING_TIMEOUT_S`) even when the server is frozen.
+`draining` (503) while the process drains its calls to stop, so a load balancer sends
+new calls to the next pod.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ router = APIRouter(tags=["health"])
 
 @router.get("/health")
 async def health(runtime: AppRuntime = Depends(get_runtime)) -> JSONResponse:
+    if runtime.drain.draining:  # stopping: a load balancer sends new calls to the next pod
+        return JSONResponse({"status": "draining", "active_calls": len(runtime.active_calls)},
+                            status_code=503)
     reason = await runtime.db.probe()
     supervisor = runtime.db_supervisor.status()
     if reason is None and supervisor.state == "ok":

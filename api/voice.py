@@ -55,6 +55,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
                 call_sid=call_sid, direction="inbound", from_number=form.get("From"),
                 to_number=to_number, status="ringing",
                 config_snapshot=runtime.snapshot(profile),
+                owner_instance=runtime.identity.instance_id,
             ),
             what="call creation", timeout=max(budget.left(), MIN_WRITE_S),
         )

@@ -55,7 +55,9 @@ class CompletionReason(StrEnum):
     PROTOCOL_ERROR = "protocol_error"
     START_TIMEOUT = "start_timeout"
     PIPELINE_ERROR = "pipeline_error"
-    SERVER_SHUTDOWN = "server_shutdown"
+    SERVER_SHUTDOWN = "server_shutdown"  # the process stopped (a drain, or its close)
+    SERVER_CRASH = "server_crash"  # its process died; closed by the next start or a sweeper
+    NEVER_STREAMED = "never_streamed"  # answered, but its media stream never came
     OPERATOR_ENDED = "operator_ended"  # an operator ended it (POST .../actions/end)
 
 

@@ -54,6 +54,32 @@ class ServerSettings(SettingsGroup):
         description="Let `pipecat eval` open text sessions on /ws without a call created "
         "by a signed /voice/answer. Development only.",
     )
+    shutdown_drain_s: float = Field(
+        default=15.0, gt=0, le=120,
+        description="On SIGTERM, how long live calls get to finish their turn and hear "
+        "that the call must end before the process exits (new calls are turned away "
+        "meanwhile, and /health says draining).",
+    )
+    instance_heartbeat_s: float = Field(
+        default=10.0, ge=1, le=300,
+        description="How often this process tells the database it is alive, so other pods "
+        "leave its calls alone.",
+    )
+    instance_stale_after_s: float = Field(
+        default=60.0, ge=3, le=3600,
+        description="A process on another machine whose heartbeat is older than this is "
+        "gone: its open calls are closed as server_crash (keep it several heartbeats long).",
+    )
+    call_sweep_interval_s: float = Field(
+        default=5.0, ge=0.5, le=600,
+        description="How often calls no one will close are looked for: those of a process "
+        "that is gone, and answered calls whose media stream never came.",
+    )
+    never_streamed_after_s: float = Field(
+        default=15.0, ge=1, le=600,
+        description="An answered call whose media stream has not started this long after "
+        "the answer is closed as never_streamed, and its capacity freed.",
+    )
 
 
 class StorageSettings(SettingsGroup):

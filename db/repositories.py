@@ -308,14 +308,16 @@ async def create_call(
     to_number: str | None,
     status: str,
     config_snapshot: JsonDict | None = None,
+    owner_instance: str | None = None,
 ) -> str:
-    """Create the call row (before its pipeline starts, so child records can refer to it)."""
+    """Create the call row (before its pipeline starts, so child records can refer to it).
+    `owner_instance`: the service process answering it (db/instances)."""
     call_id = await pool.fetchval(
         """INSERT INTO calls (workspace_id, service_id, call_sid, direction, from_number,
-                              to_number, status, config_snapshot)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id""",
+                              to_number, status, config_snapshot, owner_instance)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id""",
         as_uuid(workspace_id), as_uuid(service_id), call_sid, direction, from_number,
-        to_number, status, config_snapshot or {},
+        to_number, status, config_snapshot or {}, owner_instance,
     )
     return str(call_id)
 
@@ -327,8 +329,11 @@ async def get_call(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:
     return _row_or_none(await pool.fetchrow("SELECT * FROM calls WHERE id = $1", call))
 
 
-async def claim_call_for_stream(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:
-    """Mark a ringing call connected, once: the one media stream allowed to carry it.
+async def claim_call_for_stream(
+    pool: asyncpg.Pool, call_id: str, owner_instance: str | None = None
+) -> JsonDict | None:
+    """Mark a ringing call connected, once: the one media stream allowed to carry it, on
+    the service process `owner_instance` (kept as it was when None).
 
     Atomic, so two streams presenting the same call id cannot both be accepted.
     None when the call does not exist, already has a stream, or has ended.
@@ -337,10 +342,11 @@ async def claim_call_for_stream(pool: asyncpg.Pool, call_id: str) -> JsonDict | 
     if call is None:
         return None
     return _row_or_none(await pool.fetchrow(
-        """UPDATE calls SET connected_at = now()
+        """UPDATE calls SET connected_at = now(),
+                            owner_instance = COALESCE($2, owner_instance)
            WHERE id = $1 AND connected_at IS NULL AND ended_at IS NULL
            RETURNING *""",
-        call,
+        call, owner_instance,
     ))
 
 

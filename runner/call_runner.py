@@ -32,6 +32,7 @@ from pipeline.factory import CallPipeline
 from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner import transcript_verification as tv
 from runner.call_setup import build_call, new_session
+from runner.drain import end_call_on_drain
 from runner.runtime import AppRuntime, CallProfile
 from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.serializer import (
@@ -115,8 +116,9 @@ async def _known_call(runtime: AppRuntime, call_id: str | None) -> dict | None:
     if not call_id:
         return None
     try:
-        return await runtime.db.bounded(repo.claim_call_for_stream(runtime.db.pool, call_id),
-                                        what="stream call lookup")
+        return await runtime.db.bounded(
+            repo.claim_call_for_stream(runtime.db.pool, call_id, runtime.identity.instance_id),
+            what="stream call lookup")
     except Exception as error:
         logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
         raise CallLookupFailed from error
@@ -249,6 +251,7 @@ async def _serve_text_session(
         call_id = await repo.create_call(
             runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
             call_sid=None, direction="eval", from_number=None, to_number=None, status="ringing",
+            owner_instance=runtime.identity.instance_id,
         )
         profile.call_id = call_id
     else:
@@ -296,11 +299,15 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
     task = asyncio.current_task()
     runtime.active_calls[session.call_id] = task
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+    on_drain: asyncio.Task | None = None
     try:
         runtime.ops.call_running(session, call_control(runtime, session, call_pipeline))
         await runner.add_workers(call_pipeline.worker)
         if call_pipeline.initial_frames:
             await call_pipeline.worker.queue_frames(call_pipeline.initial_frames)
+        # The server's drain ends the call with a spoken line (runner/drain.py).
+        on_drain = asyncio.create_task(
+            end_call_on_drain(runtime.drain, session, call_pipeline.worker))
         await runner.run()
     except asyncio.CancelledError:
         session.end_as(CompletionReason.SERVER_SHUTDOWN)
@@ -310,6 +317,8 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
         session.log.event("pipeline_failed", error=type(error).__name__)
         session.end_as(CompletionReason.PIPELINE_ERROR)
     finally:
+        if on_drain is not None:
+            on_drain.cancel()
         runtime.active_calls.pop(session.call_id, None)
         runtime.ops.call_finished(session.call_id)
         await finish_call(call_pipeline, session, runtime, started)

@@ -82,6 +82,7 @@ async def run_dev_session(runner_args: RunnerArguments) -> None:
         runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
         call_sid=getattr(call_data, "call_id", None) if is_twilio else None,
         direction=direction, from_number=None, to_number=None, status="ringing",
+        owner_instance=runtime.identity.instance_id,
     )
     session = new_session(runtime, profile, mode)
     logger.info(f"dev runner: {mode.value} session, call {session.call_id}")

@@ -15,8 +15,10 @@ from loguru import logger
 
 from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from config import Settings
+from db import instances
 from db import repositories as repo
 from db.graph_store import latest_graph
+from db.instances import ProcessIdentity
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import fill_demo_clinic, is_empty, seed_demo
@@ -46,7 +48,11 @@ from processors.safety.monitor import concepts_named_by
 from processors.world.index import WorldIndex
 from runner import dev_credentials
 from runner.after_call import verify_and_sync
+from runner.call_sweeper import CallSweeper, SweepLimits
+from runner.drain import CallDrain
 from runner.greeting_cache import GreetingCache
+from runner.heartbeat import beat_forever
+from runner.orphaned_calls import close_orphaned_calls
 from services.practice import build_practice
 from services.turn_models import load_turn_models
 
@@ -56,6 +62,8 @@ if TYPE_CHECKING:
 # A pre-warmed call that never connects expires after 30 s.
 PREWARM_TTL_S = 30.0
 WORLD_BACKFILL_TIMEOUT_S = 300.0
+STARTUP_SWEEP_TIMEOUT_S = 20.0
+STOP_RECORD_TIMEOUT_S = 2.0
 VERIFY_TIMEOUT_S = 120.0
 
 
@@ -148,6 +156,17 @@ class AppRuntime:
         self.active_calls: dict[str, asyncio.Task] = {}
         # Observer events, the active-call registry, operator commands (Redis: across pods).
         self.ops = OpsPlane.from_settings(settings)
+        # This process in the database: its calls are its own until it is gone.
+        self.identity = ProcessIdentity.current(self.ops.pod_id)
+        self.drain = CallDrain()
+        server = settings.server
+        self.sweeper = CallSweeper(
+            db.pool, self.identity, settings.storage.recordings_dir, SweepLimits(
+                interval_s=server.call_sweep_interval_s,
+                never_streamed_after_s=server.never_streamed_after_s,
+                stale_after_s=server.instance_stale_after_s,
+                unowned_after_s=settings.call.max_call_duration_s + server.instance_stale_after_s,
+            ), drop_hold=self.drop_profile)
 
     @classmethod
     async def start(cls, settings: Settings) -> AppRuntime:
@@ -164,6 +183,7 @@ class AppRuntime:
         await writer.start()
         await writer.replay_spool()
         runtime = cls(settings, db, writer)
+        await runtime._take_over_orphans()
         runtime.db_supervisor.start()
         runtime.plan.log()
         logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
@@ -198,7 +218,30 @@ class AppRuntime:
             runtime.in_background(FieldRecognizer.shared().warm_up(), name="grammar-warm-up")
         if db.embedded:
             await runtime._ensure_dev_api_key()
+        runtime.in_background(beat_forever(db.pool, runtime.identity,
+                                           settings.server.instance_heartbeat_s),
+                              name="instance-heartbeat")
+        runtime.in_background(runtime.sweeper.run(), name="call-sweeper")
         return runtime
+
+    async def _take_over_orphans(self) -> None:
+        """Register this process, then close the calls a process that is gone left open
+        (a crash of this service, or of another pod): bounded, never fatal (the sweeper
+        tries again)."""
+        try:
+            async with asyncio.timeout(STARTUP_SWEEP_TIMEOUT_S):
+                await instances.register(self.db.pool, self.identity)
+                started = time.monotonic()
+                closed = await close_orphaned_calls(
+                    self.db.pool, self.identity, self.settings.storage.recordings_dir,
+                    stale_after_s=self.sweeper.limits.stale_after_s,
+                    unowned_after_s=self.sweeper.limits.unowned_after_s)
+            if closed:
+                logger.info(f"start-up: {len(closed)} orphaned call(s) closed in "
+                            f"{time.monotonic() - started:.2f} s")
+        except Exception as error:  # noqa: BLE001 - calls can still be taken
+            logger.warning(f"start-up: orphaned calls not closed ({type(error).__name__}); "
+                           "the sweeper will try again")
 
     async def _prepare_safety(self) -> None:
         """Embed the default safety concepts now (0.2 s offline); a cloud embedder that
@@ -247,11 +290,20 @@ class AppRuntime:
             await asyncio.gather(*self.active_calls.values(), return_exceptions=True)
         await self.ops.close()
         await self.writer.close(timeout=self.settings.storage.db_write_timeout_s * 2)
+        await self._stopped()
         close_practice = getattr(self.practice, "aclose", None)
         if close_practice is not None:
             await close_practice()
         await self.db.close()
         await asyncio.to_thread(stop_worker_pools)
+
+    async def _stopped(self) -> None:
+        """Say this process stopped cleanly (whatever it left open is no one's now)."""
+        try:
+            await self.db.bounded(instances.stopped(self.db.pool, self.identity),
+                                  what="clean stop", timeout=STOP_RECORD_TIMEOUT_S)
+        except Exception as error:  # noqa: BLE001 - its dead PID tells the same, later
+            logger.warning(f"clean stop not recorded ({type(error).__name__})")
 
     # --- Calls -----------------------------------------------------------------
 
@@ -384,7 +436,12 @@ class AppRuntime:
         return self._graphs[key]
 
     def has_capacity(self) -> bool:
-        return self.calls_in_hand() < self.call_capacity
+        """Room for one more call (none while draining: the next pod takes it)."""
+        return not self.drain.draining and self.calls_in_hand() < self.call_capacity
+
+    def drop_profile(self, call_id: str) -> None:
+        """Free the capacity held for an answered call that will not stream."""
+        self._profiles.pop(call_id, None)
 
     def take_profile(self, call_id: str) -> CallProfile | None:
         profile = self._profiles.pop(call_id, None)

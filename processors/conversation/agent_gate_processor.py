@@ -6,6 +6,9 @@ Between the user aggregator and the navigator.
   caller turn (the aggregator's context frame) and any request to run the LLM stops
   here; the caller hears a short fixed line that someone is joining
   (`prompts/safety/still_holding.txt`), never generated text (`agent_held` events).
+- Once the call is ending for the server's shutdown (`server_shutdown`, which nothing
+  calls off), no caller turn is answered: the caller's words said over the last line
+  would otherwise get a reply after it (`turn_unanswered` events).
 - Stage 1 of the supersede guard (processors/conversation/reply_guard_processor.py): a caller turn that
   reaches the agent after newer caller words were finalized is not answered — the newer
   turn will be (`superseded_reply`, stage `pre_generation`). The turn let through sets
@@ -45,6 +48,10 @@ class AgentGateProcessor(LineSpeakerProcessor):
         downstream = direction is FrameDirection.DOWNSTREAM
         if isinstance(frame, LLMContextUserTurnFrame) and downstream:
             self._turn_end = conversation.final_transcripts
+        elif (self._session.completion_reason is CompletionReason.SERVER_SHUTDOWN and downstream
+              and isinstance(frame, (LLMContextFrame, LLMRunFrame))):
+            self._session.log.event("turn_unanswered", why="server_shutdown")
+            return
         elif (conversation.suspended and downstream
               and isinstance(frame, (LLMContextFrame, LLMRunFrame))):
             if isinstance(frame, LLMContextFrame):

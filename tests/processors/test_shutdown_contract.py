@@ -32,6 +32,7 @@ from pipeline.call_deps import CallDeps, ServiceOverrides
 from pipeline.factory import build_call_pipeline
 from pipeline.providers import ProviderPlan
 from runner.call_runner import caller_disconnected, run_call
+from runner.drain import CallDrain
 from tests.fakes import make_session
 
 pytestmark = pytest.mark.timeout(90)
@@ -53,11 +54,11 @@ class FailingSTT(FrameProcessor):
 
 class Runtime(SimpleNamespace):
     """What run_call needs of the AppRuntime: the live calls, the writer's flush, the
-    settings and the operations plane (in process)."""
+    settings, the operations plane (in process) and the drain."""
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(active_calls={}, flushed=0, settings=settings,
-                         ops=OpsPlane.from_settings(settings))
+                         ops=OpsPlane.from_settings(settings), drain=CallDrain())
 
     @property
     def writer(self):
