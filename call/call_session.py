@@ -52,6 +52,7 @@ class CompletionReason(StrEnum):
     IDLE_TIMEOUT = "idle_timeout"
     CALLER_SILENT = "caller_silent"  # three unanswered check-ins
     AT_CAPACITY = "at_capacity"
+    DATABASE_UNAVAILABLE = "database_unavailable"  # turned away: no row could be written
     PROTOCOL_ERROR = "protocol_error"
     START_TIMEOUT = "start_timeout"
     PIPELINE_ERROR = "pipeline_error"

@@ -3,7 +3,8 @@
 Each record carries its call id and its unique key (seq or tool_call_id), so
 applying it twice changes nothing (INSERT … ON CONFLICT DO NOTHING, or an UPDATE of
 fixed values stamped with when it was made, which a newer update always beats):
-the writer may retry, and replay a spool after an outage, in any order.
+the writer may retry, and replay a spool after an outage, in any order. A call turned
+away at the answer webhook has no row yet: `TurnedAwayCall` carries the row itself.
 """
 
 from __future__ import annotations
@@ -103,12 +104,37 @@ class CallUpdate:
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
+@dataclass(frozen=True)
+class TurnedAwayCall:
+    """A call the answer webhook turned away (the lines busy, the database not answering):
+    its row, already closed with `completion_reason`, and the event saying why, applied
+    together so a replay writes all of it or none.
+
+    `call_id` is chosen before any row exists. A row already under it (an insert that
+    timed out yet committed) is closed instead; a row already under its `call_sid` (the
+    same call answered before) is left as it is. A workspace or service that no longer
+    exists is left empty rather than losing the row.
+    """
+
+    call_id: str
+    call_sid: str | None
+    completion_reason: str
+    event: str
+    event_data: dict[str, Any] = field(default_factory=dict)
+    workspace_id: str | None = None
+    service_id: str | None = None
+    from_number: str | None = None
+    to_number: str | None = None
+    direction: str = "inbound"
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
 Record = (TurnRecord | TransitionRecord | ToolCallRecord | EventRecord | EscalationRecord
-          | CallUpdate)
+          | CallUpdate | TurnedAwayCall)
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.__name__: cls
     for cls in (TurnRecord, TransitionRecord, ToolCallRecord, EventRecord, EscalationRecord,
-                CallUpdate)
+                CallUpdate, TurnedAwayCall)
 }
 # Insert target and conflict key per record type (CallUpdate is an UPDATE).
 _TABLES: dict[type[Record], tuple[str, str]] = {
@@ -121,7 +147,7 @@ _TABLES: dict[type[Record], tuple[str, str]] = {
 
 
 def is_record(value: object) -> bool:
-    return type(value) in _TABLES or type(value) is CallUpdate
+    return type(value) in _TABLES or type(value) in (CallUpdate, TurnedAwayCall)
 
 
 # --- Applying records ----------------------------------------------------------
@@ -153,6 +179,34 @@ def _insert_args(record: Record) -> tuple[Any, ...]:
     return (_call_uuid(record), *(getattr(record, column) for column in columns[1:]))
 
 
+_TURNED_AWAY_ROW = """
+    INSERT INTO calls (id, workspace_id, service_id, call_sid, direction, from_number,
+                       to_number, status, started_at, ended_at, completion_reason, updated_at)
+    VALUES ($1, (SELECT id FROM workspaces WHERE id = $2),
+            (SELECT id FROM services WHERE id = $3), $4, $5, $6, $7, 'completed', $8, $8,
+            $9, $8)
+    ON CONFLICT DO NOTHING"""
+_TURNED_AWAY_CLOSE = """
+    UPDATE calls SET status = 'completed', ended_at = $2, completion_reason = $3,
+                     updated_at = GREATEST(updated_at, $2)
+    WHERE id = $1 AND ended_at IS NULL"""
+_TURNED_AWAY_EVENT = """
+    INSERT INTO call_events (call_id, seq, type, data, at_ms)
+    SELECT $1, 1, $2, $3, 0 WHERE EXISTS (SELECT 1 FROM calls WHERE id = $1)
+    ON CONFLICT (call_id, seq) DO NOTHING"""
+
+
+async def _write_turned_away(conn: asyncpg.Connection, call: TurnedAwayCall) -> None:
+    call_id = _call_uuid(call)
+    await conn.execute(
+        _TURNED_AWAY_ROW, call_id, as_uuid(call.workspace_id), as_uuid(call.service_id),
+        call.call_sid, call.direction, call.from_number, call.to_number, call.at,
+        call.completion_reason,
+    )
+    await conn.execute(_TURNED_AWAY_CLOSE, call_id, call.at, call.completion_reason)
+    await conn.execute(_TURNED_AWAY_EVENT, call_id, call.event, call.event_data)
+
+
 async def write_records(conn: asyncpg.Connection, records: Sequence[Record]) -> None:
     """Apply records in order (runs of one insert type as one executemany). Safe to repeat."""
     for cls, run in itertools.groupby(records, key=type):
@@ -160,6 +214,10 @@ async def write_records(conn: asyncpg.Connection, records: Sequence[Record]) -> 
         if cls in _INSERTS:
             sql, _ = _INSERTS[cls]
             await conn.executemany(sql, [_insert_args(record) for record in group])
+            continue
+        if cls is TurnedAwayCall:
+            for call in group:
+                await _write_turned_away(conn, call)  # type: ignore[arg-type]
             continue
         for update in group:
             if not isinstance(update, CallUpdate):

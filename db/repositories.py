@@ -309,17 +309,20 @@ async def create_call(
     status: str,
     config_snapshot: JsonDict | None = None,
     owner_instance: str | None = None,
+    call_id: str | None = None,
 ) -> str:
     """Create the call row (before its pipeline starts, so child records can refer to it).
-    `owner_instance`: the service process answering it (db/instances)."""
-    call_id = await pool.fetchval(
-        """INSERT INTO calls (workspace_id, service_id, call_sid, direction, from_number,
+    `owner_instance`: the service process answering it (db/instances). `call_id`: an id
+    chosen beforehand (new when None), so an insert that timed out can still be named."""
+    created = await pool.fetchval(
+        """INSERT INTO calls (id, workspace_id, service_id, call_sid, direction, from_number,
                               to_number, status, config_snapshot, owner_instance)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id""",
+           VALUES (COALESCE($10, gen_random_uuid()), $1, $2, $3, $4, $5, $6, $7, $8, $9)
+           RETURNING id""",
         as_uuid(workspace_id), as_uuid(service_id), call_sid, direction, from_number,
-        to_number, status, config_snapshot or {}, owner_instance,
+        to_number, status, config_snapshot or {}, owner_instance, as_uuid(call_id),
     )
-    return str(call_id)
+    return str(created)
 
 
 async def get_call(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:

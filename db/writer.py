@@ -31,6 +31,7 @@ from db.records import (
     Record,
     ToolCallRecord,
     TransitionRecord,
+    TurnedAwayCall,
     TurnRecord,
     describe,
     is_record,
@@ -43,7 +44,7 @@ from db.spool import REJECTED_NAME, append_lines, claimed_files
 __all__ = [
     "CallRecordWriter", "CallUpdate", "EscalationRecord", "EventRecord", "Record",
     "ToolCallRecord",
-    "TransitionRecord", "TurnRecord",
+    "TransitionRecord", "TurnedAwayCall", "TurnRecord",
 ]
 
 BATCH_SIZE = 200

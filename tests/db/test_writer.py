@@ -18,6 +18,7 @@ from db.writer import (
     EventRecord,
     ToolCallRecord,
     TransitionRecord,
+    TurnedAwayCall,
     TurnRecord,
 )
 from tests.db.pools import FlakyPool, GatedPool, HangingPool, closed_pool
@@ -346,3 +347,101 @@ async def test_twilios_status_report_does_not_hold_back_the_calls_own_end(db, ca
     call = await repo.get_call(db.pool, call_id)
     assert call["status"] == "completed" and call["completion_reason"] == "agent_hangup"
     assert call["twilio_status"] == "completed" and call["twilio_duration_s"] == 54
+
+
+def turned_away(workspace_id: str | None, call_sid: str, **fields) -> TurnedAwayCall:
+    return TurnedAwayCall(
+        call_id=str(uuid.uuid4()), call_sid=call_sid, completion_reason="database_unavailable",
+        event="database_unavailable", event_data={"stage": "call lookup"},
+        workspace_id=workspace_id, from_number="+15550100123", to_number="+15550100100",
+        **fields)
+
+
+async def _call_and_events(db, call_sid: str) -> tuple[list, list[str]]:
+    calls = await db.pool.fetch("SELECT * FROM calls WHERE call_sid = $1", call_sid)
+    events = await db.pool.fetch(
+        "SELECT e.type FROM call_events e JOIN calls c ON c.id = e.call_id "
+        "WHERE c.call_sid = $1 ORDER BY e.seq", call_sid)
+    return list(calls), [e["type"] for e in events]
+
+
+async def test_a_call_turned_away_in_an_outage_is_on_record_once_after_every_replay(
+    db, pg_dsn, workspace_id, settings, make_writer
+):
+    call_sid = "CA" + uuid.uuid4().hex
+    record = turned_away(workspace_id, call_sid)
+    down = make_writer(await closed_pool(pg_dsn), retries=0)
+    down.submit(record)
+    down.submit(record)  # spooled twice (e.g. by two processes' retries)
+    await down.start()
+    await down.flush(5)
+
+    back = make_writer(db.pool)
+    replayed = await back.replay_spool()
+    back.submit(record)  # and once more, straight to the database
+    await back.flush(5)
+    calls, events = await _call_and_events(db, call_sid)
+
+    assert down.spilled == 2 and replayed == 2 and back.rejected == 0
+    [call] = calls
+    assert str(call["id"]) == record.call_id and str(call["workspace_id"]) == workspace_id
+    assert call["status"] == "completed" and call["ended_at"] is not None
+    assert call["completion_reason"] == "database_unavailable"
+    assert call["from_number"] == "+15550100123"
+    assert events == ["database_unavailable"]
+
+
+async def test_a_turned_away_call_whose_row_was_created_after_all_is_closed_by_its_record(
+    db, workspace_id, make_writer
+):
+    call_sid = "CA" + uuid.uuid4().hex
+    record = turned_away(workspace_id, call_sid)
+    await repo.create_call(  # the insert that timed out for the webhook, yet committed
+        db.pool, workspace_id=workspace_id, service_id=None, call_sid=call_sid,
+        direction="inbound", from_number=None, to_number=None, status="ringing",
+        call_id=record.call_id)
+    writer = make_writer(db.pool)
+    await writer.start()
+
+    writer.submit(record)
+    await writer.flush(5)
+    calls, events = await _call_and_events(db, call_sid)
+
+    [call] = calls
+    assert call["status"] == "completed" and call["completion_reason"] == "database_unavailable"
+    assert events == ["database_unavailable"]
+
+
+async def test_a_turned_away_answer_for_a_call_already_on_record_leaves_that_call_alone(
+    db, call_id, make_writer
+):
+    call_sid = "CA" + uuid.uuid4().hex
+    await db.pool.execute("UPDATE calls SET call_sid = $2 WHERE id = $1",
+                          uuid.UUID(call_id), call_sid)
+    writer = make_writer(db.pool)
+    await writer.start()
+
+    writer.submit(turned_away(None, call_sid))  # Twilio asked again; the lookup failed
+    await writer.flush(5)
+    calls, events = await _call_and_events(db, call_sid)
+
+    assert writer.rejected == 0 and writer.spilled == 0
+    [call] = calls
+    assert str(call["id"]) == call_id and call["status"] == "in_progress"
+    assert call["completion_reason"] is None and events == []
+
+
+async def test_a_turned_away_call_of_a_clinic_deleted_meanwhile_is_kept_without_it(
+    db, make_writer
+):
+    call_sid = "CA" + uuid.uuid4().hex
+    writer = make_writer(db.pool)
+    await writer.start()
+
+    writer.submit(turned_away(str(uuid.uuid4()), call_sid, service_id=str(uuid.uuid4())))
+    await writer.flush(5)
+    calls, events = await _call_and_events(db, call_sid)
+
+    [call] = calls
+    assert call["workspace_id"] is None and call["service_id"] is None
+    assert events == ["database_unavailable"] and writer.rejected == 0
