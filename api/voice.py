@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -9,9 +10,10 @@ from loguru import logger
 
 from api.deps import get_runtime
 from api.twilio_auth import media_stream_url, verified_form
-from call.call_session import CallLog, CompletionReason
+from call.call_session import CompletionReason
 from db import repositories as repo
 from db.deadline import Budget
+from db.writer import TurnedAwayCall
 from lib.redaction import loggable, mask_phone
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
@@ -35,6 +37,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     call_sid, to_number = form.get("CallSid"), form.get("To")
     logger.info(f"incoming call to {mask_phone(to_number)} from {mask_phone(form.get('From'))}")
     budget = Budget(runtime.settings.storage.db_request_timeout_s)  # all of its lookups
+    call_id = str(uuid.uuid4())  # chosen now: a call turned away is kept under it
     try:
         existing = await runtime.db.bounded(
             repo.find_call_by_sid(runtime.db.pool, call_sid), what="call lookup",
@@ -42,26 +45,27 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
         )
     except Exception as error:
         logger.error(f"answer webhook: cannot look the call up ({type(error).__name__})")
-        return _xml(unavailable_twiml())
+        return _xml(_unavailable(runtime, form, call_id, "call lookup", error))
     if existing is not None:
         return _xml(_answer_again(request, runtime, existing))
     if not runtime.has_capacity():
-        return _xml(await _turn_away_busy(runtime, form, budget))
+        return _xml(await _turn_away_busy(runtime, form, call_id, budget))
+    profile = await runtime.resolve_profile(call_id, to_number, timeout=budget.left())
     try:
-        profile = await runtime.resolve_profile("", to_number, timeout=budget.left())
-        call_id = await runtime.db.bounded(
+        await runtime.db.bounded(
             repo.create_call(
                 runtime.db.pool, workspace_id=profile.workspace_id, service_id=profile.service_id,
                 call_sid=call_sid, direction="inbound", from_number=form.get("From"),
                 to_number=to_number, status="ringing",
                 config_snapshot=runtime.snapshot(profile),
-                owner_instance=runtime.identity.instance_id,
+                owner_instance=runtime.identity.instance_id, call_id=call_id,
             ),
             what="call creation", timeout=max(budget.left(), MIN_WRITE_S),
         )
     except Exception as error:
         logger.error(f"answer webhook: cannot create the call record ({type(error).__name__})")
-        return _xml(unavailable_twiml())
+        clinic = (profile.workspace_id, profile.service_id) if profile.workspace_id else None
+        return _xml(_unavailable(runtime, form, call_id, "call creation", error, clinic))
     profile.call_id = call_id
     runtime.remember_profile(profile)
     # Render the greeting while the phone rings.
@@ -70,6 +74,28 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
         PHONE_SAMPLE_RATE, profile.voice.speed,
     )
     return _xml(stream_twiml(media_stream_url(request, runtime.settings), call_id))
+
+
+def _unavailable(runtime: AppRuntime, form, call_id: str, stage: str, error: Exception,
+                 clinic: tuple[str | None, str | None] | None = None) -> str:
+    """The database cannot answer: the caller hears that we have a technical problem, and
+    the call goes on record through the writer (spooled until the database is back), in
+    the dialled clinic's workspace when it is known."""
+    workspace_id, service_id = clinic or runtime.known_clinic(form.get("To"))
+    _keep_on_record(runtime, form, call_id, CompletionReason.DATABASE_UNAVAILABLE,
+                    workspace_id, service_id, stage=stage, error=type(error).__name__)
+    return unavailable_twiml()
+
+
+def _keep_on_record(runtime: AppRuntime, form, call_id: str, reason: CompletionReason,
+                    workspace_id: str | None, service_id: str | None, **event_data) -> None:
+    """A turned-away call's closed row and its event (`reason`), through the record writer:
+    written at once when the database answers, else spooled and replayed; never waited for."""
+    runtime.writer.submit(TurnedAwayCall(
+        call_id=call_id, call_sid=form.get("CallSid"), completion_reason=reason.value,
+        event=reason.value, event_data=event_data, workspace_id=workspace_id,
+        service_id=service_id, from_number=form.get("From"), to_number=form.get("To"),
+    ))
 
 
 def _answer_again(request: Request, runtime: AppRuntime, call: dict) -> str:
@@ -81,44 +107,37 @@ def _answer_again(request: Request, runtime: AppRuntime, call: dict) -> str:
     return unavailable_twiml()
 
 
-async def _dialled_service(runtime: AppRuntime, to_number: str | None,
-                           timeout_s: float) -> dict | None:
-    """The clinic a call dialled, by its To number; None for an unknown number or a lookup
-    that failed or outlasted `timeout_s` (the call is then kept without a clinic)."""
+async def _dialled_clinic(runtime: AppRuntime, to_number: str | None,
+                          timeout_s: float) -> tuple[str | None, str | None]:
+    """The clinic (workspace, service) a call dialled, by its To number; the one that number
+    last reached when the lookup fails or outlasts `timeout_s`; (None, None) for an unknown
+    number (the call is then kept without a clinic)."""
     if not to_number:
-        return None
+        return None, None
     try:
-        return await runtime.db.bounded(repo.find_service_by_phone(runtime.db.pool, to_number),
-                                        what="dialled clinic", timeout=timeout_s)
-    except Exception as error:  # noqa: BLE001 - the call is still kept, without a clinic
-        logger.warning(f"busy call: dialled clinic not found ({type(error).__name__})")
-        return None
+        service = await runtime.db.bounded(repo.find_service_by_phone(runtime.db.pool, to_number),
+                                           what="dialled clinic", timeout=timeout_s)
+    except Exception as error:  # noqa: BLE001 - the call is still kept
+        logger.warning(f"busy call: dialled clinic not looked up ({type(error).__name__})")
+        return runtime.known_clinic(to_number)
+    runtime.note_clinic(to_number, service)
+    if service is None:
+        return None, None
+    return str(service["workspace_id"]), str(service["id"])
 
 
-async def _turn_away_busy(runtime: AppRuntime, form, budget: Budget) -> str:
-    """At capacity: the caller hears that the lines are busy, and the call is on record in
-    the dialled clinic's workspace, so the clinic sees the callers it missed. The lookup
-    and the insert share what is left of the webhook's `budget`."""
-    in_hand = runtime.calls_in_hand()
-    logger.warning(f"at capacity ({in_hand} calls): telling the caller the lines are busy")
-    service = await _dialled_service(runtime, form.get("To"), budget.left() / 2) or {}
-    try:
-        call_id = await runtime.db.bounded(
-            repo.create_call(
-                runtime.db.pool, workspace_id=service.get("workspace_id"),
-                service_id=service.get("id"), call_sid=form.get("CallSid"),
-                direction="inbound", from_number=form.get("From"), to_number=form.get("To"),
-                status="completed",
-            ),
-            what="busy call", timeout=max(budget.left(), MIN_WRITE_S),
-        )
-        log = CallLog(call_id, runtime.writer)
-        log.event("at_capacity", calls_in_hand=in_hand, limit=runtime.call_capacity)
-        log.update_call(
-            ended_at=datetime.now(UTC), completion_reason=CompletionReason.AT_CAPACITY.value,
-        )
-    except Exception as error:
-        logger.error(f"busy call not recorded ({type(error).__name__})")
+async def _turn_away_busy(runtime: AppRuntime, form, call_id: str, budget: Budget) -> str:
+    """At capacity, or draining for a shutdown: the caller hears that the lines are busy,
+    and the call is on record in the dialled clinic's workspace, so the clinic sees the
+    callers it missed; its event says whether the process was draining. Only the clinic
+    lookup waits on the database, within what is left of the webhook's `budget`."""
+    in_hand, draining = runtime.calls_in_hand(), runtime.drain.draining
+    why = "draining" if draining else f"at capacity ({in_hand} calls)"
+    logger.warning(f"{why}: telling the caller the lines are busy")
+    workspace_id, service_id = await _dialled_clinic(runtime, form.get("To"), budget.left())
+    _keep_on_record(runtime, form, call_id, CompletionReason.AT_CAPACITY, workspace_id,
+                    service_id, calls_in_hand=in_hand, limit=runtime.call_capacity,
+                    draining=draining)
     return busy_twiml()
 
 

@@ -44,7 +44,7 @@ from db.spool import REJECTED_NAME, append_lines, claimed_files
 __all__ = [
     "CallRecordWriter", "CallUpdate", "EscalationRecord", "EventRecord", "Record",
     "ToolCallRecord",
-    "TransitionRecord", "TurnedAwayCall", "TurnRecord",
+    "TransitionRecord", "TurnRecord", "TurnedAwayCall",
 ]
 
 BATCH_SIZE = 200

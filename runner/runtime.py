@@ -153,6 +153,9 @@ class AppRuntime:
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
         self.greetings = GreetingCache(self._local_renderer())
         self._profiles: dict[str, CallProfile] = {}
+        # The clinic (workspace, service) each dialled number last reached: a call turned
+        # away while the database cannot say is still put on that clinic's record.
+        self._clinics: dict[str, tuple[str, str]] = {}
         self.active_calls: dict[str, asyncio.Task] = {}
         # Observer events, the active-call registry, operator commands (Redis: across pods).
         self.ops = OpsPlane.from_settings(settings)
@@ -320,6 +323,7 @@ class AppRuntime:
 
     async def _load_profile(self, call_id: str, to_number: str | None) -> CallProfile:
         service = await repo.find_service_by_phone(self.db.pool, to_number) if to_number else None
+        self.note_clinic(to_number, service)
         if service is None:
             service = await repo.default_service(self.db.pool, None)
         if service is None:
@@ -371,6 +375,15 @@ class AppRuntime:
         for key in [k for k, p in self._profiles.items() if now - p.created > PREWARM_TTL_S]:
             del self._profiles[key]
         self._profiles[profile.call_id] = profile
+
+    def note_clinic(self, number: str | None, service: dict[str, Any] | None) -> None:
+        """Remember the service a dialled number was found to reach (None: nothing)."""
+        if number and service is not None:
+            self._clinics[number] = (str(service["workspace_id"]), str(service["id"]))
+
+    def known_clinic(self, number: str | None) -> tuple[str | None, str | None]:
+        """(workspace, service) a dialled number last reached; (None, None) if never seen."""
+        return self._clinics.get(number or "", (None, None))
 
     def calls_in_hand(self) -> int:
         """Calls running here plus calls answered and about to stream."""

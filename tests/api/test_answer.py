@@ -60,8 +60,26 @@ async def test_a_caller_beyond_capacity_hears_the_lines_are_busy_and_is_on_recor
     assert "lines are busy" in busy.find("Say").text and busy.find("Hangup") is not None
     record = await repo.find_call_by_sid(db.pool, turned_away["CallSid"])
     assert record["completion_reason"] == "at_capacity" and record["status"] == "completed"
-    events = await db.pool.fetch("SELECT type FROM call_events WHERE call_id = $1", record["id"])
+    events = await db.pool.fetch("SELECT type, data FROM call_events WHERE call_id = $1",
+                                 record["id"])
     assert [e["type"] for e in events] == ["at_capacity"]
+    assert events[0]["data"]["draining"] is False
+
+
+async def test_a_caller_turned_away_during_the_shutdown_drain_is_on_record_as_draining(
+    tmp_path, pg_dsn, db
+):
+    turned_away = answer_form()
+    with service(tmp_path, pg_dsn, max_calls=5) as client:
+        client.portal.call(client.app.state.runtime.drain.begin)  # SIGTERM's drain begins
+        busy = post_answer(client, turned_away)
+
+    assert busy.find("./Connect") is None and "lines are busy" in busy.find("Say").text
+    record = await repo.find_call_by_sid(db.pool, turned_away["CallSid"])
+    assert record["completion_reason"] == "at_capacity" and record["ended_at"] is not None
+    events = await db.pool.fetch("SELECT type, data FROM call_events WHERE call_id = $1",
+                                 record["id"])
+    assert [(e["type"], e["data"]["draining"]) for e in events] == [("at_capacity", True)]
 
 
 async def test_a_caller_turned_away_busy_is_on_the_dialled_clinics_record(

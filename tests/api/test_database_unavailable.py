@@ -87,6 +87,53 @@ async def test_every_request_path_answers_within_its_bound_while_the_database_is
     assert healthy_again
 
 
+async def test_a_caller_answered_while_the_database_is_frozen_is_on_the_clinics_record_after(
+    bounded_settings, db, pg_dsn, workspace_id
+):
+    clinic_number = "+1555" + str(uuid.uuid4().int)[:7]
+    clinic = await repo.create_service(db.pool, workspace_id, "Frozen Clinic",
+                                       phone_number=clinic_number)
+    earlier, during = ({"CallSid": "CA" + uuid.uuid4().hex, "AccountSid": "AC" + "0" * 32,
+                        "From": "+15550100123", "To": clinic_number, "CallStatus": "ringing"}
+                       for _ in range(2))
+    storage = bounded_settings.storage.model_copy(update={
+        "db_write_timeout_s": BOUND_S, "db_write_retries": 0})
+    settings = bounded_settings.model_copy(update={"storage": storage})
+    async with running_app(settings) as (app, client):
+        writer = app.state.runtime.writer
+        await client.post("/voice/answer", **signed("/voice/answer", earlier))
+        with frozen(await service_processes(pg_dsn)):
+            answer, answer_s = await timed(client.post("/voice/answer",
+                                                       **signed("/voice/answer", during)))
+            await writer.flush(GUARD_S)
+            spilled = writer.spilled
+        replayed = await _replayed_within(client, 5.0)
+
+    assert answer.status_code == 200 and "technical problem" in answer.text
+    assert answer_s < BOUND_S + 0.7
+    assert spilled == 1 and replayed  # spooled while frozen; the supervisor replayed it
+    [call] = await db.pool.fetch("SELECT * FROM calls WHERE call_sid = $1", during["CallSid"])
+    assert str(call["workspace_id"]) == workspace_id and str(call["service_id"]) == str(clinic["id"])
+    assert call["status"] == "completed" and call["ended_at"] is not None
+    assert call["completion_reason"] == "database_unavailable"
+    assert (call["from_number"], call["to_number"]) == (during["From"], clinic_number)
+    events = await db.pool.fetch("SELECT type, data FROM call_events WHERE call_id = $1",
+                                 call["id"])
+    assert [(e["type"], e["data"]) for e in events] == [
+        ("database_unavailable", {"stage": "call lookup", "error": "DatabaseUnavailable"})]
+
+
+async def _replayed_within(client: httpx.AsyncClient, seconds: float) -> bool:
+    """Whether /health says ok with a replay of the spool behind it, within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        database = (await client.get("/health")).json()["database"]
+        if database["state"] == "ok" and database["replayed"] >= 1:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
 async def _healthy_within(client: httpx.AsyncClient, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
