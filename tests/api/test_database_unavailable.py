@@ -113,7 +113,8 @@ async def test_a_caller_answered_while_the_database_is_frozen_is_on_the_clinics_
     assert answer_s < BOUND_S + 0.7
     assert spilled == 1 and replayed  # spooled while frozen; the supervisor replayed it
     [call] = await db.pool.fetch("SELECT * FROM calls WHERE call_sid = $1", during["CallSid"])
-    assert str(call["workspace_id"]) == workspace_id and str(call["service_id"]) == str(clinic["id"])
+    assert str(call["workspace_id"]) == workspace_id
+    assert str(call["service_id"]) == str(clinic["id"])
     assert call["status"] == "completed" and call["ended_at"] is not None
     assert call["completion_reason"] == "database_unavailable"
     assert (call["from_number"], call["to_number"]) == (during["From"], clinic_number)
