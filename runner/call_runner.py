@@ -368,7 +368,7 @@ async def finish_call(
     logger.info(f"call {session.call_id}: ended ({reason.value})")
     flushed = await runtime.writer.flush(FLUSH_TIMEOUT_S)
     if session.workspace_id is not None:
-        runtime.verify_soon(session.call_id)
+        runtime.verify_soon(session.call_id, session.log)
         if saved and recording is not None:
             verify_transcript_soon(runtime, session, recording.path, flushed=flushed)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
+from call.call_session import CallLog
 from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from config import Settings
 from db import instances
@@ -47,7 +48,7 @@ from processors.safety.concepts import ConceptIndex
 from processors.safety.monitor import concepts_named_by
 from processors.world.index import WorldIndex
 from runner import dev_credentials
-from runner.after_call import verify_and_sync
+from runner.after_call import verify_after_call
 from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
 from runner.greeting_cache import GreetingCache
@@ -267,17 +268,12 @@ class AppRuntime:
         except Exception as error:  # noqa: BLE001 - search still works on what is indexed
             logger.warning(f"world model index not prepared ({type(error).__name__})")
 
-    def verify_soon(self, call_id: str) -> asyncio.Task:
-        """Verify a finished call's writes and sync them (bounded, in the background)."""
-        return self.in_background(self._verify(call_id), name=f"verify-{call_id}")
-
-    async def _verify(self, call_id: str) -> None:
-        try:
-            async with asyncio.timeout(VERIFY_TIMEOUT_S):
-                await verify_and_sync(self.db.pool, call_id, self.verifier, self.practice,
-                                      country_code=self.settings.world.phone_country_code)
-        except Exception as error:  # noqa: BLE001 - re-runnable later (main.py verify-call)
-            logger.warning(f"call {call_id}: verification not finished ({type(error).__name__})")
+    def verify_soon(self, call_id: str, log: CallLog) -> asyncio.Task:
+        """Verify a finished call's writes and sync them (bounded, in the background); a
+        failure is an event in the call's record (`log`)."""
+        return self.in_background(verify_after_call(
+            self.db.pool, log, self.verifier, self.practice, timeout_s=VERIFY_TIMEOUT_S,
+            country_code=self.settings.world.phone_country_code), name=f"verify-{call_id}")
 
     def in_background(self, work: Any, *, name: str) -> asyncio.Task:
         """Run `work` off every call's path; kept until done, cancelled at close."""

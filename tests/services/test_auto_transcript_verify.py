@@ -67,7 +67,7 @@ class FakeRuntime:
         self.background = BackgroundTasks()
         self.started: list[str] = []
 
-    def verify_soon(self, call_id: str) -> None:
+    def verify_soon(self, call_id: str, log=None) -> None:
         self.verified_writes.append(call_id)
 
     def in_background(self, work, *, name: str) -> asyncio.Task:

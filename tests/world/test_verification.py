@@ -3,12 +3,19 @@ what is verified."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import pytest
+
+from call.call_session import CallLog
+from db import repositories as repo
 from db import world
 from db.world import EventDraft, Provenance
+from db.writer import CallRecordWriter
 from processors.world.verification import ModelJudges, RulesJudges, verify_call
-from runner.after_call import verify_and_sync
+from runner.after_call import verify_after_call, verify_and_sync
+from services.practice.base import PMSError
 from services.practice.builtin import BuiltinPractice
 from tests.world.conftest import TODAY, Clinic, transcript
 
@@ -167,3 +174,68 @@ async def test_the_model_judge_is_never_looser_than_the_rules(db, clinic):
     assert report.flagged == {email: "model: example.org not said"}
     assert phone not in report.flagged and judges.fallbacks == 1
     assert report.judge == "model"
+
+
+class BrokenJudges(RulesJudges):
+    """A classifier that fails (its message quotes the caller) or never answers."""
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+
+    async def classify(self, facts):
+        if self.outcome == "hang":
+            await asyncio.sleep(3600)
+        raise RuntimeError("could not classify 'my number is 312 555 0199'")
+
+
+class RefusingPractice(BuiltinPractice):
+    """A practice system that refuses every change (its message names the patient)."""
+
+    name = "cliniko"
+
+    async def push(self, event):
+        raise PMSError("Cliniko refused the change for Henry Walsh, +13125550199")
+
+
+async def recorded_events(db, settings, clinic: Clinic, call_id: str, after_call) -> list[dict]:
+    """Run `after_call(log)` on the call's record, through a real writer; its events."""
+    writer = CallRecordWriter(db.pool, settings)
+    await writer.start()
+    await after_call(CallLog(call_id, writer))
+    await writer.close(timeout=5)
+    return (await repo.get_call_detail(db.pool, call_id, clinic.workspace_id))["events"]
+
+
+@pytest.mark.parametrize(("outcome", "error"), [("fail", "RuntimeError"),
+                                                ("hang", "TimeoutError")])
+async def test_a_verification_that_fails_after_the_call_is_an_event_on_its_record(
+    db, clinic, settings, outcome, error
+):
+    call_id = await clinic.call(db)
+    await transcript(db, call_id, ("caller", "My number is 312 555 0199"))
+
+    events = await recorded_events(db, settings, clinic, call_id, lambda log: verify_after_call(
+        db.pool, log, BrokenJudges(outcome), BuiltinPractice(db.pool), timeout_s=0.2))
+
+    assert [(e["type"], e["data"]) for e in events] == [
+        ("verification_failed", {"error": error})]
+
+
+async def test_a_practice_system_refusing_verified_changes_is_an_event_on_the_calls_record(
+    db, clinic, settings
+):
+    call_id = await clinic.call(db)
+    walsh = await clinic.patient(db, "Henry", "Walsh")
+    await transcript(db, call_id, ("caller", "My new phone number is three one two, five five "
+                                             "five, zero one nine nine"))
+    await reported(db, clinic, call_id, walsh.id, "contact_reported",
+                   "Caller reported new contact details: phone 312-555-0199.",
+                   {"changes": {"phone": "312-555-0199"}})
+
+    events = await recorded_events(db, settings, clinic, call_id, lambda log: verify_after_call(
+        db.pool, log, RulesJudges(), RefusingPractice(db.pool), timeout_s=30, country_code="1"))
+
+    assert [(e["type"], e["data"]) for e in events] == [
+        ("practice_sync_failed", {"practice": "cliniko", "failed": 1, "pushed": 0})]
+    [change] = await world.call_events(db.pool, call_id)
+    assert change.verification == "corrected"  # verified, waiting to be pushed again
