@@ -71,6 +71,8 @@ async def test_a_30_s_database_freeze_costs_no_caller_a_silence_and_no_record(tm
             thawed_for = await healthy_within(http, 20.0)
             result = await asyncio.wait_for(call, 60)
             record = await call_record(http, service, result.call_id)
+            answered = sum(1 for p in probes if p.path == "/voice/answer")
+            turned_away = await turned_away_calls(http, service, answered)
             health = (await http.get("/health")).json()
         still_running = service.process.process.poll() is None
         spooled = service.spooled_files()
@@ -107,6 +109,27 @@ async def test_a_30_s_database_freeze_costs_no_caller_a_silence_and_no_record(tm
     assert booking and booking[-1]["error_class"] == "timeout"
     assert "write_unconfirmed" in {e["type"] for e in record["events"]}
     assert [e["concept"] for e in record["escalations"]] == ["write_unconfirmed"]
+    # Every caller told of a technical problem during the freeze is on the clinic's record.
+    assert len(turned_away) == answered, turned_away
+    for call in turned_away:
+        assert call["ended_at"] and call["service_id"] and call["call_sid"], call
+        assert [e["type"] for e in call["events"]] == ["database_unavailable"], call
+
+
+async def turned_away_calls(http: httpx.AsyncClient, service, expected: int,
+                            wait_s: float = 15.0) -> list[dict]:
+    """The clinic's calls closed `database_unavailable`, in detail, once `expected` of them
+    are on record (or `wait_s` has passed: the spool may still be replaying)."""
+    auth = {"Authorization": f"Bearer {service.api_key}"}
+    deadline = time.monotonic() + wait_s
+    while True:
+        listed = (await http.get("/api/calls", headers=auth, params={
+            "completion_reason": "database_unavailable", "limit": 100})).json()["calls"]
+        if len(listed) >= expected or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    return [(await http.get(f"/api/calls/{call['id']}", headers=auth)).json()
+            for call in listed]
 
 
 def signal_pid(pid: int, signum: signal.Signals) -> None:
