@@ -67,6 +67,9 @@ async def test_sigterm_mid_call_tells_the_caller_ends_the_call_and_exits_in_boun
     assert busy.status_code == 200 and "<Say>" in busy.text and "<Stream" not in busy.text
     turned_away = await repo.find_call_by_sid(db.pool, busy_form["CallSid"])
     assert turned_away is not None and turned_away["ended_at"] is not None
+    [why] = await db.pool.fetch("SELECT type, data FROM call_events WHERE call_id = $1",
+                                turned_away["id"])
+    assert (why["type"], why["data"]["draining"]) == ("at_capacity", True)
     # The process exited within its bound (uvicorn re-raises the signal once it is done).
     assert exit_code in (0, -signal.SIGTERM), log[-3000:]
     assert exited_after < DRAIN_S + EXIT_MARGIN_S, log[-3000:]
