@@ -46,13 +46,13 @@ from observers.call_record_observer import CallRecordObserver
 from pipeline.call_deps import CallDeps
 from pipeline.layers import conversation_layer, emotion_layer
 from pipeline.providers import build_llm, build_stt, build_tts
+from pipeline.stt_failover import announce_failover
 from processors.call_control.call_controller_processor import CallControllerProcessor
 from processors.call_control.fallback_responder_processor import FallbackResponderProcessor
 from processors.emotion.call_emotion import CallEmotion
 from processors.voice.audio_tap_processor import agent_audio_tap
 from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
 from processors.voice.greeting_player_processor import GreetingPlayerProcessor
-from processors.voice.stt_failover import announce_failover
 from processors.voice.text_input_processor import TextInputProcessor
 from processors.voice.voice_volume_processor import VoiceVolumeProcessor
 from processors.world.extraction import CallExtraction, RulesExtractor

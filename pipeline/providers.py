@@ -35,7 +35,6 @@ from processors.safety.judge import INSTRUCTION as JUDGE_INSTRUCTION
 from processors.safety.judge import JUDGE_SCHEMA, ModelJudge, RulesJudge, SafetyJudge
 from processors.safety.judge import MAX_TOKENS as JUDGE_MAX_TOKENS
 from processors.safety.monitor import SafetyServices
-from processors.voice.provider_faults import FaultSink, ReconnectPolicy, ignore_faults
 from processors.world.audio_check import AudioVerifier, LocalAudioVerifier
 from processors.world.extraction import (
     Extractor,
@@ -48,6 +47,7 @@ from processors.world.verification import Judges, ModelJudges, RulesJudges
 from services.embeddings import Embedder, LocalEmbedder, OpenAIEmbedder
 from services.emotion.provider import AudioEmotionProvider, TextEmotionProvider
 from services.prosody.emotion import LocalAudioProvider
+from services.provider_faults import FaultSink, ReconnectPolicy, ignore_faults
 from services.vader.emotion import LocalTextProvider
 
 # Calls one process carries by default, a margin below what bench/pipeline_latency.py
@@ -127,8 +127,8 @@ def build_stt(
     """Speech-to-text with the call's merged keyterms. Deepgram's stream is reopened when
     it fails (each fault goes to `faults`) and the offline recognizer stands by."""
     if plan.stt.provider == "deepgram":
-        from processors.voice.reconnecting_deepgram_stt import ReconnectingDeepgramSTTService
-        from processors.voice.stt_failover import with_offline_standby
+        from pipeline.stt_failover import with_offline_standby
+        from services.deepgram.reconnecting_stt import ReconnectingDeepgramSTTService
 
         providers = settings.providers
         deepgram = ReconnectingDeepgramSTTService(
@@ -163,7 +163,7 @@ def build_tts(
     (each fault goes to `faults`)."""
     providers = settings.providers
     if plan.tts.provider == "elevenlabs":
-        from processors.voice.fallback_elevenlabs_tts import (
+        from services.elevenlabs.fallback_tts import (
             FallbackElevenLabsTTSService,
             LocalVoice,
         )

@@ -20,9 +20,9 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.services.stt_service import STTService
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.voice.provider_faults import ReconnectPolicy
-from processors.voice.reconnecting_deepgram_stt import ReconnectingDeepgramSTTService
-from processors.voice.stt_failover import announce_failover, with_offline_standby
+from pipeline.stt_failover import announce_failover, with_offline_standby
+from services.deepgram.reconnecting_stt import ReconnectingDeepgramSTTService
+from services.provider_faults import ReconnectPolicy
 from tests.voice_fakes import (
     HEARD,
     RATE,

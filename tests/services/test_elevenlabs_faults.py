@@ -15,7 +15,7 @@ from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.voice.fallback_elevenlabs_tts import FallbackElevenLabsTTSService
+from services.elevenlabs.fallback_tts import FallbackElevenLabsTTSService
 from tests.services.test_deepgram_faults import Faults
 from tests.voice_fakes import RATE, FakeElevenLabsStream, StreamFault, serve_elevenlabs
 

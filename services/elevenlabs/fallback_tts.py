@@ -38,13 +38,13 @@ from pipecat.frames.frames import (
 from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
 from websockets.protocol import State
 
-from processors.voice.provider_faults import (
+from services.espeak.engine import DEFAULT_VOICE, DEFAULT_WORDS_PER_MINUTE, synthesize_pcm
+from services.provider_faults import (
     FaultSink,
     ignore_faults,
     screened_elevenlabs,
     unspoken_words,
 )
-from services.espeak.engine import DEFAULT_VOICE, DEFAULT_WORDS_PER_MINUTE, synthesize_pcm
 
 FIRST_BYTE_TIMEOUT_S = 1.5
 RECONNECT_WAIT_S = 1.0

@@ -17,8 +17,8 @@ from pipecat.pipeline.service_switcher import ServiceSwitcher, ServiceSwitcherSt
 from pipecat.services.stt_service import STTService
 
 from lib.prompts import render_prompt
-from processors.voice.provider_faults import FaultSink
 from services.pocketsphinx.stt import PocketSphinxSTTService
+from services.provider_faults import FaultSink
 
 HEARING_TROUBLE = "voice/hearing_trouble.txt"
 

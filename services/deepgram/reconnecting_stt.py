@@ -13,7 +13,7 @@ opened, listened to and kept alive stays Pipecat's):
   as a stalled stream and is reopened the same way;
 - once the tries are spent the service reports itself unable to work
   (`force_treat_as_permanent`), which the call's STT switcher answers by moving to the
-  offline recognizer (processors/voice/stt_failover.py).
+  offline recognizer (pipeline/stt_failover.py).
 
 Each of these leaves an event in the call record (`stt_reconnect`, `stt_recovered`,
 `stt_malformed`, `stt_slow_first_byte`, `stt_failed`).
@@ -32,7 +32,7 @@ from pipecat.frames.frames import Frame, VADUserStoppedSpeakingFrame
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.deepgram.stt import DeepgramSTTService
 
-from processors.voice.provider_faults import (
+from services.provider_faults import (
     FaultSink,
     ReconnectBudget,
     ReconnectPolicy,

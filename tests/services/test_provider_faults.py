@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from processors.voice.provider_faults import (
+from services.provider_faults import (
     ReconnectBudget,
     ReconnectPolicy,
     UnconfirmedAudio,

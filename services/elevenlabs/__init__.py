@@ -1,0 +1,1 @@
+"""ElevenLabs adapter: Pipecat's service, made to survive a dropped or stalled stream."""
