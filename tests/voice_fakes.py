@@ -72,29 +72,20 @@ def results(transcript: str, start_s: float, duration_s: float) -> dict:
 
 
 @dataclass
-class FakeDeepgramListen:
-    """Deepgram's live transcription socket; `faults` apply to the next connections."""
+class FaultQueue:
+    """The faults queued for a fake's next connections, and what they did so far."""
 
-    transcripts: list[str] = field(default_factory=lambda: [HEARD])
-    rate: int = RATE
-    faults: list[ListenFault] = field(default_factory=list)
-    path: str = ""
-    authorization: str = ""
-    audio_bytes: int = 0  # over every connection
-    audio_by_connection: list[int] = field(default_factory=list)
-    control: list[str] = field(default_factory=list)
+    faults: list = field(default_factory=list)
     opened: int = 0
     refused: int = 0
     dropped: int = 0
-    answered: list[str] = field(default_factory=list)
-    base_url: str = ""
 
-    def fail_next(self, *faults: ListenFault) -> None:
+    def fail_next(self, *faults) -> None:
         self.faults.extend(faults)
 
     def refuse_all(self) -> None:
-        """Deepgram is down from now on: every handshake is refused."""
-        self.faults = [ListenFault(refuse=True)] * 1000
+        """The provider is down from now on: every handshake is refused."""
+        self.faults = [type(self).fault_type(refuse=True)] * 1000
 
     async def process_request(self, connection: ServerConnection, _request):
         if self.faults and self.faults[0].refuse:
@@ -103,10 +94,27 @@ class FakeDeepgramListen:
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable\n")
         return None
 
-    def _take(self) -> ListenFault | None:
+    def _take(self):
         if self.faults and not self.faults[0].refuse:
             return self.faults.pop(0)
         return None
+
+
+@dataclass
+class FakeDeepgramListen(FaultQueue):
+    """Deepgram's live transcription socket; `faults` apply to the next connections."""
+
+    fault_type = ListenFault
+
+    transcripts: list[str] = field(default_factory=lambda: [HEARD])
+    rate: int = RATE
+    path: str = ""
+    authorization: str = ""
+    audio_bytes: int = 0  # over every connection
+    audio_by_connection: list[int] = field(default_factory=list)
+    control: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
+    base_url: str = ""
 
     async def handle(self, connection: ServerConnection) -> None:
         fault: ListenFault | None = None
@@ -165,39 +173,18 @@ class StreamFault:
 
 
 @dataclass
-class FakeElevenLabsStream:
+class FakeElevenLabsStream(FaultQueue):
     """ElevenLabs' multi-context stream; `faults` apply to the next connections."""
 
+    fault_type = StreamFault
     rate: int = RATE
     ms_per_char: int = MS_PER_CHAR  # how long the voice takes per character
-    faults: list[StreamFault] = field(default_factory=list)
     path: str = ""
     api_key: str = ""
     messages: list[dict] = field(default_factory=list)
     audio_sent: bytes = b""
     words_sent: list[str] = field(default_factory=list)
-    opened: int = 0
-    refused: int = 0
-    dropped: int = 0
     url: str = ""
-
-    def fail_next(self, *faults: StreamFault) -> None:
-        self.faults.extend(faults)
-
-    def refuse_all(self) -> None:
-        self.faults = [StreamFault(refuse=True)] * 1000
-
-    async def process_request(self, connection: ServerConnection, _request):
-        if self.faults and self.faults[0].refuse:
-            self.faults.pop(0)
-            self.refused += 1
-            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable\n")
-        return None
-
-    def _take(self) -> StreamFault | None:
-        if self.faults and not self.faults[0].refuse:
-            return self.faults.pop(0)
-        return None
 
     async def handle(self, connection: ServerConnection) -> None:
         fault: StreamFault | None = None
