@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -27,6 +29,10 @@ from tests.e2e.service_process import ServiceProcess, start_service
 # What a webhook, /health or an API read may take whatever the database does (Twilio
 # gives up on a webhook at 15 s; ours answer within 2 s).
 REQUEST_BOUND_S = 2.5
+# The booking tool gives up at 3 s; the agent's spoken answer follows at once.
+REPLY_BOUND_S = 6.0
+# A killed embedded database is restarted by the supervisor and healthy within this.
+HEALTHY_BOUND_S = 15.0
 # A demo patient calling from their own number books a physio session; the fourth line
 # is the "yes" that makes the booking.
 BOOKING_LINES = (
@@ -66,6 +72,23 @@ class EmbeddedService:
         postmaster = psutil.Process(self.postmaster_pid())
         return [postmaster.pid, *(child.pid for child in postmaster.children(recursive=True))]
 
+    def freeze_database(self) -> list[int]:
+        """SIGSTOP every PostgreSQL process: the server stalls, its sockets stay open.
+        Returns the PIDs to thaw."""
+        pids = self.postgres_pids()
+        for pid in pids:
+            _signal(pid, signal.SIGSTOP)
+        return pids
+
+    @staticmethod
+    def thaw_database(pids: list[int]) -> None:
+        for pid in pids:
+            _signal(pid, signal.SIGCONT)
+
+    def kill_database(self) -> None:
+        """SIGKILL the postmaster, as a crash would (its backends then exit on their own)."""
+        os.kill(self.postmaster_pid(), signal.SIGKILL)
+
     def spooled_files(self) -> list[Path]:
         """Spool files still waiting to be replayed."""
         spool = self.settings.storage.data_dir / "spool"
@@ -87,6 +110,11 @@ def embedded_service(env: dict[str, str] | None = None) -> Iterator[EmbeddedServ
         process.stop()
         _stop_leftover_server(settings.storage.embedded_db_dir)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 def _stop_leftover_server(pg_dir: Path) -> None:

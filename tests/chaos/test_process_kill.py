@@ -7,28 +7,28 @@ own calls."""
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
 import struct
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from config import Settings
 from db import repositories as repo
 from db.seed import seed_demo
-from runner.dev_credentials import read_dev_api_key, twilio_auth_token
-from tests.chaos.service_calls import PATIENT_CALLER, answer_form, place, signed_post, until
-from tests.e2e.service_process import ServiceProcess, start_service
+from runner.dev_credentials import twilio_auth_token
+from tests.chaos.scenarios import (
+    LINE_DROP_BOUND_S,
+    kill_service_mid_call,
+    postgres_pid,
+    stop_postgres,
+)
+from tests.chaos.service_calls import PATIENT_CALLER, place, until
+from tests.e2e.service_process import start_service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
-
-LINE_DROP_BOUND_S = 2.0  # the caller's stream closes this soon after the kill
 
 
 @pytest.fixture
@@ -40,79 +40,22 @@ def data_dir(monkeypatch):
         stop_postgres(Path(directory) / "pg")  # whatever the test left running
 
 
-def postgres_pid(pg_dir: Path) -> int | None:
-    """The embedded server's PID while it runs (its postmaster.pid names it)."""
-    try:
-        pid = int((pg_dir / "postmaster.pid").read_text().split()[0])
-        os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
-        return None
-    return pid
-
-
-def stop_postgres(pg_dir: Path) -> None:
-    pid = postgres_pid(pg_dir)
-    if pid is not None:
-        os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown
-
-
-async def serve(data_dir: Path) -> tuple[ServiceProcess, float]:
-    started = time.monotonic()
-    service = await asyncio.to_thread(
-        start_service, {"DATA_DIR": str(data_dir), "LOG_LEVEL": "INFO"},
-        data_dir / f"server-{int(started * 1000)}.log", timeout_s=180)
-    return service, time.monotonic() - started
-
-
-async def api_get(service: ServiceProcess, api_key: str, path: str) -> httpx.Response:
-    async with httpx.AsyncClient(timeout=10) as http:
-        return await http.get(f"{service.url}{path}",
-                              headers={"Authorization": f"Bearer {api_key}"})
-
-
 async def test_after_a_kill_the_next_start_closes_every_orphaned_call_with_its_recording(
         data_dir):
-    settings = Settings(_env_file=None, data_dir=data_dir)
-    first, _ = await serve(data_dir)
-    try:
-        token, api_key = twilio_auth_token(settings), read_dev_api_key(settings)
-        call = await place(first.url, api_key, token)
-        await until(call.heard_speaking, 30, "the agent's greeting")
-        await asyncio.sleep(3.0)  # seconds of the call reach the recording on disk
-        answered = signed_post(first.url, "/voice/answer", token, answer_form())
-        ringing_id = answered.text.split('value="')[1].split('"')[0]  # never streams
-        dropped: list[float] = []
-        call.task.add_done_callback(lambda _task: dropped.append(time.monotonic()))
-
-        killed = time.monotonic()
-        first.process.kill()
-        first.process.wait(10)
-        await asyncio.wait_for(call.task, 30)
-    finally:
-        if first.process.poll() is None:
-            first.process.kill()
-    line_dropped = dropped[0] - killed
-
-    second, restart_s = await serve(data_dir)  # the orphans are closed before it is healthy
-    try:
-        calls = (await api_get(second, api_key, "/api/calls?limit=50")).json()["calls"]
-        details = {c["id"]: (await api_get(second, api_key, f"/api/calls/{c['id']}")).json()
-                   for c in calls}
-        stereo = await api_get(second, api_key, f"/api/calls/{call.call_id}/recording/stereo")
-        closing = re.search(r"start-up: (\d+) orphaned call\(s\) closed in ([\d.]+) s",
-                            second.log())
-    finally:
-        second.stop()
+    outcome = await kill_service_mid_call(data_dir)
+    call, details, stereo = outcome.call, outcome.details, outcome.stereo
+    line_dropped, restart_s = outcome.line_dropped_s, outcome.restart_s
+    closing = outcome.orphans_log
 
     # The caller was not left on a dead line: the stream closed at once.
     assert line_dropped < LINE_DROP_BOUND_S
     # Every call the killed process had open is closed, with its reason and its events.
-    assert {call.call_id, ringing_id} <= set(details)
+    assert {call.call_id, outcome.ringing_id} <= set(details)
     for detail in details.values():
         assert detail["status"] == "completed" and detail["completion_reason"], detail["id"]
         assert detail["ended_at"] is not None
         assert [e for e in detail["events"] if e["type"] == "call_ended"], detail["id"]
-    talking, ringing = details[call.call_id], details[ringing_id]
+    talking, ringing = details[call.call_id], details[outcome.ringing_id]
     assert talking["completion_reason"] == ringing["completion_reason"] == "server_crash"
     ended = {e["type"]: e["data"] for e in talking["events"]}
     assert "call_started" in ended  # what the process had written before the kill is kept
@@ -131,7 +74,7 @@ async def test_after_a_kill_the_next_start_closes_every_orphaned_call_with_its_r
           f"restart was healthy in {restart_s:.2f} s, its {closing[1]} orphaned call(s) "
           f"closed in {closing[2]} s of it; recording salvaged: {salvaged['seconds']} s")
     # A clean stop after the restart stops the embedded server too.
-    second.process.wait(30)
+    outcome.restarted.process.wait(30)
     if postgres_pid(data_dir / "pg") is not None:
         pytest.skip("the embedded PostgreSQL outlived a clean stop after a crash (the killed "
                     "process's handle is still counted); everything else held")
