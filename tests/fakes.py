@@ -12,6 +12,8 @@ import json
 import math
 import struct
 from collections.abc import AsyncGenerator, Callable
+from types import SimpleNamespace
+from typing import Any
 
 from pipecat.frames.frames import (
     Frame,
@@ -31,7 +33,10 @@ from pipecat.utils.time import time_now_iso8601
 
 from call.call_session import CallLog, CallSession, SessionMode
 from call.identity import CallIdentity
+from config import Settings
+from ops.plane import OpsPlane
 from processors.llm_context import last_user_text
+from runner.drain import CallDrain
 
 
 def _blank(settings_cls):
@@ -160,3 +165,12 @@ class ScriptedModel:
 
 def choice(name: str, filler: str | None = None, verify: bool = False) -> str:
     return json.dumps({"choice": name, "filler": filler, "verify_audio": verify})
+
+
+class CallRuntime(SimpleNamespace):
+    """What `runner.call_runner.run_call` needs of the AppRuntime: the live calls, the
+    record writer, the settings, the operations plane (in process) and the drain."""
+
+    def __init__(self, settings: Settings, writer: Any = None, **more: Any) -> None:
+        super().__init__(active_calls={}, settings=settings, writer=writer,
+                         ops=OpsPlane.from_settings(settings), drain=CallDrain(), **more)

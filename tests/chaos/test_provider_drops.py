@@ -30,13 +30,13 @@ from call.identity import CallIdentity
 from config import Settings
 from db import repositories as repo
 from db.writer import CallRecordWriter
-from ops.plane import OpsPlane
 from pipeline.call_deps import CallDeps
 from pipeline.factory import build_call_pipeline
 from pipeline.providers import ProviderPlan
 from runner.call_runner import run_call
 from services.espeak.engine import synthesize_pcm
 from services.turn_models import load_turn_models
+from tests.fakes import CallRuntime
 from tests.voice_fakes import (
     FakeDeepgramListen,
     FakeElevenLabsStream,
@@ -53,15 +53,6 @@ ANSWER_BOUND_S = 5.0  # the caller's turn ends → the agent's first audio reach
 GAP_BOUND_S = 2.0  # longest pause inside one reply
 CHANGE = "I need to change my appointment"
 YES = "yes please"
-
-
-class Runtime(SimpleNamespace):
-    """What run_call needs of the AppRuntime: live calls, the record writer, the settings
-    and the operations plane (in process)."""
-
-    def __init__(self, settings: Settings, writer: CallRecordWriter) -> None:
-        super().__init__(active_calls={}, settings=settings, writer=writer,
-                         ops=OpsPlane.from_settings(settings))
 
 
 @pytest.fixture
@@ -94,7 +85,7 @@ async def phone_call(db, pg_dsn, tmp_path, providers):
     plan = ProviderPlan.from_settings(settings)
     assert (plan.stt.provider, plan.tts.provider) == ("deepgram", "elevenlabs")
     call = build_call_pipeline(transport, session, CallDeps(settings=settings, plan=plan))
-    running = asyncio.create_task(run_call(call, session, Runtime(settings, writer)))
+    running = asyncio.create_task(run_call(call, session, CallRuntime(settings, writer)))
     await asyncio.sleep(0.5)
     line = PhoneLine(transport)
     try:

@@ -27,13 +27,11 @@ from bench.harness import MemoryTransport
 from call.call_session import CompletionReason
 from call.frames import EndCallFrame
 from config import Settings
-from ops.plane import OpsPlane
 from pipeline.call_deps import CallDeps, ServiceOverrides
 from pipeline.factory import build_call_pipeline
 from pipeline.providers import ProviderPlan
 from runner.call_runner import caller_disconnected, run_call
-from runner.drain import CallDrain
-from tests.fakes import make_session
+from tests.fakes import CallRuntime, make_session
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -52,17 +50,12 @@ class FailingSTT(FrameProcessor):
         await self.push_error(error_msg="STT connection lost", fatal=True)
 
 
-class Runtime(SimpleNamespace):
-    """What run_call needs of the AppRuntime: the live calls, the writer's flush, the
-    settings, the operations plane (in process) and the drain."""
+class Runtime(CallRuntime):
+    """The runtime run_call needs, whose record writer counts its flushes."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(active_calls={}, flushed=0, settings=settings,
-                         ops=OpsPlane.from_settings(settings), drain=CallDrain())
-
-    @property
-    def writer(self):
-        return self
+        super().__init__(settings, flushed=0)
+        self.writer = self
 
     async def flush(self, _timeout: float) -> None:
         self.flushed += 1
