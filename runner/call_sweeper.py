@@ -7,7 +7,7 @@
   their capacity hold on this pod is dropped at once;
 - and it forgets processes silent for a week that left no open call.
 
-Each pass is bounded in time; a pass that fails is logged and the next one tries again.
+Each pass is bounded in time, even on a frozen database (`db.deadline.within`); a pass that fails is logged and the next one tries again.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from loguru import logger
 
 from call.call_session import CompletionReason
 from db import instances, open_calls
+from db.deadline import within
 from db.instances import ProcessIdentity
 from db.open_calls import Closure
 from runner.orphaned_calls import BATCH_LIMIT, close_orphaned_calls
@@ -66,13 +67,7 @@ class CallSweeper:
         """One pass (never raises: a failed pass is logged and retried next time)."""
         result = SweepResult()
         try:
-            async with asyncio.timeout(self.limits.pass_timeout_s):
-                result.orphaned = await close_orphaned_calls(
-                    self._pool, self._me, self._recordings_dir,
-                    stale_after_s=self.limits.stale_after_s,
-                    unowned_after_s=self.limits.unowned_after_s)
-                result.never_streamed = await self._close_never_streamed()
-                await instances.prune(self._pool, older_than_s=self.limits.forget_after_s)
+            await within(self._pass(result), self.limits.pass_timeout_s, what="call sweep")
         except Exception as error:  # noqa: BLE001 - the next pass tries again
             if not self._failing:
                 logger.warning(f"call sweep failed ({type(error).__name__}); retrying next pass")
@@ -82,6 +77,13 @@ class CallSweeper:
             logger.info("call sweep working again")
         self._failing = False
         return result
+
+    async def _pass(self, result: SweepResult) -> None:
+        result.orphaned = await close_orphaned_calls(
+            self._pool, self._me, self._recordings_dir,
+            stale_after_s=self.limits.stale_after_s, unowned_after_s=self.limits.unowned_after_s)
+        result.never_streamed = await self._close_never_streamed()
+        await instances.prune(self._pool, older_than_s=self.limits.forget_after_s)
 
     async def _close_never_streamed(self) -> list[str]:
         waited = self.limits.never_streamed_after_s

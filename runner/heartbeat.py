@@ -12,6 +12,7 @@ import asyncpg
 from loguru import logger
 
 from db import instances
+from db.deadline import within
 from db.instances import ProcessIdentity
 
 BEAT_TIMEOUT_S = 5.0
@@ -23,8 +24,8 @@ async def beat_forever(pool: asyncpg.Pool, me: ProcessIdentity, interval_s: floa
     while True:
         await asyncio.sleep(interval_s)
         try:
-            async with asyncio.timeout(min(BEAT_TIMEOUT_S, interval_s)):
-                await instances.heartbeat(pool, me)
+            await within(instances.heartbeat(pool, me), min(BEAT_TIMEOUT_S, interval_s),
+                         what="heartbeat")
         except Exception as error:  # noqa: BLE001 - the next beat tries again
             if not failing:
                 logger.warning(f"heartbeat not recorded ({type(error).__name__})")

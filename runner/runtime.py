@@ -232,20 +232,23 @@ class AppRuntime:
         """Register this process, then close the calls a process that is gone left open
         (a crash of this service, or of another pod): bounded, never fatal (the sweeper
         tries again)."""
+        started = time.monotonic()
         try:
-            async with asyncio.timeout(STARTUP_SWEEP_TIMEOUT_S):
-                await instances.register(self.db.pool, self.identity)
-                started = time.monotonic()
-                closed = await close_orphaned_calls(
-                    self.db.pool, self.identity, self.settings.storage.recordings_dir,
-                    stale_after_s=self.sweeper.limits.stale_after_s,
-                    unowned_after_s=self.sweeper.limits.unowned_after_s)
+            closed = await self.db.bounded(self._register_and_close_orphans(),
+                                           what="start-up sweep", timeout=STARTUP_SWEEP_TIMEOUT_S)
             if closed:
                 logger.info(f"start-up: {len(closed)} orphaned call(s) closed in "
                             f"{time.monotonic() - started:.2f} s")
         except Exception as error:  # noqa: BLE001 - calls can still be taken
             logger.warning(f"start-up: orphaned calls not closed ({type(error).__name__}); "
                            "the sweeper will try again")
+
+    async def _register_and_close_orphans(self) -> list[str]:
+        await instances.register(self.db.pool, self.identity)
+        return await close_orphaned_calls(
+            self.db.pool, self.identity, self.settings.storage.recordings_dir,
+            stale_after_s=self.sweeper.limits.stale_after_s,
+            unowned_after_s=self.sweeper.limits.unowned_after_s)
 
     async def _prepare_safety(self) -> None:
         """Embed the default safety concepts now (0.2 s offline); a cloud embedder that
