@@ -6,22 +6,10 @@ No LLM: the deterministic navigator and the real tools over the embedded databas
 the practice system's booking fails.
 """
 
-import uuid
-from datetime import date
 
-import pytest
 
-from db import repositories as repo
-from db.seed import seed_clinic
 from services.practice.base import PMSError
 from tests.flows.test_engine import PRIYA_PHONE, call_from, live_bookings, patient
-
-
-@pytest.fixture
-async def clinic(db, workspace_id):
-    service = await repo.create_service(db.pool, workspace_id, f"clinic-{uuid.uuid4().hex[:6]}")
-    await seed_clinic(db.pool, workspace_id, service["id"], date.today())
-    return workspace_id, service["id"]
 
 
 class BookingDown:

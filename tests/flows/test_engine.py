@@ -14,7 +14,6 @@ from call.call_session import CallLog
 from call.identity import CallIdentity
 from db import repositories as repo
 from db import scheduling as sched
-from db.seed import seed_clinic
 from flows.graph import bundled_graph
 from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
@@ -22,13 +21,6 @@ from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")
 PRIYA_PHONE, FAMILY_PHONE, DAVID_PHONE = "+15550100204", "+15550100202", "+15550100203"
-
-
-@pytest.fixture
-async def clinic(db, workspace_id):
-    service = await repo.create_service(db.pool, workspace_id, f"clinic-{uuid.uuid4().hex[:6]}")
-    await seed_clinic(db.pool, workspace_id, service["id"], date.today())
-    return workspace_id, service["id"]
 
 
 class Caller:

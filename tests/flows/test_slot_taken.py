@@ -7,13 +7,9 @@ database, their yeses said at the same moment.
 
 import asyncio
 import re
-import uuid
-from datetime import date
 
 import pytest
 
-from db import repositories as repo
-from db.seed import seed_clinic
 from db.slots import Slot
 from flows.graph_tools import next_free
 from language.spoken import say_time
@@ -29,13 +25,6 @@ from tests.flows.test_engine import (
 TAKEN = re.compile(r"\b(someone else|another (caller|patient))\b.*\b(booked|taken|took)\b"
                    r"|\bjust (been )?(booked|taken|gone)\b", re.IGNORECASE)
 SYSTEM_DOWN = re.compile(r"not responding|isn't responding|not answering", re.IGNORECASE)
-
-
-@pytest.fixture
-async def clinic(db, workspace_id):
-    service = await repo.create_service(db.pool, workspace_id, f"clinic-{uuid.uuid4().hex[:6]}")
-    await seed_clinic(db.pool, workspace_id, service["id"], date.today())
-    return workspace_id, service["id"]
 
 
 def picked(caller: Caller) -> Slot:
