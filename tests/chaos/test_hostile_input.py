@@ -12,18 +12,13 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from config import Settings
-from db import repositories as repo
-from db.seed import seed_demo
-from tests.e2e.service_process import ServiceProcess, start_service
+from tests.e2e.conftest import RunningServer, start_demo_server
 from tests.e2e.test_bad_input import new_call, open_stream, record, start_message, ws_url
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -33,34 +28,17 @@ LOG_WAIT_S = 5.0
 HOSTILE_SOCKETS = 12
 
 
-@dataclass
-class Service:
-    url: str
-    settings: Settings
-    api_key: str
-    data_dir: Path
-    process: ServiceProcess
-
-    def log(self) -> str:
-        return self.process.log()
-
-
 @pytest.fixture(scope="module")
-async def service(db, tmp_path_factory) -> AsyncIterator[Service]:
-    data_dir = tmp_path_factory.mktemp("hostile")
-    seeded = await seed_demo(db.pool)
-    api_key = await repo.create_api_key(db.pool, seeded.workspace_id, "hostile")
-    env = {"DATABASE_URL": db._dsn, "DATA_DIR": str(data_dir),
-           "LOG_LEVEL": "INFO", "START_MESSAGE_TIMEOUT_S": "3"}
-    process = await asyncio.to_thread(start_service, env, data_dir / "server.log")
-    settings = Settings(_env_file=None, data_dir=data_dir, database_url=db._dsn)
+async def service(db, tmp_path_factory) -> AsyncIterator[RunningServer]:
+    running = await start_demo_server(db, tmp_path_factory.mktemp("hostile"), "hostile", {
+        "LOG_LEVEL": "INFO", "START_MESSAGE_TIMEOUT_S": "3"})
     try:
-        yield Service(process.url, settings, api_key, data_dir, process)
+        yield running
     finally:
-        process.stop()
+        running.process.stop()
 
 
-async def log_after(service: Service, offset: int, pattern: str, count: int) -> str:
+async def log_after(service: RunningServer, offset: int, pattern: str, count: int) -> str:
     """The log written since `offset` once `pattern` appears `count` times (bounded)."""
     deadline = time.monotonic() + LOG_WAIT_S
     while True:
@@ -70,7 +48,7 @@ async def log_after(service: Service, offset: int, pattern: str, count: int) -> 
         await asyncio.sleep(0.1)
 
 
-async def a_caller_is_answered_and_recorded(service: Service) -> None:
+async def a_caller_is_answered_and_recorded(service: RunningServer) -> None:
     """(a) The caller hears the agent within the bound; (b) the record is closed."""
     call_id, form = new_call(service)
     async with open_stream(service, max_size=None) as ws:

@@ -47,22 +47,27 @@ async def another_server(
         process.stop()
 
 
-@pytest.fixture(scope="session")
-async def server(db, tmp_path_factory) -> RunningServer:
-    data_dir = tmp_path_factory.mktemp("server")
+async def start_demo_server(db, data_dir: Path, key_name: str,
+                            env: dict[str, str]) -> RunningServer:
+    """The service on the session database with the demo clinic and an API key of its own
+    (`env` on top of the database and data folder); the test fails if it cannot start."""
     seeded = await seed_demo(db.pool)
-    api_key = await repo.create_api_key(db.pool, seeded.workspace_id, "e2e")
-    env = {
-        "DATABASE_URL": db._dsn,  # noqa: SLF001
-        "DATA_DIR": str(data_dir),
-        "LOG_LEVEL": "INFO",
-        "WS_MAX_BAD_MESSAGES": "20",
-        "START_MESSAGE_TIMEOUT_S": "3",
-    }
+    api_key = await repo.create_api_key(db.pool, seeded.workspace_id, key_name)
+    full_env = {"DATABASE_URL": db._dsn, "DATA_DIR": str(data_dir), **env}  # noqa: SLF001
     try:
-        process = await asyncio.to_thread(start_service, env, data_dir / "server.log")
+        process = await asyncio.to_thread(start_service, full_env, data_dir / "server.log")
     except ServiceDidNotStart as error:
         pytest.fail(str(error))
     settings = Settings(_env_file=None, data_dir=data_dir, database_url=db._dsn)  # noqa: SLF001
-    yield RunningServer(process.url, data_dir, api_key, settings, process)
-    process.stop()
+    return RunningServer(process.url, data_dir, api_key, settings, process)
+
+
+@pytest.fixture(scope="session")
+async def server(db, tmp_path_factory) -> RunningServer:
+    running = await start_demo_server(db, tmp_path_factory.mktemp("server"), "e2e", {
+        "LOG_LEVEL": "INFO",
+        "WS_MAX_BAD_MESSAGES": "20",
+        "START_MESSAGE_TIMEOUT_S": "3",
+    })
+    yield running
+    running.process.stop()
