@@ -223,7 +223,7 @@ async def delete_safety_concept(key: str, workspace_id: str = Depends(require_wo
 class ServiceOut(BaseModel):
     id: str
     name: str
-    phone_number: str | None
+    phone_numbers: list[str]
     keyterms: list[str]
     graph_id: str
 

@@ -15,10 +15,9 @@ from typing import Any, Literal
 
 import asyncpg
 
-from db.repositories import _row_or_none, _rows, as_uuid
+from db.repositories import SERVICE_COLUMNS, _row_or_none, _rows, as_uuid
 
 EscalationStatus = Literal["open", "acknowledged", "resolved"]
-_SERVICE_COLUMNS = "id, name, phone_number, keyterms, graph_id, created_at"
 _ESCALATION_COLUMNS = """e.id, e.call_id, e.seq, e.concept, e.severity, e.similarity, e.judge,
        e.reason, e.at_ms, e.status, e.created_at, e.acknowledged_at, e.acknowledged_by,
        e.resolved_at"""
@@ -32,8 +31,8 @@ _OWN_ESCALATION = "e.id = $1 AND e.call_id IN (SELECT id FROM calls WHERE worksp
 async def list_services(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, Any]]:
     """The workspace's services, oldest first (the first is where unknown numbers land)."""
     return _rows(await pool.fetch(
-        f"SELECT {_SERVICE_COLUMNS} FROM services WHERE workspace_id = $1 "
-        "ORDER BY created_at, id", as_uuid(workspace_id)))
+        f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.workspace_id = $1 "
+        "ORDER BY s.created_at, s.id", as_uuid(workspace_id)))
 
 
 async def get_service(pool: asyncpg.Pool, workspace_id: str, service_id: str
@@ -42,7 +41,7 @@ async def get_service(pool: asyncpg.Pool, workspace_id: str, service_id: str
     if service is None:
         return None
     return _row_or_none(await pool.fetchrow(
-        f"SELECT {_SERVICE_COLUMNS} FROM services WHERE id = $1 AND workspace_id = $2",
+        f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.id = $1 AND s.workspace_id = $2",
         service, as_uuid(workspace_id)))
 
 
@@ -53,9 +52,10 @@ async def set_service_keyterms(pool: asyncpg.Pool, workspace_id: str, service_id
     service = as_uuid(service_id)
     if service is None:
         return None
-    return _row_or_none(await pool.fetchrow(
-        f"UPDATE services SET keyterms = $3 WHERE id = $1 AND workspace_id = $2 "
-        f"RETURNING {_SERVICE_COLUMNS}", service, as_uuid(workspace_id), keyterms))
+    updated = await pool.fetchval(
+        "UPDATE services SET keyterms = $3 WHERE id = $1 AND workspace_id = $2 RETURNING id",
+        service, as_uuid(workspace_id), keyterms)
+    return None if updated is None else await get_service(pool, workspace_id, service_id)
 
 
 # --- Escalations ---------------------------------------------------------------

@@ -232,6 +232,12 @@ async def set_voice_settings(pool: asyncpg.Pool, workspace_id: str, settings: An
 # --- Services ------------------------------------------------------------------
 
 
+# Every service column, and its numbers (oldest first) as `phone_numbers`.
+SERVICE_COLUMNS = """s.id, s.workspace_id, s.name, s.keyterms, s.greeting, s.graph_id, s.created_at,
+       ARRAY(SELECT n.phone_number FROM service_numbers n WHERE n.service_id = s.id
+             ORDER BY n.created_at, n.phone_number) AS phone_numbers"""
+
+
 async def create_service(
     pool: asyncpg.Pool,
     workspace_id: str,
@@ -241,16 +247,24 @@ async def create_service(
     keyterms: list[str] | None = None,
     greeting: str | None = None,
 ) -> JsonDict:
-    """Create the workspace's service `name`, or update it in place (so seeding can re-run)."""
-    return _row(await pool.fetchrow(
-        """INSERT INTO services (workspace_id, name, phone_number, keyterms, greeting)
-           VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT (workspace_id, name) DO UPDATE SET
-             phone_number = EXCLUDED.phone_number, keyterms = EXCLUDED.keyterms,
-             greeting = EXCLUDED.greeting
-           RETURNING *""",
-        as_uuid(workspace_id), name, phone_number, keyterms or [], greeting,
-    ))
+    """Create the workspace's service `name`, or update it in place (so seeding can re-run);
+    `phone_number`, when given, is added to the numbers that reach it."""
+    async with pool.acquire() as connection, connection.transaction():
+        service_id = await connection.fetchval(
+            """INSERT INTO services (workspace_id, name, keyterms, greeting)
+               VALUES ($1, $2, $3, $4)
+               ON CONFLICT (workspace_id, name) DO UPDATE SET
+                 keyterms = EXCLUDED.keyterms, greeting = EXCLUDED.greeting
+               RETURNING id""",
+            as_uuid(workspace_id), name, keyterms or [], greeting,
+        )
+        if phone_number:
+            await connection.execute(
+                """INSERT INTO service_numbers (phone_number, service_id) VALUES ($1, $2)
+                   ON CONFLICT (phone_number) DO UPDATE SET service_id = EXCLUDED.service_id""",
+                phone_number, service_id)
+        return _row(await connection.fetchrow(
+            f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.id = $1", service_id))
 
 
 async def set_service_graph(pool: asyncpg.Pool, service_id: str, graph_id: str | None) -> None:
@@ -267,29 +281,31 @@ async def get_service_by_name(
     if workspace is None:
         return None
     return _row_or_none(await pool.fetchrow(
-        "SELECT * FROM services WHERE workspace_id = $1 AND name = $2", workspace, name
+        f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.workspace_id = $1 AND s.name = $2",
+        workspace, name,
     ))
 
 
 async def find_service_by_phone(pool: asyncpg.Pool, phone_number: str) -> JsonDict | None:
-    """The service an inbound call to `phone_number` reaches: its own number, else the
-    service of the location with that number."""
+    """The service an inbound call to `phone_number` reaches: the one that owns the
+    number, else the service of the (live) location with that number."""
     return _row_or_none(await pool.fetchrow(
-        """SELECT * FROM services WHERE phone_number = $1
+        f"""SELECT {SERVICE_COLUMNS} FROM services s
+             WHERE s.id = (SELECT service_id FROM service_numbers WHERE phone_number = $1)
            UNION ALL
-           SELECT s.* FROM services s JOIN locations l ON l.service_id = s.id
-            WHERE l.phone_number = $1
+           SELECT {SERVICE_COLUMNS} FROM services s JOIN locations l ON l.service_id = s.id
+            WHERE l.phone_number = $1 AND l.retired_at IS NULL
            LIMIT 1""", phone_number))
 
 
 async def default_service(pool: asyncpg.Pool, workspace_id: str | None) -> JsonDict | None:
-    """The oldest service (of a workspace, or overall): where unknown numbers land."""
+    """The oldest service (of a workspace, or overall)."""
     if workspace_id is None:
-        return _row_or_none(
-            await pool.fetchrow("SELECT * FROM services ORDER BY created_at, id LIMIT 1")
-        )
+        return _row_or_none(await pool.fetchrow(
+            f"SELECT {SERVICE_COLUMNS} FROM services s ORDER BY s.created_at, s.id LIMIT 1"))
     return _row_or_none(await pool.fetchrow(
-        "SELECT * FROM services WHERE workspace_id = $1 ORDER BY created_at, id LIMIT 1",
+        f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.workspace_id = $1 "
+        "ORDER BY s.created_at, s.id LIMIT 1",
         as_uuid(workspace_id),
     ))
 

@@ -138,7 +138,7 @@ async def test_service_keyterms_are_validated_merged_and_scoped(tmp_path, pg_dsn
         not_an_id = client.get("/api/services/not-a-uuid/keyterms", headers=mine)
         profile = next_call(client, number)
 
-    assert listed == [{"id": service["id"], "name": "Riverside", "phone_number": number,
+    assert listed == [{"id": service["id"], "name": "Riverside", "phone_numbers": [number],
                        "keyterms": [], "graph_id": "clinic_booking"}]
     assert service["id"] not in {s["id"] for s in their_list}
     for refused in (too_long, too_many, blank, not_text, nul):

@@ -51,7 +51,7 @@ async def test_a_call_runs_the_stored_version_and_its_record_says_which(tmp_path
     )
     try:
         profile = await runtime.resolve_profile("call", number)
-        fallback = await runtime.resolve_profile("call", broken["phone_number"])
+        fallback = await runtime.resolve_profile("call", broken["phone_numbers"][0])
     finally:
         await runtime.close()
     assert profile.graph.version == 7
