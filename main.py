@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from api.app import create_app
+from commands.database import find_workspace_id, run_with_database
 from config import Settings, setting_name
 from lib import event_loop
 from lib.log_privacy import uvicorn_log_config
@@ -74,24 +75,12 @@ def server_config(settings: Settings, app: Any) -> uvicorn.Config:
     )
 
 
-async def _with_database(settings: Settings, action) -> int:
-    from db.migrations import apply_migrations
-    from db.pool import Database
-
-    db = await Database.connect(settings)
-    try:
-        await apply_migrations(db.pool)
-        return await action(db)
-    finally:
-        await db.close()
-
-
 def migrate(settings: Settings) -> int:
     async def action(db) -> int:
         print("migrations are up to date")
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
 
 
 def seed(settings: Settings) -> int:
@@ -102,32 +91,21 @@ def seed(settings: Settings) -> int:
         print(f"demo workspace ready: {result}")
         return 0
 
-    return event_loop.run(_with_database(settings, action))
-
-
-async def _workspace_id(db, name: str) -> str | None:
-    """The id of the workspace called `name`, or None after saying there is none."""
-    from db import repositories as repo
-
-    found = await repo.get_workspace_by_name(db.pool, name)
-    if found is None:
-        print(f"no workspace named {name!r}", file=sys.stderr)
-        return None
-    return found["id"]
+    return run_with_database(settings, action)
 
 
 def create_key(settings: Settings, workspace: str, name: str) -> int:
     from db import repositories as repo
 
     async def action(db) -> int:
-        workspace_id = await _workspace_id(db, workspace)
+        workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
         key = await repo.create_api_key(db.pool, workspace_id, name)
         print(key)  # shown once; only its hash is stored
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
 
 
 def list_keys(settings: Settings, workspace: str) -> int:
@@ -135,7 +113,7 @@ def list_keys(settings: Settings, workspace: str) -> int:
     from db import repositories as repo
 
     async def action(db) -> int:
-        workspace_id = await _workspace_id(db, workspace)
+        workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
         for key in await repo.list_api_keys(db.pool, workspace_id):
@@ -144,7 +122,7 @@ def list_keys(settings: Settings, workspace: str) -> int:
                   f"last used {key['last_used_at'] or 'never'}")
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
 
 
 def revoke_key(settings: Settings, workspace: str, key: str) -> int:
@@ -152,7 +130,7 @@ def revoke_key(settings: Settings, workspace: str, key: str) -> int:
     from db import repositories as repo
 
     async def action(db) -> int:
-        workspace_id = await _workspace_id(db, workspace)
+        workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
         revoked = await repo.revoke_api_key_by_id(db.pool, workspace_id, key)
@@ -162,7 +140,7 @@ def revoke_key(settings: Settings, workspace: str, key: str) -> int:
         print(f"revoked {revoked['id']}")
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
 
 
 def save_graph(settings: Settings, path: str, workspace: str, service: str | None) -> int:
@@ -185,7 +163,7 @@ def save_graph(settings: Settings, path: str, workspace: str, service: str | Non
         return 2
 
     async def action(db) -> int:
-        workspace_id = await _workspace_id(db, workspace)
+        workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
         service_id = None
@@ -203,7 +181,7 @@ def save_graph(settings: Settings, path: str, workspace: str, service: str | Non
         print(f"stored {graph.id} v{version} for {workspace}" + (f"/{service}" if service else ""))
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
 
 
 def verify_call(settings: Settings, call_id: str) -> int:
@@ -232,7 +210,7 @@ def verify_call(settings: Settings, call_id: str) -> int:
                           "flagged": report.flagged, "synced": asdict(synced)}, indent=2))
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
 
 
 def review_queue(settings: Settings, workspace: str, limit: int) -> int:
@@ -240,7 +218,7 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
     from db import world
 
     async def action(db) -> int:
-        workspace_id = await _workspace_id(db, workspace)
+        workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
         for event in await world.review_queue(db.pool, workspace_id, limit=limit):
@@ -248,7 +226,11 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
             print(f"{event.occurred_at:%Y-%m-%d %H:%M} {event.id} {event.type}: {why}")
         return 0
 
-    return event_loop.run(_with_database(settings, action))
+    return run_with_database(settings, action)
+
+
+# Command groups with a module of their own under commands/: name → module.
+COMMAND_GROUPS: dict[str, Any] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -282,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     queue = sub.add_parser("review-queue", help="list flagged events awaiting a person")
     queue.add_argument("--workspace", default="demo")
     queue.add_argument("--limit", type=int, default=50)
+    for group in COMMAND_GROUPS.values():
+        group.register(sub)
     return parser
 
 
@@ -320,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
             return verify_call(settings, args.call_id)
         if command == "review-queue":
             return review_queue(settings, args.workspace, args.limit)
+        if command in COMMAND_GROUPS:
+            return COMMAND_GROUPS[command].run(settings, args)
         if command == "simulate" and args.persona is not None:
             from simulator.personas.run import run_persona_command
 
