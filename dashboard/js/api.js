@@ -17,32 +17,37 @@ export const auth = {
 };
 
 export class ApiError extends Error {
-  constructor(status, message) {
+  /** `detail`: the answer's `detail` as sent (a string, or an object such as {problems}). */
+  constructor(status, message, detail = null) {
     super(message);
     this.status = status;
+    this.detail = detail;
   }
 }
 
-async function request(path, { method = "GET", body, signal, key } = {}) {
+/** `body` goes as JSON; `text` as it is, with `contentType` (a YAML file, say). */
+async function request(path, { method = "GET", body, text, contentType, signal, key } = {}) {
   const headers = { Authorization: `Bearer ${key ?? auth.key ?? ""}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  else if (text !== undefined) headers["Content-Type"] = contentType ?? "text/plain";
   const response = await fetch(path, {
     method, headers, signal, cache: "no-store",
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body: body === undefined ? text : JSON.stringify(body),
   });
   if (response.status === 401) {
     if (key === undefined) window.dispatchEvent(new CustomEvent("dashboard:unauthorized"));
     throw new ApiError(401, "invalid API key");
   }
   if (!response.ok) {
-    let detail = `HTTP ${response.status}`;
+    let message = `HTTP ${response.status}`;
+    let detail = null;
     try {
-      const payload = await response.json();
-      if (typeof payload.detail === "string") detail = payload.detail;
+      detail = (await response.json()).detail ?? null;
+      if (typeof detail === "string") message = detail;
     } catch {
       // not JSON: keep the status
     }
-    throw new ApiError(response.status, detail);
+    throw new ApiError(response.status, message, detail);
   }
   return response;
 }
@@ -51,6 +56,11 @@ async function request(path, { method = "GET", body, signal, key } = {}) {
 export async function api(path, options = {}) {
   const response = await request(path, options);
   return response.status === 204 ? null : response.json();
+}
+
+/** A text resource (an exported file), fetched with the key. */
+export async function apiText(path, options = {}) {
+  return (await request(path, options)).text();
 }
 
 /** A binary resource (a recording) as a Blob, fetched with the key. */

@@ -1,8 +1,9 @@
 // The single page: log in with an API key, then hash routes to each page.
 // Each page's mount(root, params) returns a cleanup that stops its timers and sockets.
 
-import { ApiError, auth, checkKey } from "./api.js";
+import { ApiError, api, auth, checkKey } from "./api.js";
 import { el, say } from "./dom.js";
+import * as clinic from "./clinic.js";
 import * as detail from "./detail.js";
 import * as guide from "./guide.js";
 import * as history from "./history.js";
@@ -16,7 +17,20 @@ const ROUTES = [
   [/^#\/calls\/([\w-]+)$/, "calls", (root, id) => detail.mount(root, id)],
   [/^#\/guide$/, "guide", (root) => guide.mount(root)],
   [/^#\/review$/, "review", (root) => review.mount(root)],
+  [/^#\/clinic$/, "clinic", (root) => clinic.mount(root)],
+  [/^#\/clinic\/([\w-]+)$/, "clinic", (root, id) => clinic.mount(root, id)],
 ];
+
+/** Where a visit without a page in its address starts: the clinic walkthrough while the
+ * workspace has no clinic, live calls otherwise (and whenever the answer is unknown). */
+async function landingPage() {
+  try {
+    const clinics = await api("/api/clinics");
+    return Array.isArray(clinics) && clinics.length === 0 ? "#/clinic" : "#/live";
+  } catch {
+    return "#/live";
+  }
+}
 
 const view = document.getElementById("view");
 const nav = document.getElementById("nav");
@@ -63,7 +77,7 @@ function showLogin(message) {
       return;
     }
     auth.set(key);
-    if (!location.hash || location.hash === "#/login") location.hash = "#/live";
+    if (!location.hash || location.hash === "#/login") location.hash = await landingPage();
     else route();
   });
   view.append(form);
@@ -77,7 +91,13 @@ function route() {
     return;
   }
   nav.hidden = false;
-  const hash = location.hash || "#/live";
+  if (!location.hash) {
+    landingPage().then((page) => {
+      if (!location.hash) location.hash = page;
+    });
+    return;
+  }
+  const hash = location.hash;
   for (const [pattern, page, mount] of ROUTES) {
     const match = hash.match(pattern);
     if (!match) continue;
