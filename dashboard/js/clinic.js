@@ -117,7 +117,7 @@ export const SECTIONS = [
       { name: "name", label: "Name", kind: "text", required: true },
       { name: "timezone", label: "Timezone", kind: "text", required: true,
         placeholder: "America/Chicago" },
-      { name: "address", label: "Address", kind: "text" },
+      { name: "address", label: "Address", kind: "text", empty: "" },
       { name: "phone_number", label: "Phone", kind: "text", placeholder: "+15550100110" },
       { name: "opening_hours", label: "Opening hours", kind: "hours" },
     ],
@@ -129,7 +129,8 @@ export const SECTIONS = [
     cells: (p) => [el("b", {}, p.name), p.title ?? "—", p.years_experience ?? "—"],
     fields: [
       { name: "name", label: "Name", kind: "text", required: true },
-      { name: "title", label: "Title", kind: "text", placeholder: "Family physician" },
+      { name: "title", label: "Title", kind: "text", placeholder: "Family physician",
+        empty: "" },
       { name: "years_experience", label: "Years of experience", kind: "number", min: 0 },
     ],
   },
@@ -137,17 +138,18 @@ export const SECTIONS = [
     name: "appointment_types", path: "appointment-types", title: "Appointment types",
     noun: "appointment type", key: (item) => item.name, label: (item) => item.name, kept: true,
     columns: ["Name", "Duration", "Price", "Keywords", "Description"],
-    cells: (t, file) => [el("b", {}, t.name),
+    cells: (t) => [el("b", {}, t.name),
       t.duration_min === undefined ? "—" : `${t.duration_min} min`,
-      fmtMoney(t.price_cents, file.clinic?.currency), (t.keywords ?? []).join(", ") || "—",
+      fmtMoney(t.price_cents, t.currency), (t.keywords ?? []).join(", ") || "—",
       el("span", { class: "muted" }, t.description ?? "")],
     fields: [
       { name: "name", label: "Name", kind: "text", required: true },
       { name: "duration_min", label: "Duration (minutes)", kind: "number", min: 1,
         required: true },
-      { name: "price_cents", label: "Price", kind: "money", placeholder: "85.00" },
+      { name: "price_cents", label: "Price", kind: "money", placeholder: "85.00",
+        required: true },
       { name: "keywords", label: "Keywords (comma-separated)", kind: "list" },
-      { name: "description", label: "Description", kind: "textarea" },
+      { name: "description", label: "Description", kind: "textarea", empty: "" },
     ],
   },
   {
@@ -203,7 +205,8 @@ class LocalProblem extends Error {
 }
 
 /** One field's control for `value`: {node, read()}; read() gives the value to store
- * (undefined: leave the field out) or throws LocalProblem. */
+ * (undefined: leave the field out; `field.empty` is what an empty text is stored as) or
+ * throws LocalProblem. */
 function control(field, value, file, idBase) {
   const id = `${idBase}-${field.name}`;
   const labelled = (input) => el("div", { class: "field" },
@@ -218,12 +221,12 @@ function control(field, value, file, idBase) {
       return { node: labelled(input), read: () => {
         const text = textOf(input);
         if (!text && field.required) throw missing();
-        return text || undefined;
+        return text || field.empty;
       } };
     }
     case "textarea": {
       const input = el("textarea", { id, name: field.name, rows: 2 }, value ?? "");
-      return { node: labelled(input), read: () => textOf(input) || undefined };
+      return { node: labelled(input), read: () => textOf(input) || field.empty };
     }
     case "number": {
       const input = el("input", { id, name: field.name, type: "number", min: field.min,
@@ -245,7 +248,10 @@ function control(field, value, file, idBase) {
         value: value === undefined || value === null ? "" : fmtMoney(value) });
       return { node: labelled(input), read: () => {
         const text = textOf(input);
-        if (!text) return undefined;
+        if (!text) {
+          if (field.required) throw missing();
+          return undefined;
+        }
         const cents = parseMoney(text);
         if (cents === null) throw new LocalProblem(field.name, `${field.label}: an amount such as 85.00`);
         return cents;
