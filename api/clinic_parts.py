@@ -13,7 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from db.clinic.problems import ClinicFileInvalid, Problem
+from db.clinic.file import ClinicFileInvalid, Problem
 
 FileData = dict[str, Any]
 Edit = Callable[[FileData], None]

@@ -32,9 +32,15 @@ from api import clinic_parts as parts
 from api.clinic_parts import Part
 from api.deps import AUTH_RESPONSES, Caller, Role, get_runtime, require_role
 from db import control
-from db.clinic.file import ClinicFile, parse_clinic_data, parse_clinic_text
-from db.clinic.problems import ClinicFileInvalid, Problem
-from db.clinic.store import ImportResult, dump_clinic_yaml, export_clinic, import_clinic, list_clinics
+from db.clinic.file import (
+    ClinicFile,
+    ClinicFileInvalid,
+    Problem,
+    dump_clinic_yaml,
+    parse_clinic_data,
+    parse_clinic_text,
+)
+from db.clinic.store import ImportResult, export_clinic, import_clinic, list_clinics
 from runner.runtime import AppRuntime
 
 # A whole clinic is checked and written in one transaction: more work than a request's
@@ -230,9 +236,6 @@ async def _file_from_request(request: Request) -> ClinicFile:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise _refused([Problem("", error.lineno, f"not JSON: {error.msg}")]) from None
-        if not isinstance(data, dict):
-            raise _refused([Problem("", None, "a clinic file is an object with the sections "
-                                              "version, clinic, locations, ...")])
         return parse_clinic_data(data)
     except ClinicFileInvalid as invalid:
         raise _refused(invalid.problems) from None

@@ -1,0 +1,153 @@
+"""The dashboard's Clinic view in headless Chromium against the running service: an empty
+workspace opens on the walkthrough; a clinic file is checked, then imported through the
+page; a closure and an opening-hours change made through the forms are there after a
+reload; a bad edit shows its problem by the form and changes nothing.
+
+Needs Debian's `chromium`; without it these tests skip, unless REQUIRE_BROWSER_TESTS=1
+(CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from db import repositories as repo
+from tests.api.test_clinics_api import clinic_text, fictional_number, key_with_role
+from tests.e2e.test_dashboard_browser import browser, log_in, page  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+async def empty_workspace(db) -> tuple[str, str]:
+    """A workspace with no clinic, its name and an admin key."""
+    name = f"newco-{uuid.uuid4().hex[:6]}"
+    workspace = await repo.create_workspace(db.pool, name)
+    return name, await key_with_role(db, workspace["id"], "admin")
+
+
+def clinics(server, key: str) -> list[dict]:
+    return httpx.get(f"{server.url}/api/clinics",
+                     headers={"Authorization": f"Bearer {key}"}).json()
+
+
+async def import_through_the_page(page, source: str) -> None:
+    await page.fill("#import-text", source)
+    await page.click("#import-apply")
+    await page.wait_for_selector("#clinic-closures")
+
+
+async def test_an_empty_workspace_is_walked_to_importing_a_clinic(page, server, empty_workspace):
+    workspace_name, key = empty_workspace
+    name = f"Quayside Surgery {uuid.uuid4().hex[:6]}"
+    source = clinic_text(name, fictional_number())
+
+    await log_in(page, key)
+    await page.wait_for_selector("#clinic-walkthrough")
+    assert await page.get_attribute("#nav a.active", "data-page") == "clinic"
+    walkthrough = await page.inner_text("#clinic-walkthrough")
+    assert "Your clinic" in walkthrough and "appointment_types" in walkthrough
+    cli = await page.inner_text("#clinic-cli")
+    assert cli.startswith("python main.py clinic import FILE --workspace")
+
+    # Check first: what it would do, and nothing imported.
+    await page.fill("#import-text", source)
+    await page.click("#import-check")
+    await page.wait_for_selector("#import-result >> text=No problems")
+    assert clinics(server, key) == []
+
+    # A file with a problem: the problem with its line, and still nothing imported.
+    await page.fill("#import-text", source.replace("Europe/London", "Europe/Atlantis", 1))
+    await page.click("#import-check")
+    await page.wait_for_selector("#import-result .problems >> text=locations[0].timezone")
+    assert "(line " in await page.inner_text("#import-result .problems")
+
+    await import_through_the_page(page, source)
+    assert await page.inner_text("h1") == name
+    [imported] = clinics(server, key)
+    assert imported["name"] == name and imported["practitioners"] == 3
+    assert page.errors.errors == []
+
+
+async def test_forms_change_the_clinic_and_a_bad_edit_changes_nothing(page, server,
+                                                                      empty_workspace):
+    _, key = empty_workspace
+    await log_in(page, key)
+    await page.wait_for_selector("#clinic-walkthrough")
+    await import_through_the_page(page, clinic_text(f"Quayside {uuid.uuid4().hex[:6]}",
+                                                    fictional_number()))
+    clinic_url = page.url
+
+    # A closure, through its form.
+    await page.click("#clinic-closures button.add")
+    await page.fill("#closures-edit-from", "2031-05-01")
+    await page.fill("#closures-edit-to", "2031-05-02")
+    await page.fill("#closures-edit-reason", "the roof being repaired")
+    await page.select_option("#closures-edit-location", "Hilltop")
+    await page.click("#form-closures button[type=submit]")
+    await page.wait_for_selector("#clinic-status >> text=Saved")
+
+    # Opening hours: Harbour opens on Thursdays too.
+    await page.click("#clinic-locations button.edit[data-key='Harbour']")
+    await page.check("#locations-edit-opening_hours-thu")
+    await page.fill("#locations-edit-opening_hours-thu-from", "10:00")
+    await page.fill("#locations-edit-opening_hours-thu-to", "14:00")
+    await page.click("#form-locations button[type=submit]")
+    await page.wait_for_selector("#clinic-status >> text=Saved")
+
+    await page.reload()
+    await page.wait_for_selector("#clinic-closures")
+    assert page.url == clinic_url
+    closures = await page.inner_text("#clinic-closures table")
+    assert "the roof being repaired" in closures and "2031-05-02" in closures
+    harbour = await page.locator("#clinic-locations tr", has_text="Harbour").inner_text()
+    assert "Thu 10:00-14:00" in harbour
+    schedules_before = await page.locator("#clinic-schedules tbody tr").count()
+
+    # A schedule outside the location's opening hours: the problem, and no change.
+    await page.click("#clinic-schedules button.add")
+    await page.select_option("#schedules-edit-practitioner", "Cara Lind")
+    await page.select_option("#schedules-edit-location", "Hilltop")
+    await page.check("#form-schedules input[name=days][value=thu]")
+    await page.fill("#schedules-edit-blocks", "07:00-12:00")
+    await page.check("#form-schedules input[name=offers][value=Dressing]")
+    await page.click("#form-schedules button[type=submit]")
+    problem = page.locator("#form-schedules .problems li").first
+    await problem.wait_for()
+    assert "schedules[2]" in await problem.inner_text()
+    assert await page.is_visible("#form-schedules")  # the form keeps what was typed
+
+    await page.reload()
+    await page.wait_for_selector("#clinic-schedules")
+    assert await page.locator("#clinic-schedules tbody tr").count() == schedules_before
+    assert page.errors.errors == []
+
+
+async def test_a_read_only_key_sees_the_clinic_but_cannot_change_it(page, server, db,
+                                                                    empty_workspace):
+    _, admin = empty_workspace
+    source = clinic_text(f"Quayside {uuid.uuid4().hex[:6]}", fictional_number())
+    answer = httpx.post(f"{server.url}/api/clinics", content=source.encode(), headers={
+        "Authorization": f"Bearer {admin}", "content-type": "application/x-yaml"})
+    assert answer.status_code == 201
+    workspace_id = await repo.verify_api_key(db.pool, admin)
+    viewer = await key_with_role(db, workspace_id, "read_only")
+
+    await log_in(page, viewer)
+    await page.wait_for_selector("#nav a.active")
+    await page.goto(f"/dashboard#/clinic/{answer.json()['clinic_id']}")
+    await page.wait_for_selector("#clinic-closures")
+    add = page.locator("#clinic-closures button.add")
+    if await add.is_enabled():  # a service without GET /api/me: the refusal says it
+        await add.click()
+        await page.fill("#closures-edit-from", "2031-05-01")
+        await page.fill("#closures-edit-reason", "training")
+        await page.click("#form-closures button[type=submit]")
+        await page.wait_for_selector("#form-closures >> text=an admin key is needed")
+    else:
+        assert "an admin key is needed" in await page.inner_text("#clinic-readonly")
+        assert await page.locator("#clinic-page button.edit:enabled").count() == 0
+    assert page.errors.errors == []
