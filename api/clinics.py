@@ -143,7 +143,7 @@ def _refused(problems: list[Problem]) -> HTTPException:
     shown = [ProblemOut(path=p.path[:MAX_MESSAGE_CHARS], line=p.line,
                         message=p.message[:MAX_MESSAGE_CHARS])
              for p in problems[:MAX_PROBLEMS_SHOWN]]
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
                          {"problems": [p.model_dump() for p in shown]})
 
 
@@ -278,7 +278,8 @@ def _slug(name: str) -> str:
 
 
 @router.get("/{clinic_id}", response_model=ClinicFile,
-            responses={200: {"content": {"application/x-yaml": {"schema": {"type": "string"}}},
+            responses={200: {"content": {"application/x-yaml": {"schema": {
+                "description": "The same file as YAML text, to download"}}},
                              "description": "The clinic file (JSON, or YAML to download)"},
                        **_answers(404)})
 async def clinic_file(clinic_id: str,

@@ -7,7 +7,7 @@
 // their path in the file.
 
 import { ApiError, api, apiText } from "./api.js";
-import { el, say, table } from "./dom.js";
+import { append, el, say, table } from "./dom.js";
 
 export const DAYS = [["mon", "Monday"], ["tue", "Tuesday"], ["wed", "Wednesday"],
   ["thu", "Thursday"], ["fri", "Friday"], ["sat", "Saturday"], ["sun", "Sunday"]];
@@ -507,13 +507,14 @@ async function showClinic(page, clinicId, alive) {
       event.preventDefault();
       exportFile(exportLink);
     });
-    page.replaceChildren(
+    page.replaceChildren();
+    append(page, [
       el("p", {}, el("a", { href: "#/clinic" }, "← All clinics")),
       el("h1", {}, file.clinic?.name ?? "Clinic"),
       el("div", { class: "actions" }, exportLink),
       note, status,
       headerSection(),
-      SECTIONS.map(listSection));
+      SECTIONS.map(listSection)]);
   }
 
   async function exportFile(link) {

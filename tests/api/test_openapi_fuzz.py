@@ -8,6 +8,7 @@ own signature checks and tests. Examples per operation are bounded to keep the r
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -26,7 +27,10 @@ from schemathesis.specs.openapi.checks import (
 from api.app import create_app
 from config import Settings
 from db import repositories as repo
+from db.clinic.file import parse_clinic_text
+from db.clinic.store import import_clinic
 from tests.api.app_client import bearer
+from tests.api.test_clinics_api import clinic_text, fictional_number
 
 EXAMPLES_PER_OPERATION = 40
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
@@ -55,6 +59,14 @@ async def fuzz_key(db, workspace_id, call_id) -> str:
 
 
 @pytest.fixture
+async def clinic_id(db, workspace_id) -> str:
+    """A clinic of the fuzzed workspace, so clinic routes are fuzzed on a real one."""
+    source = clinic_text(f"Fuzz Clinic {uuid.uuid4().hex[:6]}", fictional_number())
+    result = await import_clinic(db.pool, workspace_id, parse_clinic_text(source))
+    return result.service_id
+
+
+@pytest.fixture
 def app_schema(fuzz_key, pg_dsn, tmp_path) -> Iterator[schemathesis.BaseSchema]:
     """The app's spec, served by the app itself; its lifespan runs on schemathesis's loop."""
     app = create_app(Settings(
@@ -67,21 +79,22 @@ def app_schema(fuzz_key, pg_dsn, tmp_path) -> Iterator[schemathesis.BaseSchema]:
         schemathesis_asgi.shutdown_lifespans()  # the app's runtime, before the database goes
 
 
-def case_strategy(operation, call_id: str | None):
-    """Valid and invalid inputs alike, and valid ones aimed at a real call when the path
-    names one."""
+def case_strategy(operation, targets: dict[str, str]):
+    """Valid and invalid inputs alike, and valid ones aimed at a real row (a call, a
+    clinic) when the path names one (`targets`: path parameter → a real id)."""
     strategies = [operation.as_strategy(GenerationMode.POSITIVE),
                   operation.as_strategy(GenerationMode.NEGATIVE)]
-    if call_id is not None and "{call_id}" in operation.path:
-        strategies.append(operation.as_strategy(
-            GenerationMode.POSITIVE, path_parameters={"call_id": call_id}))
+    for name, value in targets.items():
+        if f"{{{name}}}" in operation.path:
+            strategies.append(operation.as_strategy(
+                GenerationMode.POSITIVE, path_parameters={name: value}))
     return st.one_of(strategies)
 
 
-def fuzz_operation(operation, key: str, call_id: str | None = None) -> str | None:
+def fuzz_operation(operation, key: str, targets: dict[str, str]) -> str | None:
     """Run one operation's bounded examples; what failed (with the input), or None."""
 
-    @given(case=case_strategy(operation, call_id))
+    @given(case=case_strategy(operation, targets))
     @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True,
               database=None, phases=[Phase.explicit, Phase.generate],
               suppress_health_check=list(HealthCheck))
@@ -97,12 +110,15 @@ def fuzz_operation(operation, key: str, call_id: str | None = None) -> str | Non
     return None
 
 
-def test_no_server_errors_and_responses_match_the_spec(app_schema, fuzz_key, call_id):
+def test_no_server_errors_and_responses_match_the_spec(app_schema, fuzz_key, call_id,
+                                                        clinic_id):
     # schemathesis's own pytest plugin (`parametrize`, `from_fixture`) does not run on
     # pytest 9, so operations are driven here through their Hypothesis strategies.
     operations = [result.ok() for result in app_schema.get_all_operations()]
     labels = {operation.label for operation in operations}
     assert FULLY_DOCUMENTED <= labels
     failures = [failure for operation in operations
-                if (failure := fuzz_operation(operation, fuzz_key, call_id)) is not None]
+                if (failure := fuzz_operation(
+                    operation, fuzz_key, {"call_id": call_id, "clinic_id": clinic_id}))
+                is not None]
     assert not failures, "\n\n".join(failures)
