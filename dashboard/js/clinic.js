@@ -429,7 +429,8 @@ function walkthrough(me, box) {
       " (who works where, on which days and hours, offering what) and ",
       el("code", {}, "closures"), " (holidays and other closed days, with the reason callers hear)."),
     el("p", {}, "The README's section ", el("b", {}, "“Your clinic”"),
-      " describes every field and has a complete example to start from."),
+      " describes every field and has a complete example to start from (also in ",
+      el("code", {}, "docs/examples/clinic.yaml"), " in the repository)."),
     el("h2", {}, "2. Check it, then import it"),
     el("p", {}, "“Check” lists what the import would do, or every problem with its line, "
       + "and changes nothing. “Import” applies the file in one step."),
