@@ -45,6 +45,7 @@ def configure_logging(settings: Settings) -> None:
 
 
 def serve(settings: Settings) -> int:
+    from api.first_minutes import how_to_get_in
     from api.server import DrainingServer
     from pipeline.provider_choice import resolve_providers
 
@@ -53,7 +54,9 @@ def serve(settings: Settings) -> int:
     app = create_app(settings)
     # SIGTERM drains the calls (each hears a last line) before uvicorn closes the sockets.
     DrainingServer(server_config(settings, app),
-                   runtime_of=lambda: getattr(app.state, "runtime", None)).run()
+                   runtime_of=lambda: getattr(app.state, "runtime", None),
+                   on_started=lambda port: print(how_to_get_in(settings, port),
+                                                 flush=True)).run()
     return 0
 
 
