@@ -22,8 +22,8 @@ from db.graph_store import latest_graph
 from db.instances import ProcessIdentity
 from db.migrations import apply_migrations
 from db.pool import Database
-from db.service_numbers import DialledClinic, dialled_clinic
 from db.seed import fill_demo_clinic, is_empty, seed_demo
+from db.service_numbers import DialledClinic, dialled_clinic
 from db.supervisor import DatabaseSupervisor
 from db.writer import CallRecordWriter
 from flows.catalog import engine_problems, runnable_graph
