@@ -19,6 +19,7 @@ from config import Settings
 from db import repositories as repo
 from db.migrations import apply_migrations
 from db.pool import Database
+from db.seed import seed_demo
 from tests.api.app_client import running_app
 from tests.api.clinics import add_clinic, new_number
 from tests.db.conftest import fresh_dsn  # noqa: F401  (the fixture)
@@ -151,3 +152,15 @@ async def test_a_number_a_clinic_owns_reaches_it_whatever_the_fallback(deploymen
 
     call = await repo.find_call_by_sid(db.pool, form["CallSid"])
     assert (str(call["workspace_id"]), str(call["service_id"])) == (owner_workspace, owner["id"])
+
+
+async def test_the_development_set_up_answers_any_number_as_the_demo_clinic(deployment):
+    seeded = await seed_demo(deployment.db.pool)  # the demo clinic and its check-in line
+    form = ringing(new_number())
+
+    twiml, (browser,) = await answer(deployment.settings, form, resolve=(None,))
+
+    assert twiml.find("./Connect/Stream") is not None
+    call = await repo.find_call_by_sid(deployment.db.pool, form["CallSid"])
+    assert str(call["service_id"]) == seeded.service_id
+    assert browser.service_id == seeded.service_id
