@@ -11,10 +11,16 @@ auth token, else 401 with Twilio's error body `{code, message, more_info, status
 `next_page_uri`...); an update takes form-encoded `VoiceUrl`, `VoiceMethod`,
 `StatusCallback`, `StatusCallbackMethod` and answers with the whole resource; a method
 other than GET or POST is a 400 (its code here is this fake's choice).
+
+Run by hand to try `python main.py twilio connect` without a Twilio account:
+`python -m tests.fake_twilio_rest +15550109001` serves an account owning that number
+and prints the settings that point the command at it.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import base64
 import re
 import secrets
@@ -155,3 +161,38 @@ async def serve_twilio_rest(fake: FakeTwilioRest) -> AsyncIterator[str]:
     async with serve_http(app) as root:
         fake.base_url = root
         yield root
+
+
+async def _serve_until_stopped(numbers: list[str], port: int) -> None:
+    fake = FakeTwilioRest()
+    for number in numbers:
+        fake.add_number(number)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", fake.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
+    print(f"export TWILIO_API_BASE_URL=http://127.0.0.1:{bound}\n"
+          f"export TWILIO_ACCOUNT_SID={fake.account_sid}\n"
+          f"export TWILIO_AUTH_TOKEN={fake.auth_token}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="a local stand-in for Twilio's REST API")
+    parser.add_argument("numbers", nargs="+", help="numbers the account owns (E.164)")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve_until_stopped(args.numbers, args.port))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
