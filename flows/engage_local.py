@@ -138,6 +138,8 @@ ACTION_TOOLS: dict[str, Callable[[GraphSession, str], ToolCall | None]] = {
     "answer_pricing": lambda s, said: ("GetServicesAndPricing", {}),
     "ask_service": lambda s, said: ("GetServicesAndPricing", {}),
     "answer_service_info": lambda s, said: ("GetAppointmentTypes", {}),
+    # hours, open now, a day (closures included) or an address: from the caller's words
+    "answer_hours": lambda s, said: ("GetLocationInfo", {"question": said}),
     "transfer_confirmed": lambda s, said: ("TransferCall", {}),
     # companion check-in calls: the person's own words are what is worth remembering
     "listen_and_reflect": lambda s, said: (
