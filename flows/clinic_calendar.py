@@ -233,7 +233,7 @@ def answer(question: CalendarQuestion, locations: Sequence[Location],
     parts = []
     if question.where:
         parts += [_answer("address", place=loc.name, address=loc.address) for loc in places]
-    if question.now:
+    if question.now or _done_for_today(question.day, places, closures, now):
         parts.append(_now(question.place, places, closures, now))
     elif question.day is not None:
         parts.append(_on_day(question.place, places, closures, question.day, now))
@@ -247,6 +247,16 @@ def answer(question: CalendarQuestion, locations: Sequence[Location],
         if ahead:
             parts.append(ahead)
     return " ".join(parts)
+
+
+def _done_for_today(day: date | None, places: list[Location], closures: Sequence[Closure],
+                    now: datetime) -> bool:
+    """Asked about today once today's hours are over: what matters is when it opens next."""
+    if day is None or day != now.astimezone(ZoneInfo(places[0].timezone)).date():
+        return False
+    found = status(places, now, closures)
+    return not found.open and (found.next_opening is None
+                               or found.next_opening.at.date() != day)
 
 
 def _now(place: Location | None, places: list[Location], closures: Sequence[Closure],

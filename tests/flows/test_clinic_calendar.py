@@ -96,6 +96,13 @@ def test_open_now_is_answered_for_the_location_and_for_the_clinic():
         "No, we're closed right now; we open again tomorrow at 8 AM at our Downtown clinic.")
 
 
+def test_asked_about_today_once_it_has_closed_the_answer_is_when_it_opens_next():
+    assert asked("are you open today?", at(MONDAY, 7)) == (
+        "We're open today at Downtown from 8 AM to 5 PM and at Northside from 9 AM to 5 PM.")
+    assert asked("are you open today?", at(MONDAY, 21)) == (
+        "No, we're closed right now; we open again tomorrow at 8 AM at our Downtown clinic.")
+
+
 def test_the_week_s_hours_come_with_the_closures_of_the_coming_days():
     said = asked("what are your opening hours?", at(MONDAY, 10))
     assert said.startswith("We're open at Downtown Monday to Wednesday 8 AM to 5 PM, ")
