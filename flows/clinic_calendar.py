@@ -120,8 +120,11 @@ def _patterns(path: Path = WORDS_FILE) -> _Patterns:
                      tuple(words.street_kinds))
 
 
+# "the 24th", "the twenty fourth", "the first": a day of the month said alone (not "the
+# 24th of December", which names its month, nor "the first one", which is a choice)
 _DAY_OF_MONTH = re.compile(
-    r"\bthe (\d{1,2})(?:st|nd|rd|th)?\b(?! (?:of )?(?:" + "|".join(MONTHS) + r"))")
+    r"\bthe (\d{1,2}(?:st|nd|rd|th)|(?:(?:twenty|thirty) )?(?:first|second|third|[a-z]+th))\b"
+    r"(?! (?:of )?(?:" + "|".join(MONTHS) + r")\b)(?! (?:one|ones|location|clinic|office)\b)")
 _WEEKDAYS_PLURAL = re.compile(r"\b(" + "|".join(WEEKDAYS) + r")s\b")
 
 
@@ -173,32 +176,37 @@ def understand(text: str, locations: Sequence[Location], closures: Sequence[Clos
     """The place, day, 'now' and 'where' in a caller's question about the calendar."""
     place = place_named(text, locations)
     today = now.astimezone(ZoneInfo(place.timezone) if place else _zone(locations)).date()
-    spoken = spoken_numbers_to_digits(normalize(text))
+    words = normalize(text).replace("-", " ")
+    spoken = spoken_numbers_to_digits(words)
     plural = _WEEKDAYS_PLURAL.search(spoken)
     return CalendarQuestion(
         place=place,
-        day=None if plural else _day_asked(spoken, closures, today),
+        day=None if plural else _day_asked(words, closures, today),
         weekday=WEEKDAYS.index(plural.group(1)) if plural else None,
         now=_patterns().now.search(spoken) is not None,
         where=_patterns().where.search(spoken) is not None,
     )
 
 
-def _day_asked(spoken: str, closures: Sequence[Closure], today: date) -> date | None:
-    """'the 24th' (the next such date), 'on Saturday', 'tomorrow', 'December 24', or a
-    closure by its reason ('are you open on Christmas Eve?')."""
-    of_month = _DAY_OF_MONTH.search(spoken)
-    if of_month and 1 <= int(of_month.group(1)) <= 31:
-        return _next_day_of_month(int(of_month.group(1)), today)
+def _day_asked(words: str, closures: Sequence[Closure], today: date) -> date | None:
+    """A closure by its reason ('are you open on Christmas Eve?'), which comes first: it
+    is the day the caller means; else 'the 24th' (the next such date), 'on Saturday',
+    'tomorrow', 'December 24'."""
+    for closure in closures:
+        reason = normalize(closure.reason)
+        if (closure.ends_on >= today and len(reason) >= 4
+                and phrase_pattern([reason]).search(words)):
+            return max(closure.starts_on, today)
+    for said in _DAY_OF_MONTH.finditer(words):
+        number = spoken_numbers_to_digits(said.group(1)).rstrip("stndrh")
+        if number.isdigit() and 1 <= int(number) <= 31:
+            return _next_day_of_month(int(number), today)
+    spoken = spoken_numbers_to_digits(words)
     days = preferred_days(spoken, today)
     if days is not None and days[0] == days[1]:
         return days[0]
     if re.search(r"\btoday\b", spoken):
         return today
-    for closure in closures:
-        reason = normalize(closure.reason)
-        if len(reason) >= 4 and phrase_pattern([reason]).search(spoken):
-            return max(closure.starts_on, today) if closure.ends_on >= today else None
     return None
 
 

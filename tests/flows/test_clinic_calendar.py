@@ -45,6 +45,7 @@ def asked(text: str, now: datetime, closures=CLOSURES) -> str:
 @pytest.mark.parametrize("said", [
     "What time does Northside open on Saturday?", "when does the north side clinic open saturday",
     "Is the Lake Avenue clinic open on Saturday?", "what are northside's hours on saturday",
+    "is the one on lake avenue open saturday?",
 ])
 def test_a_location_s_hours_on_a_day_are_said_for_that_location(said):
     assert asked(said, at(MONDAY - timedelta(days=7), 10)) == (
@@ -59,6 +60,12 @@ def test_a_location_s_hours_on_a_day_are_said_for_that_location(said):
 def test_a_closure_day_is_said_closed_with_its_reason(said):
     assert asked(said, at(MONDAY, 10)) == (
         "We're closed on Thursday, December 24 for the holidays.")
+
+
+def test_a_closure_is_found_by_the_words_of_its_reason():
+    closures = [Closure(None, date(2027, 7, 5), date(2027, 7, 5), "the Fourth of July holiday")]
+    assert asked("are you open for the fourth of july holiday?", at(date(2027, 7, 1), 10),
+                 closures) == "We're closed on Monday, July 5 for the Fourth of July holiday."
 
 
 def test_a_location_only_closure_leaves_the_other_location_open_that_day():
