@@ -318,6 +318,12 @@ class GraphTools:
             question = replace(question, where=True)
         return answer(question, session.locations, session.closures, now)
 
+    def calendar_answer(self, caller_words: str) -> str:
+        """The answer to a caller's question about hours or places, in their words."""
+        session, now = self.session, self._now()
+        return answer(understand(caller_words, session.locations, session.closures, now),
+                      session.locations, session.closures, now)
+
     async def _check_availability(self, args: Mapping[str, Any]) -> str:
         session = self.session
         kind = session.appointment_type

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+import yaml
 
 from call.call_session import CallLog, SessionMode
 from call.identity import CallIdentity
@@ -18,7 +19,7 @@ from config import Settings
 from db import repositories as repo
 from db import scheduling as sched
 from db.seed import seed_clinic
-from flows.graph import bundled_graph
+from flows.graph import GRAPHS_DIR, ContextGraph, bundled_graph, parse_graph
 from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
 from runner.call_setup import new_session
@@ -71,7 +72,8 @@ class Caller:
         return [r for r in self.writer.of_type("ToolCallRecord") if r.name == name]
 
 
-async def call_at(db, clinic, moment: datetime, phone: str = PRIYA_PHONE) -> Caller:
+async def call_at(db, clinic, moment: datetime, phone: str = PRIYA_PHONE,
+                  graph: ContextGraph = GRAPH) -> Caller:
     workspace_id, service_id = clinic
     writer = CollectingWriter()
     call_id = await repo.create_call(
@@ -80,7 +82,7 @@ async def call_at(db, clinic, moment: datetime, phone: str = PRIYA_PHONE) -> Cal
     )
     session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
     engine = GraphEngine(
-        GRAPH, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
+        graph, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
         emergency_number="911", now=lambda: moment,
         today=lambda: moment.astimezone(DENVER).date(),
     )
@@ -169,6 +171,27 @@ async def test_at_night_open_now_says_when_it_opens_and_why_it_stays_shut(db, de
                             "it opens again Thursday at 9 AM.")
     (lookup,) = caller.tool_calls("GetLocationInfo")
     assert lookup.error_class is None
+
+
+def graph_stored_before_the_calendar_tool() -> ContextGraph:
+    """The booking graph as a service may have stored it before GetLocationInfo existed."""
+    data = yaml.safe_load((GRAPHS_DIR / "clinic_booking.yaml").read_text())
+    del data["tools"]["GetLocationInfo"]
+    for group in ("BASE_TOOLS", "LOOKUPS"):
+        data["tool_sets"][group].remove("GetLocationInfo")
+    data["super_states"]["qa"]["tools"].remove("GetLocationInfo")
+    data["states"]["hours"]["tools"] = []
+    return parse_graph(data, "stored graph")
+
+
+async def test_a_graph_stored_before_the_calendar_tool_still_answers_from_the_calendar(
+        db, denver):
+    caller = await call_at(db, denver, in_denver(TUESDAY, 22),
+                           graph=graph_stored_before_the_calendar_tool())
+    heard = await caller.says("is the lake avenue clinic open now?")
+    assert heard.startswith("No, our Northside clinic is closed right now for staff training; "
+                            "it opens again Thursday at 9 AM.")
+    assert caller.tool_calls("GetLocationInfo") == []  # nothing refused, nothing asked
 
 
 async def test_the_llm_context_knows_it_is_closed_the_next_opening_and_the_closure(db, denver):
