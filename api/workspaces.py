@@ -16,9 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from api.audit import in_transaction
 from api.deps import AUTH_RESPONSES, Caller, Role, get_runtime, require_role
 from api.keys import ApiKeyCreated, key_summary
-from db import audit
+from db import audit, workspaces
 from db import repositories as repo
-from db import workspaces
 from runner.runtime import AppRuntime
 
 router = APIRouter(prefix="/api", tags=["workspaces"], responses=AUTH_RESPONSES)

@@ -12,9 +12,8 @@ import asyncpg
 
 from commands.database import run_with_database
 from config import Settings
-from db import audit
+from db import audit, workspaces
 from db import repositories as repo
-from db import workspaces
 from db.pool import Database
 
 

@@ -79,7 +79,7 @@ async def test_each_admin_change_leaves_one_audit_row_with_before_and_after(sett
 
 
 async def test_the_audit_log_pages_back_newest_first(settings, db):
-    workspace_id, keys = await workspace_with_keys(db)
+    _, keys = await workspace_with_keys(db)
     admin = bearer(keys[Role.ADMIN])
     async with running_app(settings) as (_, client):
         for speed in (0.7, 0.8, 0.9):

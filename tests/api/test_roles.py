@@ -122,10 +122,10 @@ async def test_observer_sockets_refuse_a_key_below_their_role_with_the_reason(
         sockets = [route for route in api_routes(client.app) if route.method == "WS"]
         for route in sockets:
             for role in below(route.role):
-                with client.websocket_connect(concrete(route.path),
-                                              headers=bearer(keys[role])) as ws:
-                    with pytest.raises(WebSocketDisconnect) as closed:
-                        ws.receive_text()
+                with (client.websocket_connect(concrete(route.path),
+                                               headers=bearer(keys[role])) as ws,
+                      pytest.raises(WebSocketDisconnect) as closed):
+                    ws.receive_text()
                 refusals[(route.path, role)] = (closed.value.code, closed.value.reason)
         with client.websocket_connect("/api/observe", headers=bearer(keys[Role.OPERATOR])) as ws:
             admitted = ws.receive_json()
