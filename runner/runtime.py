@@ -531,6 +531,7 @@ class AppRuntime:
         workspace = await repo.get_workspace_by_name(self.db.pool, "demo")
         if workspace is None:
             return
-        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)")
+        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)",
+                                        role="admin")
         dev_credentials.write_dev_api_key(self.settings, key)
         logger.info(f"development API key written to {dev_credentials.dev_api_key_path(self.settings)}")

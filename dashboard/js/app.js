@@ -1,7 +1,7 @@
 // The single page: log in with an API key, then hash routes to each page.
 // Each page's mount(root, params) returns a cleanup that stops its timers and sockets.
 
-import { ApiError, api, auth, checkKey } from "./api.js";
+import { ApiError, api, auth, checkKey, label } from "./api.js";
 import { el, say } from "./dom.js";
 import * as clinic from "./clinic.js";
 import * as detail from "./detail.js";
@@ -9,6 +9,7 @@ import * as guide from "./guide.js";
 import * as history from "./history.js";
 import * as live from "./live.js";
 import * as review from "./review.js";
+import * as role from "./role.js";
 
 const ROUTES = [
   [/^#\/live$/, "live", (root) => live.mountList(root)],
@@ -22,14 +23,15 @@ const ROUTES = [
 ];
 
 /** Where a visit without a page in its address starts: the clinic walkthrough while the
- * workspace has no clinic, live calls otherwise (and whenever the answer is unknown). */
-async function landingPage() {
+ * workspace has no clinic, else the role's home page (also when the answer is unknown). */
+async function homePage() {
   try {
     const clinics = await api("/api/clinics");
-    return Array.isArray(clinics) && clinics.length === 0 ? "#/clinic" : "#/live";
+    if (Array.isArray(clinics) && clinics.length === 0) return "#/clinic";
   } catch {
-    return "#/live";
+    // the role's home page
   }
+  return role.homePage();
 }
 
 const view = document.getElementById("view");
@@ -83,7 +85,7 @@ function showLogin(message) {
       return;
     }
     auth.set(key);
-    if (!location.hash || location.hash === "#/login") location.hash = await landingPage();
+    if (!location.hash || location.hash === "#/login") location.hash = "#/"; // home page
     else route();
   });
   view.append(form);
@@ -91,16 +93,41 @@ function showLogin(message) {
   input.focus();
 }
 
-function route() {
+/** Learn the key's role once per log-in; show who is logged in and hide what it cannot use. */
+async function knowRole() {
+  if (role.known()) return;
+  try {
+    await role.load();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) throw error;
+    console.error(error); // unknown role: offer everything, the API still decides
+  }
+  const me = role.current();
+  for (const link of nav.querySelectorAll("a[data-page]")) {
+    link.hidden = !role.can(role.pageRole(link.dataset.page));
+  }
+  let badge = document.getElementById("whoami");
+  if (!badge) {
+    badge = el("span", { id: "whoami", class: "muted" });
+    nav.insertBefore(badge, document.getElementById("logout"));
+  }
+  badge.textContent = me ? `${me.workspace_name} · ${label(me.role)}` : "";
+}
+
+async function route() {
   if (!auth.key) {
     showLogin();
     return;
   }
+  try {
+    await knowRole();
+  } catch {
+    return; // the key is invalid: the log-in card is back
+  }
+  if (!auth.key) return;
   nav.hidden = false;
-  if (!location.hash) {
-    landingPage().then((page) => {
-      if (!location.hash) location.hash = page;
-    });
+  if (!location.hash || location.hash === "#/") {
+    location.hash = await homePage();
     return;
   }
   const hash = location.hash;
@@ -111,15 +138,24 @@ function route() {
     for (const link of nav.querySelectorAll("a")) {
       link.classList.toggle("active", link.dataset.page === page);
     }
+    const needed = role.pageRole(page);
+    if (!role.can(needed)) {
+      view.append(el("div", { id: "not-allowed", class: "card" },
+        el("p", { class: "error" }, `This page needs ${label(needed)} rights; this key is `
+          + `${label(role.current().role)}. Ask an admin of the workspace for a key with `
+          + "that role.")));
+      return;
+    }
     cleanup = mount(view, ...match.slice(1)) ?? null;
     return;
   }
-  location.hash = "#/live";
+  location.hash = role.homePage();
 }
 
 window.addEventListener("hashchange", route);
 window.addEventListener("dashboard:unauthorized", () => {
   auth.clear();
+  role.forget();
   showLogin("invalid API key");
 });
 window.addEventListener("unhandledrejection", (event) => {
@@ -127,6 +163,7 @@ window.addEventListener("unhandledrejection", (event) => {
 });
 document.getElementById("logout").addEventListener("click", () => {
   auth.clear();
+  role.forget();
   location.hash = "#/login";
   showLogin();
 });

@@ -8,6 +8,7 @@
 
 import { ApiError, api, apiText } from "./api.js";
 import { append, el, say, table } from "./dom.js";
+import * as role from "./role.js";
 
 export const DAYS = [["mon", "Monday"], ["tue", "Tuesday"], ["wed", "Wednesday"],
   ["thu", "Thursday"], ["fri", "Friday"], ["sat", "Saturday"], ["sun", "Sunday"]];
@@ -353,15 +354,8 @@ function changesList(result, dryRun) {
 
 const FORBIDDEN = "This key may view the clinic but not change it: an admin key is needed.";
 
-/** The role of the key in use, when the service says (GET /api/me); null otherwise. */
-async function keyInfo() {
-  try {
-    return await api("/api/me");
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 401) throw error;
-    return null;  // no /api/me on this service: a 403 on a save says it instead
-  }
-}
+/** May the key in use change the clinic? (its role unknown: yes, and a 403 says no) */
+const mayChange = () => role.can("admin");
 
 /** The import box: paste or choose a file, Check (dry run) and Import. */
 function importBox({ canWrite, onImported }) {
@@ -392,7 +386,7 @@ function importBox({ canWrite, onImported }) {
       if (!dryRun) onImported(result);
     } catch (error) {
       out.replaceChildren(error instanceof ApiError && error.status === 403
-        ? el("p", { class: "notice error", role: "alert" }, FORBIDDEN)
+        ? el("p", { class: "notice error", role: "alert" }, error.message)
         : problemList(problemsOf(error)));
     } finally {
       check.disabled = apply.disabled = !canWrite;
@@ -413,8 +407,8 @@ function importBox({ canWrite, onImported }) {
   return form;
 }
 
-function walkthrough(me, box) {
-  const workspace = me?.workspace_name ?? "W";
+function walkthrough(box) {
+  const workspace = role.current()?.workspace_name ?? "W";
   return el("section", { id: "clinic-walkthrough", class: "card wide" },
     el("h1", {}, "Set up your clinic"),
     el("p", { class: "lead" }, "This workspace has no clinic yet. Calls are answered for a "
@@ -455,20 +449,19 @@ export function mount(root, clinicId) {
 async function showList(page, alive) {
   say(page, "Loading…");
   let clinics;
-  let me;
   try {
-    [clinics, me] = await Promise.all([api("/api/clinics"), keyInfo()]);
+    clinics = await api("/api/clinics");
   } catch (error) {
     if (alive()) say(page, error.message, "error");
     return;
   }
   if (!alive()) return;
-  const canWrite = !me || me.role === "admin";
+  const canWrite = mayChange();
   const box = importBox({ canWrite, onImported: (result) => {
     if (result.clinic_id) location.hash = `#/clinic/${result.clinic_id}`;
   } });
   if (!clinics.length) {
-    page.replaceChildren(walkthrough(me, box));
+    page.replaceChildren(walkthrough(box));
     return;
   }
   page.replaceChildren(el("section", { id: "clinics" },
@@ -488,15 +481,11 @@ async function showList(page, alive) {
 
 async function showClinic(page, clinicId, alive) {
   const base = `/api/clinics/${encodeURIComponent(clinicId)}`;
-  let canWrite = true;
+  let canWrite = mayChange();
   let file;
-  let me;
 
   async function load() {
-    const [loaded, info] = await Promise.all([api(base), me === undefined ? keyInfo() : me]);
-    file = loaded;
-    me = info;
-    canWrite = canWrite && (!me || me.role === "admin");
+    file = await api(base);
   }
 
   function render(status = null) {
@@ -542,7 +531,7 @@ async function showClinic(page, clinicId, alive) {
       if (!alive()) return;
       if (error instanceof ApiError && error.status === 403) {
         canWrite = false;
-        problems.replaceChildren(el("p", { class: "notice error", role: "alert" }, FORBIDDEN));
+        problems.replaceChildren(el("p", { class: "notice error", role: "alert" }, error.message));
       } else {
         problems.replaceChildren(problemList(problemsOf(error)));
       }
