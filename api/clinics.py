@@ -48,7 +48,9 @@ from runner.runtime import AppRuntime
 CLINIC_WRITE_TIMEOUT_S = 15.0
 MAX_PROBLEMS_SHOWN = 201  # the file's own bound (200) and its "and N more" line
 MAX_MESSAGE_CHARS = 500
-YAML_TYPES = ("application/x-yaml", "application/yaml", "text/yaml", "text/x-yaml")
+# A file sent as text: YAML, or JSON text (YAML reads it), with its lines in problems.
+TEXT_TYPES = ("application/x-yaml", "application/yaml", "text/yaml", "text/x-yaml",
+              "text/plain")
 JSON_TYPES = ("application/json",)
 
 
@@ -116,7 +118,7 @@ def _file_body_spec() -> dict[str, Any]:
     text = {"schema": {"type": "string", "description": "The clinic file's text"}}
     return {"requestBody": {"required": True, "content": {
         "application/json": {"schema": _inline_refs(schema, schema.get("$defs", {}))},
-        **{media: text for media in YAML_TYPES}}}}
+        **{media: text for media in TEXT_TYPES}}}}
 
 
 def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -152,7 +154,9 @@ def _not_found(what: str = "clinic not found") -> HTTPException:
 
 
 def _change_out(result: ImportResult, *, dry_run: bool) -> ClinicChange:
-    return ClinicChange(clinic_id=result.service_id or None, created=result.created,
+    new_and_not_kept = dry_run and result.created  # its id was rolled back with it
+    return ClinicChange(clinic_id=None if new_and_not_kept else result.service_id,
+                        created=result.created,
                         dry_run=dry_run, changes=list(result.changes),
                         warnings=list(result.warnings))
 
@@ -218,20 +222,17 @@ async def _change(runtime: AppRuntime, caller: Caller, clinic_id: str, edit: par
 async def _file_from_request(request: Request) -> ClinicFile:
     """The clinic file a whole-file write carries: JSON data, or YAML/JSON text."""
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    raw = await request.body()
+    as_text = media in TEXT_TYPES
+    if not as_text and media not in JSON_TYPES and not media.endswith("+json"):
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                            "send the clinic file as JSON or as YAML text")
     try:
-        text = raw.decode("utf-8")
+        text = (await request.body()).decode("utf-8")
     except UnicodeDecodeError:
         raise _refused([Problem("", None, "the body is not UTF-8 text")]) from None
     try:
-        if media in YAML_TYPES or media.startswith("text/"):
-            if media not in YAML_TYPES and media != "text/plain":
-                raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-                                    "send the clinic file as JSON or as YAML text")
+        if as_text:
             return parse_clinic_text(text, source="request body")
-        if media not in JSON_TYPES and not media.endswith("+json"):
-            raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-                                "send the clinic file as JSON or as YAML text")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:

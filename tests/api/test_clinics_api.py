@@ -138,6 +138,7 @@ async def test_a_file_is_checked_imported_listed_and_exported_as_it_was_written(
                                   json=as_json)
 
     assert checked.status_code == 200 and checked.json()["dry_run"] is True
+    assert checked.json()["created"] is True and checked.json()["clinic_id"] is None
     assert checked.json()["changes"] and before == []  # a dry run applies nothing
     assert done.status_code == 201 and done.json()["created"] is True
     [summary] = listed
