@@ -5,6 +5,9 @@
     python main.py seed-demo                      create the demo workspace and clinic
     python main.py api-key create --workspace W   print a new API key once
     python main.py api-key list|revoke KEY --workspace W
+    python main.py clinic import FILE --workspace W [--dry-run]    set up a clinic from its file
+    python main.py clinic export --workspace W [--clinic NAME] [-o FILE]
+    python main.py clinic list --workspace W
     python main.py simulate SCRIPT.yaml [...]     play a caller against a running service
     python main.py simulate --persona PATH [...]  play personas (a file or a folder), judged
 """
@@ -24,6 +27,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from api.app import create_app
+from commands import clinic as clinic_commands
 from commands.database import find_workspace_id, run_with_database
 from config import Settings, setting_name
 from lib import event_loop
@@ -230,7 +234,7 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 
 
 # Command groups with a module of their own under commands/: name → module.
-COMMAND_GROUPS: dict[str, Any] = {}
+COMMAND_GROUPS: dict[str, Any] = {"clinic": clinic_commands}
 
 
 def build_parser() -> argparse.ArgumentParser:
