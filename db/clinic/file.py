@@ -41,15 +41,18 @@ def parse_clinic_text(text: str, source: str = "") -> ClinicFile:
 def parse_clinic_data(data: Any) -> ClinicFile:
     """A clinic from data already parsed (e.g. a JSON request body): the same checks,
     problems without lines."""
-    return _validated(data, {})
+    return _validated(data, None)
 
 
-def _validated(data: Any, lines: dict[Path, int]) -> ClinicFile:
+def _validated(data: Any, lines: dict[Path, int] | None) -> ClinicFile:
+    """`lines`: where each path is in the text read (None: no text, no lines)."""
     def line_of(path: Path) -> int | None:
+        if lines is None:
+            return None
         for end in range(len(path), 0, -1):
             if (line := lines.get(path[:end])) is not None:
                 return line
-        return 1 if lines else None
+        return 1  # the file as a whole
 
     if not isinstance(data, dict):
         raise ClinicFileInvalid([Problem("", line_of(()), "a clinic file is a set of sections "
@@ -66,5 +69,5 @@ def _validated(data: Any, lines: dict[Path, int]) -> ClinicFile:
     if found or clinic is None:
         raise ClinicFileInvalid(bounded(
             Problem(render_path(path), line_of(path), message) for path, message in found))
-    clinic._lines = dict(lines)
+    clinic._lines = dict(lines or {})
     return clinic

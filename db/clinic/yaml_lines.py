@@ -64,7 +64,8 @@ def _index(node: yaml.Node, path: Path, read: ReadText, seen: set[int]) -> None:
     """Record the line of every key and item under `node`; refuse repeated (aliased) nodes
     and keys given twice in one mapping."""
     if id(node) in seen:
-        read.problems.append(Problem(render_path(path), node.start_mark.line + 1,
+        read.problems.append(Problem(render_path(path),
+                                     read.lines.get(path, node.start_mark.line + 1),
                                      "anchors and aliases (&name, *name) are not supported: "
                                      "write the value out"))
         return
