@@ -19,6 +19,7 @@ from pydantic import (
     PlainSerializer,
     PrivateAttr,
     StringConstraints,
+    model_validator,
 )
 
 from db.clinic.problems import short
@@ -174,6 +175,11 @@ class ClosureEntry(_Section):
         return self.to or self.from_
 
 
+SECTIONS = ("version", "clinic", "locations", "practitioners", "appointment_types",
+            "schedules", "closures")
+_LISTS = SECTIONS[2:]
+
+
 class ClinicFile(_Section):
     """A whole clinic. Sections in the documented order; lists default to empty."""
 
@@ -186,6 +192,15 @@ class ClinicFile(_Section):
     closures: list[ClosureEntry] = Field(default_factory=list, max_length=2000)
     # The line of each key and list item in the text it was read from (path → line).
     _lines: dict[tuple[str | int, ...], int] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """A section given with nothing under it (`closures:`) is an empty one."""
+        if isinstance(data, dict):
+            return {key: [] if value is None and key in _LISTS else value
+                    for key, value in data.items()}
+        return data
 
     def line_of(self, path: tuple[str | int, ...]) -> int | None:
         """The line of `path` in the text, or of the nearest enclosing key that has one."""
@@ -203,7 +218,3 @@ class ClinicFile(_Section):
     def as_data(self) -> dict[str, Any]:
         """JSON-ready, as a file would say it (aliases, no empty optional fields)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-SECTIONS = ("version", "clinic", "locations", "practitioners", "appointment_types",
-            "schedules", "closures")
