@@ -75,7 +75,7 @@ def _locations(sections: Sections) -> Found:
     found: Found = []
     for index, location in sections.locations:
         if not _zone_exists(location.timezone):
-            guess = _guess(location.timezone, _zones())
+            guess = _guess(location.timezone, _zones(), cutoff=0.85)
             found.append((("locations", index, "timezone"),
                           (f"unknown timezone '{location.timezone}'{guess} (a name from the "
                           "tz database, e.g. America/Chicago)")))
@@ -202,9 +202,10 @@ def _where(line_of: LineOf, path: Path) -> str:
     return f"line {line}" if line is not None else render_path(path)
 
 
-def _guess(name: str, choices: Iterable[str]) -> str:
+def _guess(name: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """": did you mean 'X'?" for the closest choice, if one is close enough."""
     by_fold = {choice.casefold(): choice for choice in choices}
-    match = difflib.get_close_matches(name.casefold(), list(by_fold), n=1, cutoff=0.6)
+    match = difflib.get_close_matches(name.casefold(), list(by_fold), n=1, cutoff=cutoff)
     return f": did you mean '{by_fold[match[0]]}'?" if match else ""
 
 
