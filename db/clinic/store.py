@@ -2,9 +2,9 @@
 
 An import is one transaction: the clinic (found by name in the workspace, created if
 new), its numbers, locations, practitioners and appointment types (matched by name),
-its weekly hours and closures (replaced), and one audit row. It never changes or loses
-a booking: what bookings still name is retired rather than deleted, and removing what
-has live bookings to come is refused. A problem only the database can see (a number
+its weekly hours and closures (replaced), and an audit row when anything changed. It
+never changes or loses a booking: what bookings still name is retired rather than
+deleted, and removing what has live bookings to come is refused. A problem only the database can see (a number
 another clinic owns) refuses the whole import; nothing is changed.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from db import audit
-from db.clinic.bookings import Misplaced, misplaced_bookings
+from db.clinic.bookings import misplaced_bookings
 from db.clinic.calendar import (
     ClosureRow,
     ScheduleRow,
@@ -26,11 +26,12 @@ from db.clinic.calendar import (
     same_hours,
     schedule_rows,
 )
+from db.clinic.changes import booking_warnings, closure_changes, hours_changes
 from db.clinic.checks import check_sections
 from db.clinic.details import sync_details
 from db.clinic.entities import sync_entries
 from db.clinic.kinds import APPOINTMENT_TYPES, KINDS, LOCATIONS, PRACTITIONERS
-from db.clinic.model import WEEKDAYS, ClinicFile
+from db.clinic.model import ClinicFile
 from db.clinic.problems import ClinicFileInvalid, Path, Problem, bounded, render_path
 from db.clinic.sections import Sections
 from db.clinic.state import ClinicState, read_state
@@ -73,7 +74,8 @@ async def apply_clinic(connection: asyncpg.Connection, workspace_id: str, clinic
                        *, actor: str, now: datetime) -> ImportResult:
     """`import_clinic` on a connection whose transaction the caller holds."""
     workspace = as_uuid(workspace_id)
-    if workspace is None:
+    if workspace is None or not await connection.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM workspaces WHERE id = $1)", workspace):
         raise ClinicFileInvalid([Problem("", None, "no such workspace")])
     _raise_problems(clinic, check_sections(Sections.of(clinic), clinic.line_of))
     service_id, created = await _find_or_create(connection, workspace, clinic.clinic.name)
@@ -140,13 +142,13 @@ async def _sections(connection: asyncpg.Connection, service_id: uuid.UUID, clini
     wanted_hours = schedule_rows(clinic)
     if not same_hours(before.schedules, wanted_hours):
         await _replace_hours(connection, service_id, wanted_hours, ids)
-        applied.changes += _hours_changes(before.schedules, wanted_hours)
+        applied.changes += hours_changes(before.schedules, wanted_hours)
     wanted_closures = closure_rows(clinic)
     if set(before.closures) != set(wanted_closures):
         await _replace_closures(connection, service_id, wanted_closures, ids)
-        applied.changes += _closure_changes(before.closures, wanted_closures)
+        applied.changes += closure_changes(before.closures, wanted_closures)
     misplaced = await misplaced_bookings(connection, service_id, now)
-    applied.warnings += _booking_warnings(misplaced_before, misplaced)
+    applied.warnings += booking_warnings(misplaced_before, misplaced)
     return applied
 
 
@@ -226,54 +228,3 @@ async def _replace_closures(connection: asyncpg.Connection, service_id: uuid.UUI
            VALUES ($1, $2, $3, $4, $5)""",
         [(service_id, None if row.location is None else ids[LOCATIONS.section][row.location],
           row.starts_on, row.ends_on, row.reason) for row in rows])
-
-
-def _hours_changes(before: list[ScheduleRow], after: list[ScheduleRow]) -> list[str]:
-    def by_person(rows: list[ScheduleRow]) -> dict[str, set[tuple]]:
-        grouped: dict[str, set[tuple]] = {}
-        for row in rows:
-            grouped.setdefault(row.practitioner, set()).add(row.identity)
-        return grouped
-
-    old, new = by_person(before), by_person(after)
-    changes = []
-    for person in sorted(old.keys() | new.keys()):
-        if person not in old:
-            changes.append(f"hours of '{person}' added ({_days(new[person])})")
-        elif person not in new:
-            changes.append(f"hours of '{person}' removed")
-        elif old[person] != new[person]:
-            changes.append(f"hours of '{person}' changed ({_days(new[person])})")
-    return changes
-
-
-def _days(identities: set[tuple]) -> str:
-    return ", ".join(WEEKDAYS[day] for day in sorted({identity[2] for identity in identities}))
-
-
-def _closure_changes(before: list[ClosureRow], after: list[ClosureRow]) -> list[str]:
-    def said(row: ClosureRow) -> str:
-        days = str(row.starts_on) if row.ends_on == row.starts_on else (
-            f"{row.starts_on} to {row.ends_on}")
-        return f"closure {days}{f' at {row.location}' if row.location else ''} ({row.reason})"
-
-    return ([f"{said(row)} added" for row in after if row not in before]
-            + [f"{said(row)} removed" for row in before if row not in after])
-
-
-def _booking_warnings(before: Misplaced, after: Misplaced) -> list[str]:
-    """Bookings this change put outside the hours or on a closure, counted (never named)."""
-    warnings = []
-    outside = len(after.outside_hours - before.outside_hours)
-    if outside:
-        warnings.append(f"{_bookings(outside)} now outside the practitioner's hours: kept as "
-                        "booked; move them with the patients if needed")
-    closed = len(after.on_closure - before.on_closure)
-    if closed:
-        warnings.append(f"{_bookings(closed)} now on a closure: kept as booked; tell those "
-                        "patients or move them")
-    return warnings
-
-
-def _bookings(count: int) -> str:
-    return "1 upcoming booking falls" if count == 1 else f"{count} upcoming bookings fall"

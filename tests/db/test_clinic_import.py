@@ -385,6 +385,8 @@ async def test_clinics_are_listed_and_exported_only_in_their_workspace(db, works
     assert await export_clinic(db.pool, other["id"], created.service_id) is None
     assert await export_clinic(db.pool, workspace_id, str(uuid.uuid4())) is None
     assert await list_clinics(db.pool, other["id"]) == []
+    with pytest.raises(ClinicFileInvalid, match="no such workspace"):
+        await imported(db, str(uuid.uuid4()), a_clinic())
 
 
 # --- The demo, through the same path ---------------------------------------------------
