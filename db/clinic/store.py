@@ -4,8 +4,9 @@ An import is one transaction: the clinic (found by name in the workspace, create
 new), its numbers, locations, practitioners and appointment types (matched by name),
 its weekly hours and closures (replaced), and an audit row when anything changed. It
 never changes or loses a booking: what bookings still name is retired rather than
-deleted, and removing what has live bookings to come is refused. A problem only the database can see (a number
-another clinic owns) refuses the whole import; nothing is changed.
+deleted, and removing what has live bookings to come is refused. A problem only the
+database can see (a number another clinic owns) refuses the whole import; nothing is
+changed.
 """
 
 from __future__ import annotations
