@@ -8,6 +8,7 @@
     python main.py clinic import FILE --workspace W [--dry-run]    set up a clinic from its file
     python main.py clinic export --workspace W [--clinic NAME] [-o FILE]
     python main.py clinic list --workspace W
+    python main.py twilio connect +1NUMBER --workspace W [--clinic NAME]
     python main.py simulate SCRIPT.yaml [...]     play a caller against a running service
     python main.py simulate --persona PATH [...]  play personas (a file or a folder), judged
 """
@@ -28,6 +29,7 @@ from pydantic_settings import SettingsError
 
 from api.app import create_app
 from commands import clinic as clinic_commands
+from commands import twilio as twilio_commands
 from commands.database import find_workspace_id, run_with_database
 from config import Settings, setting_name
 from lib import event_loop
@@ -47,6 +49,7 @@ def configure_logging(settings: Settings) -> None:
 
 
 def serve(settings: Settings) -> int:
+    from api.first_minutes import how_to_get_in
     from api.server import DrainingServer
     from pipeline.provider_choice import resolve_providers
 
@@ -55,7 +58,9 @@ def serve(settings: Settings) -> int:
     app = create_app(settings)
     # SIGTERM drains the calls (each hears a last line) before uvicorn closes the sockets.
     DrainingServer(server_config(settings, app),
-                   runtime_of=lambda: getattr(app.state, "runtime", None)).run()
+                   runtime_of=lambda: getattr(app.state, "runtime", None),
+                   on_started=lambda port: print(how_to_get_in(settings, port),
+                                                 flush=True)).run()
     return 0
 
 
@@ -234,7 +239,7 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 
 
 # Command groups with a module of their own under commands/: name → module.
-COMMAND_GROUPS: dict[str, Any] = {"clinic": clinic_commands}
+COMMAND_GROUPS: dict[str, Any] = {"clinic": clinic_commands, "twilio": twilio_commands}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,10 +26,13 @@ class DrainingServer(uvicorn.Server):
     """uvicorn.Server whose exit signal drains the calls before shutting down."""
 
     def __init__(self, config: uvicorn.Config,
-                 runtime_of: Callable[[], AppRuntime | None]) -> None:
-        """`runtime_of()`: the app's runtime once its lifespan has started (else None)."""
+                 runtime_of: Callable[[], AppRuntime | None],
+                 on_started: Callable[[int], None] | None = None) -> None:
+        """`runtime_of()`: the app's runtime once its lifespan has started (else None).
+        `on_started(port)`: once the server listens (the port it listens on)."""
         super().__init__(config)
         self._runtime_of = runtime_of
+        self._on_started = on_started
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
         self.drain_task: asyncio.Task | None = None
@@ -37,6 +40,20 @@ class DrainingServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_started is not None:
+            self._on_started(self._port())
+
+    def _port(self) -> int:
+        """The port listened on (the configured one, or the one chosen for port 0)."""
+        for server in self.servers:
+            for listener in server.sockets or ():
+                address = listener.getsockname()
+                if isinstance(address, tuple):
+                    return address[1]
+        return self.config.port
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         runtime = self._runtime_of()

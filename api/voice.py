@@ -17,7 +17,12 @@ from db.writer import TurnedAwayCall
 from lib.redaction import loggable, mask_phone
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
-from services.twilio.twiml import busy_twiml, stream_twiml, unavailable_twiml
+from services.twilio.twiml import (
+    busy_twiml,
+    not_in_service_twiml,
+    stream_twiml,
+    unavailable_twiml,
+)
 
 router = APIRouter(prefix="/voice", tags=["voice"])
 
@@ -51,6 +56,8 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
     if not runtime.has_capacity():
         return _xml(await _turn_away_busy(runtime, form, call_id, budget))
     profile = await runtime.resolve_profile(call_id, to_number, timeout=budget.left())
+    if not profile.in_service:
+        return _xml(_not_in_service(runtime, form, call_id))
     try:
         await runtime.db.bounded(
             repo.create_call(
@@ -87,6 +94,17 @@ def _unavailable(runtime: AppRuntime, form, call_id: str, stage: str, error: Exc
     return unavailable_twiml()
 
 
+def _not_in_service(runtime: AppRuntime, form, call_id: str) -> str:
+    """No clinic owns the dialled number and no rule gives it one: the caller hears that
+    the number is not in service, and the call is kept without a workspace (no clinic's
+    records are looked at for it)."""
+    logger.warning(f"call to {mask_phone(form.get('To'))}: number not in service, turned away")
+    fallback = runtime.settings.telephony.unknown_number_fallback is not None
+    _keep_on_record(runtime, form, call_id, CompletionReason.NUMBER_NOT_IN_SERVICE, None, None,
+                    fallback_configured=fallback)
+    return not_in_service_twiml()
+
+
 def _keep_on_record(runtime: AppRuntime, form, call_id: str, reason: CompletionReason,
                     workspace_id: str | None, service_id: str | None, **event_data) -> None:
     """A turned-away call's closed row and its event (`reason`), through the record writer:
@@ -109,21 +127,17 @@ def _answer_again(request: Request, runtime: AppRuntime, call: dict) -> str:
 
 async def _dialled_clinic(runtime: AppRuntime, to_number: str | None,
                           timeout_s: float) -> tuple[str | None, str | None]:
-    """The clinic (workspace, service) a call dialled, by its To number; the one that number
-    last reached when the lookup fails or outlasts `timeout_s`; (None, None) for an unknown
-    number (the call is then kept without a clinic)."""
-    if not to_number:
-        return None, None
+    """The clinic (workspace, service) a call dialled, as an answered call would reach it
+    (`AppRuntime.dialled_clinic`); the one that number last reached when the lookup fails
+    or outlasts `timeout_s`; (None, None) for a number not in service (the call is then
+    kept without a clinic)."""
     try:
-        service = await runtime.db.bounded(repo.find_service_by_phone(runtime.db.pool, to_number),
-                                           what="dialled clinic", timeout=timeout_s)
+        found = await runtime.db.bounded(runtime.dialled_clinic(to_number),
+                                         what="dialled clinic", timeout=timeout_s)
     except Exception as error:  # noqa: BLE001 - the call is still kept
         logger.warning(f"busy call: dialled clinic not looked up ({type(error).__name__})")
         return runtime.known_clinic(to_number)
-    runtime.note_clinic(to_number, service)
-    if service is None:
-        return None, None
-    return str(service["workspace_id"]), str(service["id"])
+    return found.ids
 
 
 async def _turn_away_busy(runtime: AppRuntime, form, call_id: str, budget: Budget) -> str:

@@ -53,6 +53,7 @@ class CompletionReason(StrEnum):
     CALLER_SILENT = "caller_silent"  # three unanswered check-ins
     AT_CAPACITY = "at_capacity"
     DATABASE_UNAVAILABLE = "database_unavailable"  # turned away: no row could be written
+    NUMBER_NOT_IN_SERVICE = "number_not_in_service"  # turned away: no clinic owns the number
     PROTOCOL_ERROR = "protocol_error"
     START_TIMEOUT = "start_timeout"
     PIPELINE_ERROR = "pipeline_error"

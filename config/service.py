@@ -183,6 +183,12 @@ class TelephonySettings(SettingsGroup):
         description="Where a call the safety monitor hands to a human is put through "
         "(E.164). Unset: the call is held for an operator.",
     )
+    unknown_number_fallback: str | None = Field(
+        default=None, pattern=r"^\+[1-9][0-9]{6,14}$",
+        description="A number some clinic owns (E.164): calls to a number no clinic owns "
+        "are answered as that clinic. Unset: answered only when the deployment has exactly "
+        "one clinic, else the caller hears the number is not in service.",
+    )
     start_message_timeout_s: float = Field(default=10.0, gt=0)
     ws_max_message_bytes: int = Field(default=64 * 1024, ge=1024)
     ws_max_bad_messages: int = Field(default=50, ge=1)

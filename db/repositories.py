@@ -298,11 +298,9 @@ async def find_service_by_phone(pool: asyncpg.Pool, phone_number: str) -> JsonDi
            LIMIT 1""", phone_number))
 
 
-async def default_service(pool: asyncpg.Pool, workspace_id: str | None) -> JsonDict | None:
-    """The oldest service (of a workspace, or overall)."""
-    if workspace_id is None:
-        return _row_or_none(await pool.fetchrow(
-            f"SELECT {SERVICE_COLUMNS} FROM services s ORDER BY s.created_at, s.id LIMIT 1"))
+async def default_service(pool: asyncpg.Pool, workspace_id: str) -> JsonDict | None:
+    """The workspace's oldest service. Never "of any workspace": which clinic a call
+    reaches is db/service_numbers.dialled_clinic's decision."""
     return _row_or_none(await pool.fetchrow(
         f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.workspace_id = $1 "
         "ORDER BY s.created_at, s.id LIMIT 1",

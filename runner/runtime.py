@@ -23,6 +23,7 @@ from db.instances import ProcessIdentity
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import fill_demo_clinic, is_empty, seed_demo
+from db.service_numbers import DialledClinic, dialled_clinic
 from db.supervisor import DatabaseSupervisor
 from db.writer import CallRecordWriter
 from flows.catalog import engine_problems, runnable_graph
@@ -85,6 +86,9 @@ class CallProfile:
     # The default safety concepts plus the workspace's own (None: the defaults alone).
     safety_index: ConceptIndex | None = None
     dialled_number: str | None = None  # picks the location in the ambient context
+    # False: no clinic owns the dialled number and no rule gives it one
+    # (db/service_numbers.py); the call belongs to no workspace.
+    in_service: bool = True
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
@@ -320,13 +324,24 @@ class AppRuntime:
             logger.warning(f"call {call_id}: profile lookup failed ({type(error).__name__}); defaults")
             return self._default_profile(call_id, None, None, "the clinic", [], None)
 
+    async def dialled_clinic(self, number: str | None) -> DialledClinic:
+        """The clinic a call to `number` reaches (None: a session with no number): its
+        owner, else the fallback number's clinic, else the deployment's only clinic, else
+        none. Remembered for the calls turned away while the database cannot say."""
+        found = await dialled_clinic(
+            self.db.pool, number, fallback_number=self.settings.telephony.unknown_number_fallback)
+        self.note_clinic(number, found.service)
+        return found
+
     async def _load_profile(self, call_id: str, to_number: str | None) -> CallProfile:
-        service = await repo.find_service_by_phone(self.db.pool, to_number) if to_number else None
-        self.note_clinic(to_number, service)
+        found = await self.dialled_clinic(to_number)
+        service = found.service
         if service is None:
-            service = await repo.default_service(self.db.pool, None)
-        if service is None:
-            return self._default_profile(call_id, None, None, "the clinic", [], None)
+            logger.warning(f"call {call_id or '(new)'}: the number reaches no clinic (several "
+                           "clinics or none, and no UNKNOWN_NUMBER_FALLBACK); no workspace")
+            profile = self._default_profile(call_id, None, None, "the clinic", [], None)
+            profile.in_service = False
+            return profile
         raw = await repo.get_voice_settings_raw(self.db.pool, service["workspace_id"])
         profile = self._default_profile(
             call_id, service["workspace_id"], service["id"], service["name"],

@@ -47,7 +47,13 @@ function showLogin(message) {
     el("label", { for: "api-key" }, "Workspace API key"),
     input,
     el("button", { type: "submit" }, "Log in"),
-    status);
+    status,
+    el("p", { id: "key-help", class: "muted" },
+      "No key yet? ", el("code", {}, "make run"), " keeps a development key in ",
+      el("code", {}, ".data/dev_api_key"),
+      " (the DATA_DIR folder; the path is printed when the service starts). Or create one: ",
+      el("code", {}, "python main.py api-key create --workspace demo"),
+      " (prints the key once)."));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const key = input.value.trim();

@@ -34,6 +34,10 @@ def busy_twiml() -> str:
     return say_and_hang_up_twiml("telephony/busy.txt")
 
 
+def not_in_service_twiml() -> str:
+    return say_and_hang_up_twiml("telephony/not_in_service.txt")
+
+
 def transfer_twiml(number: str) -> str:
     """Put the caller through to `number` (a configured or location number, never a spoken one)."""
     response = VoiceResponse()

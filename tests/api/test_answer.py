@@ -3,22 +3,32 @@
 import uuid
 import xml.etree.ElementTree as ET
 
+import pytest
 from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
 from api.app import create_app
 from config import Settings
 from db import repositories as repo
+from tests.api.clinics import several_clinics
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 BASE = "https://agent.example.com"
 
 
-def answer_form() -> dict:
+def answer_form(to: str) -> dict:
     return {
         "CallSid": "CA" + uuid.uuid4().hex, "AccountSid": "AC" + "0" * 32,
-        "From": "+15550100123", "To": "+15550100100", "CallStatus": "ringing",
+        "From": "+15550100123", "To": to, "CallStatus": "ringing",
     }
+
+
+@pytest.fixture
+async def clinic_number(db, workspace_id) -> str:
+    """A number a clinic owns (a call to a number no clinic owns is not answered)."""
+    number = "+1555" + str(uuid.uuid4().int)[:7]
+    await repo.create_service(db.pool, workspace_id, f"Clinic {number}", phone_number=number)
+    return number
 
 
 def post_answer(client: TestClient, form: dict) -> ET.Element:
@@ -40,17 +50,18 @@ def streamed_call_id(twiml: ET.Element) -> str:
     return twiml.find("./Connect/Stream/Parameter").get("value")
 
 
-async def test_a_retried_answer_webhook_connects_the_same_call(tmp_path, pg_dsn, db):
-    form = answer_form()
+async def test_a_retried_answer_webhook_connects_the_same_call(tmp_path, pg_dsn, db,
+                                                               clinic_number):
+    form = answer_form(clinic_number)
     with service(tmp_path, pg_dsn, max_calls=5) as client:
         first, again = post_answer(client, form), post_answer(client, form)
     assert streamed_call_id(first) == streamed_call_id(again)
 
 
 async def test_a_caller_beyond_capacity_hears_the_lines_are_busy_and_is_on_record(
-    tmp_path, pg_dsn, db
+    tmp_path, pg_dsn, db, clinic_number
 ):
-    taken, turned_away = answer_form(), answer_form()
+    taken, turned_away = answer_form(clinic_number), answer_form(clinic_number)
     with service(tmp_path, pg_dsn, max_calls=1) as client:
         accepted = post_answer(client, taken)
         busy = post_answer(client, turned_away)
@@ -67,9 +78,9 @@ async def test_a_caller_beyond_capacity_hears_the_lines_are_busy_and_is_on_recor
 
 
 async def test_a_caller_turned_away_during_the_shutdown_drain_is_on_record_as_draining(
-    tmp_path, pg_dsn, db
+    tmp_path, pg_dsn, db, clinic_number
 ):
-    turned_away = answer_form()
+    turned_away = answer_form(clinic_number)
     with service(tmp_path, pg_dsn, max_calls=5) as client:
         client.portal.call(client.app.state.runtime.drain.begin)  # SIGTERM's drain begins
         busy = post_answer(client, turned_away)
@@ -88,9 +99,10 @@ async def test_a_caller_turned_away_busy_is_on_the_dialled_clinics_record(
     clinic_number = "+1555" + str(uuid.uuid4().int)[:7]
     clinic = await repo.create_service(db.pool, workspace_id, "Busy Clinic",
                                        phone_number=clinic_number)
-    taken = answer_form()
-    to_clinic = {**answer_form(), "To": clinic_number}
-    to_nowhere = {**answer_form(), "To": "+1556" + str(uuid.uuid4().int)[:7]}
+    await several_clinics(db.pool)  # so the number nobody owns reaches no clinic
+    taken = answer_form(clinic_number)
+    to_clinic = answer_form(clinic_number)
+    to_nowhere = answer_form("+1556" + str(uuid.uuid4().int)[:7])
     with service(tmp_path, pg_dsn, max_calls=1) as client:
         post_answer(client, taken)
         post_answer(client, to_clinic)

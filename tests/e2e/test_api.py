@@ -82,3 +82,9 @@ def test_an_unknown_call_is_not_found(server):
         f"{server.url}/api/calls/{uuid.uuid4()}", headers={"Authorization": f"Bearer {server.api_key}"}
     )
     assert response.status_code == 404
+
+
+def test_once_up_the_service_says_where_the_dashboard_is_and_how_to_get_in(server):
+    log = server.log()
+    assert f"Dashboard: {server.url}/dashboard" in log
+    assert "python main.py api-key create --workspace demo" in log

@@ -107,6 +107,10 @@ async def test_a_wrong_key_is_refused_and_the_right_one_opens_the_dashboard(page
                  "/dashboard/js/missing.js"):
         assert httpx.get(f"{server.url}{path}").status_code == 404, path
 
+    await page.goto("/dashboard")
+    help_text = await page.inner_text("#key-help")  # where a key comes from
+    assert ".data/dev_api_key" in help_text
+    assert "python main.py api-key create --workspace demo" in help_text
     await log_in(page, "vk_00000000_" + "x" * 43)
     await page.wait_for_selector("#login-status >> text=invalid API key")
     assert await page.is_hidden("#nav")
