@@ -181,11 +181,12 @@ _LISTS = SECTIONS[2:]
 
 
 class ClinicFile(_Section):
-    """A whole clinic. Sections in the documented order; lists default to empty."""
+    """A whole clinic. Sections in the documented order; every list but `locations` may
+    be left out (empty)."""
 
     version: int
     clinic: ClinicDetails
-    locations: list[LocationEntry] = Field(default_factory=list, max_length=200)
+    locations: list[LocationEntry] = Field(min_length=1, max_length=200)  # a clinic has one
     practitioners: list[PractitionerEntry] = Field(default_factory=list, max_length=1000)
     appointment_types: list[AppointmentTypeEntry] = Field(default_factory=list, max_length=500)
     schedules: list[ScheduleEntry] = Field(default_factory=list, max_length=5000)

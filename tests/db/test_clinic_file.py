@@ -129,6 +129,15 @@ def test_an_unknown_field_is_a_typo_reported_with_its_line(old, new, fragment, r
     assert (line_with(text, fragment), reason) in problems
 
 
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    ("locations:\n", "locations: []\nformer_locations:\n", "'locations' should list at least one"),
+    ("locations:\n", "locations:\nformer_locations:\n", "'locations' should list at least one"),
+])
+def test_a_clinic_has_at_least_one_location(old, new, reason):
+    text = edited(SMALL_CLINIC, (old, new))
+    assert (line_with(text, "locations:"), reason) in said(problems_in(text))
+
+
 def test_a_missing_field_names_the_entry_it_is_missing_from():
     text = edited(SMALL_CLINIC, ("    timezone: America/New_York\n    address: 2 Side Street\n",
                                  "    address: 2 Side Street\n"))

@@ -401,6 +401,7 @@ async def test_the_demo_is_seeded_through_its_clinic_file(fresh_dsn, tmp_path):
         written = await export_clinic(database.pool, seeded.workspace_id, seeded.service_id)
         again = await import_clinic(database.pool, seeded.workspace_id, load_demo_clinic())
         history = await audit.list_changes(database.pool, seeded.workspace_id)
+        listed = await list_clinics(database.pool, seeded.workspace_id)
         bookings = await database.pool.fetchval("SELECT count(*) FROM appointments")
     finally:
         await database.close()
@@ -408,3 +409,4 @@ async def test_the_demo_is_seeded_through_its_clinic_file(fresh_dsn, tmp_path):
     assert again.changes == [] and again.service_id == seeded.service_id
     assert [(c["action"], c["target"]) for c in history] == [("clinic.import", DEMO_CLINIC)]
     assert bookings == 7
+    assert [c["name"] for c in listed] == [DEMO_CLINIC]  # the check-in line is no clinic
