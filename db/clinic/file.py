@@ -32,6 +32,9 @@ def parse_clinic_text(text: str, source: str = "") -> ClinicFile:
     if len(text) > MAX_TEXT_CHARS:
         raise ClinicFileInvalid([Problem("", None, f"the file is too large (more than "
                                                    f"{MAX_TEXT_CHARS:,} characters)")])
+    if text.lstrip().startswith(("{", "[")):
+        # JSON: a raw tab can only be whitespace between tokens, which YAML refuses
+        text = text.replace("\t", " ")
     read = read_text(text)
     if read.problems:
         raise ClinicFileInvalid(bounded(read.problems))

@@ -68,10 +68,19 @@ def test_a_file_written_back_reads_as_the_same_clinic(source):
                         "schedules", "closures"]
 
 
-def test_json_reads_like_yaml():
+@pytest.mark.parametrize("indent", [None, 2, "\t"])
+def test_json_reads_like_yaml(indent):
     data = yaml.safe_load(SMALL_CLINIC)
-    assert parse_clinic_text(json.dumps(data, default=str)) == parse_clinic_text(SMALL_CLINIC)
+    text = json.dumps(data, default=str, indent=indent)
+    assert parse_clinic_text(text) == parse_clinic_text(SMALL_CLINIC)
     assert parse_clinic_data(data) == parse_clinic_text(SMALL_CLINIC)
+
+
+def test_a_problem_in_json_names_its_line():
+    data = yaml.safe_load(edited(SMALL_CLINIC, ("timezone: America/New_York", "timezone: Mars")))
+    text = json.dumps(data, default=str, indent=2)
+    assert said(problems_in(text)) == [(line_with(text, '"Mars"'), ("unknown timezone 'Mars' "
+                                        "(a name from the tz database, e.g. America/Chicago)"))]
 
 
 def test_defaults_and_what_yaml_would_otherwise_misread():
