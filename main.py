@@ -3,7 +3,10 @@
     python main.py [serve]                        run the service (default)
     python main.py migrate                        apply database migrations
     python main.py seed-demo                      create the demo workspace and clinic
-    python main.py api-key create --workspace W   print a new API key once
+    python main.py workspace create NAME          create a workspace, print its id
+    python main.py workspace list                 every workspace, its clinics and keys
+    python main.py api-key create --workspace W [--role admin|operator|read_only]
+                                                  print a new API key once (admin by default)
     python main.py api-key list|revoke KEY --workspace W
     python main.py clinic import FILE --workspace W [--dry-run]    set up a clinic from its file
     python main.py clinic export --workspace W [--clinic NAME] [-o FILE]
@@ -30,6 +33,7 @@ from pydantic_settings import SettingsError
 from api.app import create_app
 from commands import clinic as clinic_commands
 from commands import twilio as twilio_commands
+from commands import workspace as workspace_commands
 from commands.database import find_workspace_id, run_with_database
 from config import Settings, setting_name
 from lib import event_loop
@@ -103,14 +107,21 @@ def seed(settings: Settings) -> int:
     return run_with_database(settings, action)
 
 
-def create_key(settings: Settings, workspace: str, name: str) -> int:
+def create_key(settings: Settings, workspace: str, name: str, role: str = "admin") -> int:
+    from db import audit
     from db import repositories as repo
 
     async def action(db) -> int:
         workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
-        key = await repo.create_api_key(db.pool, workspace_id, name)
+        async with db.pool.acquire() as conn, conn.transaction():
+            key = await repo.create_api_key(conn, workspace_id, name, role=role)
+            row = await repo.get_api_key(conn, key)
+            await audit.record_change(conn, workspace_id, actor=audit.CLI_ACTOR,
+                                      action="api_key.create", target=f"vk_{row['prefix']}",
+                                      after={"name": name, "prefix": row["prefix"],
+                                             "role": role})
         print(key)  # shown once; only its hash is stored
         return 0
 
@@ -128,7 +139,7 @@ def list_keys(settings: Settings, workspace: str) -> int:
         for key in await repo.list_api_keys(db.pool, workspace_id):
             state = f"revoked {key['revoked_at']}" if key["revoked_at"] else "active"
             print(f"{key['id']}  vk_{key['prefix']}_…  {key['name'] or '-'}  {state}  "
-                  f"last used {key['last_used_at'] or 'never'}")
+                  f"{key['role']}  last used {key['last_used_at'] or 'never'}")
         return 0
 
     return run_with_database(settings, action)
@@ -136,13 +147,21 @@ def list_keys(settings: Settings, workspace: str) -> int:
 
 def revoke_key(settings: Settings, workspace: str, key: str) -> int:
     """Revoke a key by id or prefix (running pods stop accepting it within 30 s)."""
+    from db import audit
     from db import repositories as repo
 
     async def action(db) -> int:
         workspace_id = await find_workspace_id(db, workspace)
         if workspace_id is None:
             return 2
-        revoked = await repo.revoke_api_key_by_id(db.pool, workspace_id, key)
+        async with db.pool.acquire() as conn, conn.transaction():
+            revoked = await repo.revoke_api_key_by_id(conn, workspace_id, key)
+            if revoked is not None:
+                await audit.record_change(
+                    conn, workspace_id, actor=audit.CLI_ACTOR, action="api_key.revoke",
+                    target=f"vk_{revoked['prefix']}", before={
+                        "name": revoked["name"], "prefix": revoked["prefix"],
+                        "role": revoked["role"]})
         if revoked is None:
             print(f"no active key {key!r} in {workspace}", file=sys.stderr)
             return 2
@@ -239,7 +258,11 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 
 
 # Command groups with a module of their own under commands/: name → module.
-COMMAND_GROUPS: dict[str, Any] = {"clinic": clinic_commands, "twilio": twilio_commands}
+COMMAND_GROUPS: dict[str, Any] = {
+    "clinic": clinic_commands,
+    "twilio": twilio_commands,
+    "workspace": workspace_commands,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     create = api_key_sub.add_parser("create", help="create a key and print it once")
     create.add_argument("--workspace", required=True)
     create.add_argument("--name", default="cli")
+    create.add_argument("--role", choices=("admin", "operator", "read_only"), default="admin",
+                        help="what the key may do (default admin: full access)")
     listing = api_key_sub.add_parser("list", help="list a workspace's keys")
     listing.add_argument("--workspace", required=True)
     revoke = api_key_sub.add_parser("revoke", help="revoke a key by id or prefix")
@@ -306,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         if command == "api-key" and args.api_key_command == "revoke":
             return revoke_key(settings, args.workspace, args.key)
         if command == "api-key":
-            return create_key(settings, args.workspace, args.name)
+            return create_key(settings, args.workspace, args.name, args.role)
         if command == "save-graph":
             return save_graph(settings, args.path, args.workspace, args.service)
         if command == "verify-call":

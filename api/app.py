@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import (
+    audit,
     calls,
     control,
     dashboard,
@@ -19,6 +20,7 @@ from api import (
     recordings,
     transcripts,
     voice,
+    workspaces,
     world,
 )
 from api.errors import add_error_handlers
@@ -41,7 +43,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
     # observe before calls: its /api/calls/active must not be read as a call id.
     for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
-                   control, insights, keys, dashboard):
+                   control, insights, keys, workspaces, audit, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

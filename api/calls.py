@@ -12,7 +12,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel, Field, model_validator
 
-from api.deps import AUTH_RESPONSES, get_runtime, require_workspace
+from api.deps import AUTH_RESPONSES, Caller, Role, get_runtime, require_role
 from api.recordings import without_recording_path
 from db import repositories as repo
 from runner.runtime import AppRuntime
@@ -248,10 +248,11 @@ async def list_calls(
     escalated: bool | None = Query(default=None, description="Has (no) escalation"),
     tool_error: ToolErrorFilter | None = Query(
         default=None, description="true/false: has (no) failed tool call; or one error class"),
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> dict[str, Any]:
     """The workspace's calls, newest first, one page at a time."""
+    workspace_id = caller.workspace_id
     position = None
     if cursor is not None:
         try:
@@ -278,12 +279,13 @@ async def list_calls(
     **AUTH_RESPONSES, 404: {"description": "No such call in this workspace"}})
 async def call_detail(
     call_id: str,
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> dict[str, Any]:
     """One call with its turns, transitions, tool calls, events, escalations and safety."""
     detail = await runtime.db.bounded(
-        repo.get_call_detail(runtime.db.pool, call_id, workspace_id), what="call read")
+        repo.get_call_detail(runtime.db.pool, call_id, caller.workspace_id),
+        what="call read")
     if detail is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
     detail["safety"] = safety_state(detail["escalations"], detail["events"]).model_dump()

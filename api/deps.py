@@ -6,6 +6,11 @@ database round trip for authentication; `last_used_at` is written at most once p
 (`ApiKeyCache.forget`) fails at once; one revoked elsewhere (another pod, the CLI)
 fails within the cache TTL.
 
+Each key has a role (`Role`): admin ⊇ operator ⊇ read_only. A route declares the least
+role it needs with `require_role`, which authenticates and answers 403 when the key's role
+is not enough; the `Caller` it returns names the workspace and the key (the audit log's
+actor).
+
 Failed authentications are budgeted per client address (`FailedAuthThrottle`, HTTP and
 observer sockets alike): past `API_AUTH_FAILURES_PER_MINUTE`, the address may present only
 keys it has already proven, so a guesser gets no more database lookups while valid keys
@@ -17,7 +22,9 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request, status
@@ -40,6 +47,7 @@ PROVEN_KEYS_PER_CLIENT = 16  # keys an address has proven, most recent kept
 # Answers any authenticated route may give besides its own: `responses=` for the spec.
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, invalid or revoked API key"},
+    403: {"description": "The key's role cannot do this (the detail names the role needed)"},
     429: {"description": "Rate limit of the key, or the client address's failed-"
                          "authentication budget, exceeded (see Retry-After)"},
     503: {"description": "The database is unavailable or did not answer in time (the "
@@ -60,10 +68,47 @@ async def own_call(runtime: AppRuntime, call_id: str, workspace_id: str) -> dict
     return call
 
 
+class Role(StrEnum):
+    """What a key may do; each role may do everything the roles below it may."""
+
+    ADMIN = "admin"  # settings, clinic set-up, keys, workspaces, the audit log
+    OPERATOR = "operator"  # watch live calls, take over, escalations, the review queue
+    READ_ONLY = "read_only"  # call history, recordings, transcripts, insights
+
+    def allows(self, needed: Role) -> bool:
+        """May a key of this role do what needs `needed`?"""
+        return _RANK[self] >= _RANK[needed]
+
+
+_RANK = {Role.READ_ONLY: 0, Role.OPERATOR: 1, Role.ADMIN: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the key's workspace, the key, and its role."""
+
+    workspace_id: str
+    key_id: str
+    key_prefix: str
+    role: Role
+
+    @property
+    def actor(self) -> str:
+        """How the audit log names this caller (never the key itself)."""
+        return f"key vk_{self.key_prefix}"
+
+    def may(self, needed: Role) -> bool:
+        return self.role.allows(needed)
+
+
+def not_allowed(role: Role, needed: Role) -> str:
+    """The plain reason a key's role is refused."""
+    return f"this key's role ({role}) cannot do this; it needs {needed}"
+
+
 @dataclass
 class _CachedKey:
-    key_id: str
-    workspace_id: str
+    caller: Caller
     verified_at: float
     touched_at: float
 
@@ -80,6 +125,11 @@ class ApiKeyCache:
 
     async def workspace_for(self, runtime: AppRuntime, plaintext: str) -> str | None:
         """The workspace id of a valid, unrevoked key; None otherwise."""
+        caller = await self.caller_for(runtime, plaintext)
+        return None if caller is None else caller.workspace_id
+
+    async def caller_for(self, runtime: AppRuntime, plaintext: str) -> Caller | None:
+        """The workspace, id, prefix and role of a valid, unrevoked key; None otherwise."""
         key_hash = repo.hash_api_key(plaintext)
         now = time.monotonic()
         cached = self._keys.get(key_hash)
@@ -91,12 +141,15 @@ class ApiKeyCache:
                 self._keys.pop(key_hash, None)
                 return None
             touched_at = cached.touched_at if cached else now - self._touch_interval_s - 1
-            cached = _CachedKey(row["id"], row["workspace_id"], now, touched_at)
+            caller = Caller(workspace_id=row["workspace_id"], key_id=row["id"],
+                            key_prefix=row["prefix"], role=Role(row["role"]))
+            cached = _CachedKey(caller, now, touched_at)
             self._remember(key_hash, cached)
         if now - cached.touched_at > self._touch_interval_s:
             cached.touched_at = now
-            self._touches.start(self._touch(runtime, cached.key_id), name="api-key-touch")
-        return cached.workspace_id
+            self._touches.start(self._touch(runtime, cached.caller.key_id),
+                                name="api-key-touch")
+        return cached.caller
 
     def forget(self, key_hash: str) -> None:
         """Drop a key at once (it was just revoked)."""
@@ -209,26 +262,27 @@ def auth_throttle(app: FastAPI, settings: Settings) -> FailedAuthThrottle:
 
 
 async def authenticate_key(connection: HTTPConnection, runtime: AppRuntime,
-                           key: str) -> str | None:
-    """The workspace of `key` presented by `connection` (a request or a socket); None:
-    not a valid key. Raises `AuthThrottled`, before any lookup, when the client address
-    is past its failure budget and has not proven this key."""
+                           key: str) -> Caller | None:
+    """Who presents `key` on `connection` (a request or a socket); None: not a valid
+    key. Raises `AuthThrottled`, before any lookup, when the client address is past its
+    failure budget and has not proven this key."""
     throttle = auth_throttle(connection.app, runtime.settings)
     address = client_address(connection.scope)
     key_hash = repo.hash_api_key(key)
     wait_s = throttle.retry_after(address, key_hash)
     if wait_s > 0:
         raise AuthThrottled(wait_s)
-    workspace_id = await key_cache(connection.app).workspace_for(runtime, key)
-    if workspace_id is None:
+    caller = await key_cache(connection.app).caller_for(runtime, key)
+    if caller is None:
         throttle.failed(address, key_hash)
     else:
         throttle.succeeded(address, key_hash)
-    return workspace_id
+    return caller
 
 
-async def require_workspace(request: Request, runtime: AppRuntime = Depends(get_runtime)) -> str:
-    """The workspace of a valid `Authorization: Bearer <api key>`; 401 otherwise, 429
+async def authenticated_caller(request: Request,
+                               runtime: AppRuntime = Depends(get_runtime)) -> Caller:
+    """The caller of a valid `Authorization: Bearer <api key>`; 401 otherwise, 429
     while the client address is throttled for failed authentications."""
     key = bearer_key(request.headers.get("authorization"))
     if key is None:
@@ -237,15 +291,52 @@ async def require_workspace(request: Request, runtime: AppRuntime = Depends(get_
             headers={"WWW-Authenticate": "Bearer"},
         )
     try:
-        workspace_id = await authenticate_key(request, runtime, key)
+        caller = await authenticate_key(request, runtime, key)
     except AuthThrottled as throttled:
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS, "too many failed authentications",
             headers={"Retry-After": throttled.retry_after},
         ) from None
-    if workspace_id is None:
+    if caller is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "invalid API key",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    return workspace_id
+    return caller
+
+
+RoleDependency = Callable[..., Awaitable[Caller]]
+_ROLE_DEPENDENCIES: dict[Role, RoleDependency] = {}
+
+
+def require_role(needed: Role) -> RoleDependency:
+    """The dependency of a route that needs `needed` (or a role above it): the `Caller`;
+    401/429/503 as for any key, 403 when the key's role is not enough. One function per
+    role, marked with `required_role` so the route table can be checked."""
+    if needed in _ROLE_DEPENDENCIES:
+        return _ROLE_DEPENDENCIES[needed]
+
+    async def dependency(caller: Caller = Depends(authenticated_caller)) -> Caller:
+        if not caller.may(needed):
+            raise HTTPException(status.HTTP_403_FORBIDDEN, not_allowed(caller.role, needed))
+        return caller
+
+    dependency.__name__ = f"require_{needed}"
+    dependency.required_role = needed  # type: ignore[attr-defined]
+    _ROLE_DEPENDENCIES[needed] = dependency
+    return dependency
+
+
+def socket_role(needed: Role) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare the role a WebSocket endpoint needs. A socket authenticates after it is
+    accepted (its first message may carry the key), so no dependency can check it: the
+    endpoint checks `Caller.may(needed)` itself and closes the socket when it is not."""
+    def declare(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+        endpoint.required_role = needed  # type: ignore[attr-defined]
+        return endpoint
+    return declare
+
+
+def declared_role(call: Callable[..., Any] | None) -> Role | None:
+    """The role a dependency or WebSocket endpoint declares (None: it declares none)."""
+    return getattr(call, "required_role", None)

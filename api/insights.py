@@ -7,7 +7,7 @@ from datetime import datetime
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import get_runtime, require_workspace
+from api.deps import Caller, Role, get_runtime, require_role
 from db import repositories as repo
 from db.insights import call_aggregates
 from flows.state_guide import state_guide
@@ -112,10 +112,11 @@ class StateGuideResponse(_Out):
 async def get_state_guide(
     service_id: str | None = Query(default=None, description="Default: the workspace's first"),
     last: int = Query(default=200, ge=1, le=MAX_LAST, description="How many recent calls"),
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> StateGuideResponse:
     """The service's context graph merged with its last `last` calls."""
+    workspace_id = caller.workspace_id
     if service_id is None:
         service = await runtime.db.bounded(repo.default_service(runtime.db.pool, workspace_id),
                                            what="service read")

@@ -11,9 +11,10 @@
 
 Sockets authenticate with `Authorization: Bearer <key>` or, as browsers cannot set that
 header, a first message `{"type": "auth", "api_key": "..."}` within
-`OBSERVER_AUTH_TIMEOUT_S` (never the query string: it ends up in logs). A wrong key or
-another workspace's call closes the socket with 1008 before any data; so does a key from
-a client address past its failed-authentication budget ("too many failed attempts").
+`OBSERVER_AUTH_TIMEOUT_S` (never the query string: it ends up in logs). A wrong key,
+a key whose role is below operator (the reason names the role), or another workspace's
+call closes the socket with 1008 before any data; so does a key from a client address
+past its failed-authentication budget ("too many failed attempts").
 A workspace holding `OBSERVER_MAX_PER_WORKSPACE` observer sockets on this pod gets a new
 one closed with 1013 (try again later) once it has authenticated, before anything is
 read for it; a socket frees its slot however it ends.
@@ -34,11 +35,15 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from api.deps import (
     AuthThrottled,
+    Caller,
+    Role,
     authenticate_key,
     bearer_key,
     get_runtime,
+    not_allowed,
     own_call,
-    require_workspace,
+    require_role,
+    socket_role,
 )
 from api.recordings import without_recording_path
 from db import repositories as repo
@@ -55,6 +60,7 @@ TRY_AGAIN_LATER = 1013
 SNAPSHOT_TIMEOUT_S = 2.0
 SNAPSHOT_ROWS = 50  # most recent turns / transitions / tool calls in session_info
 AUTH_MESSAGE_BYTES = 4096
+OBSERVER_ROLE = Role.OPERATOR  # watching live calls is an operator's work
 
 
 def canonical_call_id(call_id: str) -> str:
@@ -76,9 +82,10 @@ class ActionAccepted(BaseModel):
 
 @router.get("/calls/active", response_model=ActiveCalls)
 async def active_calls(
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.OPERATOR)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> ActiveCalls:
+    workspace_id = caller.workspace_id
     try:
         calls = await runtime.ops.registry.active(workspace_id)
     except RegistryUnavailable as error:
@@ -91,11 +98,12 @@ async def active_calls(
              response_model=ActionAccepted)
 async def operator_action(
     call_id: str, action: CallAction,
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.OPERATOR)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> ActionAccepted:
     """404: no such call in this workspace; 409: it is not running; 503: the pod running
     it could not be reached."""
+    workspace_id = caller.workspace_id
     call_id = canonical_call_id(call_id)
     try:
         entry = await runtime.ops.registry.get(call_id)
@@ -138,8 +146,8 @@ def auth_message_key(raw: str) -> str | None:
     return key.strip()
 
 
-async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> str | None:
-    """The workspace of the socket's API key (header, else first message); None: none.
+async def authenticate(websocket: WebSocket, runtime: AppRuntime) -> Caller | None:
+    """The caller of the socket's API key (header, else first message); None: none.
     A throttled client address (`api.deps.AuthThrottled`) is refused here, with its reason."""
     key = bearer_key(websocket.headers.get("authorization"))
     if key is None:
@@ -228,16 +236,20 @@ async def _registry_entry(runtime: AppRuntime, call_id: str) -> ActiveCall | Non
 
 
 async def _admit(websocket: WebSocket) -> tuple[AppRuntime, str, ObserverSlot] | None:
-    """Accept the socket, authenticate it and claim its workspace slot: (runtime,
-    workspace id, slot), or None once it has been closed (1008: no access; 1013: the
-    workspace's observers are at their cap). The caller releases the slot in a `finally`
-    entered before its next await."""
+    """Accept the socket, authenticate it, check its role and claim its workspace slot:
+    (runtime, workspace id, slot), or None once it has been closed (1008: no access, or
+    a role below `OBSERVER_ROLE`; 1013: the workspace's observers are at their cap). The
+    caller releases the slot in a `finally` entered before its next await."""
     runtime: AppRuntime = websocket.app.state.runtime
     await websocket.accept()
-    workspace_id = await authenticate(websocket, runtime)
-    if workspace_id is None:
+    caller = await authenticate(websocket, runtime)
+    if caller is None:
         await _refuse(websocket, "invalid or missing API key")
         return None
+    if not caller.may(OBSERVER_ROLE):
+        await _refuse(websocket, not_allowed(caller.role, OBSERVER_ROLE))
+        return None
+    workspace_id = caller.workspace_id
     limit = runtime.settings.ops.observer_max_per_workspace
     slot = runtime.ops.bus.claim_observer(workspace_id, limit)
     if slot is None:
@@ -249,6 +261,7 @@ async def _admit(websocket: WebSocket) -> tuple[AppRuntime, str, ObserverSlot] |
 
 
 @router.websocket("/calls/{call_id}/observe")
+@socket_role(OBSERVER_ROLE)
 async def observe_call(websocket: WebSocket, call_id: str) -> None:
     if (admitted := await _admit(websocket)) is None:
         return
@@ -290,6 +303,7 @@ async def _observe_call(websocket: WebSocket, runtime: AppRuntime, workspace_id:
 
 
 @router.websocket("/observe")
+@socket_role(OBSERVER_ROLE)
 async def observe_workspace(websocket: WebSocket) -> None:
     if (admitted := await _admit(websocket)) is None:
         return

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response,
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from api.deps import get_runtime, own_call, require_workspace
+from api.deps import Caller, Role, get_runtime, own_call, require_role
 from db import recording_files as rec
 from runner.runtime import AppRuntime
 
@@ -136,9 +136,10 @@ async def _file_size(path: Path) -> int:
 async def stereo_recording(
     call_id: str,
     request: Request,
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> Response:
+    workspace_id = caller.workspace_id
     path = await _existing_recording(runtime, call_id, workspace_id)
     return _range_response(request, path, await _file_size(path), f"{call_id}.wav")
 
@@ -149,9 +150,10 @@ async def stereo_recording(
 async def recording_waveform(
     call_id: str,
     points: int = Query(default=DEFAULT_WAVEFORM_POINTS, ge=1, le=rec.MAX_WAVEFORM_POINTS),
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> WaveformOut:
+    workspace_id = caller.workspace_id
     path = await _existing_recording(runtime, call_id, workspace_id)
     shape = await _read_recording(rec.waveform, path, points)
     return WaveformOut(**shape.__dict__)
@@ -163,9 +165,10 @@ async def channel_recording(
     call_id: str,
     channel: rec.Channel,
     request: Request,
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> Response:
+    workspace_id = caller.workspace_id
     path = await _existing_recording(runtime, call_id, workspace_id)
     source = await _read_recording(rec.channel_wav, path, channel)
     size = len(source) if isinstance(source, bytes) else await _file_size(source)

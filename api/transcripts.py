@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, status
 from loguru import logger
 from pydantic import BaseModel, Field
 
-from api.deps import get_runtime, require_workspace
+from api.deps import Caller, Role, get_runtime, require_role
 from api.recordings import call_recording, recording_read_errors
 from runner import transcript_verification as tv
 from runner.runtime import AppRuntime
@@ -46,9 +46,10 @@ class VerifyTranscriptOut(BaseModel):
 )
 async def verify_transcript(
     call_id: str,
-    workspace_id: str = Depends(require_workspace),
+    caller: Caller = Depends(require_role(Role.OPERATOR)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> VerifyTranscriptOut:
+    workspace_id = caller.workspace_id
     recording = await call_recording(runtime, call_id, workspace_id)
     if recording is None:
         raise HTTPException(status.HTTP_409_CONFLICT, "call has no recording")

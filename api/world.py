@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from pydantic import BaseModel
 
-from api.deps import get_runtime, own_call, require_workspace
+from api.deps import Caller, Role, get_runtime, own_call, require_role
 from db import world
 from db.world import ClinicalEvent
 from runner.after_call import verify_and_sync
@@ -52,9 +52,10 @@ def _event(event: ClinicalEvent) -> EventOut:
 
 
 @router.get("/calls/{call_id}/events", response_model=list[EventOut])
-async def call_events(call_id: str, workspace_id: str = Depends(require_workspace),
+async def call_events(call_id: str, caller: Caller = Depends(require_role(Role.READ_ONLY)),
                       runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
     """What the call wrote, with each event's provenance and verification."""
+    workspace_id = caller.workspace_id
     await own_call(runtime, call_id, workspace_id)
     events = await runtime.db.bounded(world.call_events(runtime.db.pool, call_id),
                                       what="call events read")
@@ -62,9 +63,10 @@ async def call_events(call_id: str, workspace_id: str = Depends(require_workspac
 
 
 @router.post("/calls/{call_id}/verify", response_model=VerificationOut)
-async def verify(call_id: str, workspace_id: str = Depends(require_workspace),
+async def verify(call_id: str, caller: Caller = Depends(require_role(Role.OPERATOR)),
                  runtime: AppRuntime = Depends(get_runtime)) -> VerificationOut:
     """Run the three verification stages again, then sync what is verified."""
+    workspace_id = caller.workspace_id
     await own_call(runtime, call_id, workspace_id)
     report, synced = await verify_and_sync(
         runtime.db.pool, call_id, runtime.verifier, runtime.practice,
@@ -79,9 +81,10 @@ async def verify(call_id: str, workspace_id: str = Depends(require_workspace),
 
 @router.get("/review-queue", response_model=list[EventOut])
 async def review_queue(limit: int = Query(default=50, ge=1, le=500),
-                       workspace_id: str = Depends(require_workspace),
+                       caller: Caller = Depends(require_role(Role.OPERATOR)),
                        runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
     """Flagged events awaiting a person, newest first."""
+    workspace_id = caller.workspace_id
     events = await runtime.db.bounded(
         world.review_queue(runtime.db.pool, workspace_id, limit=limit), what="review queue read")
     return [_event(e) for e in events]

@@ -35,8 +35,8 @@ async def list_services(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str,
         "ORDER BY s.created_at, s.id", as_uuid(workspace_id)))
 
 
-async def get_service(pool: asyncpg.Pool, workspace_id: str, service_id: str
-                      ) -> dict[str, Any] | None:
+async def get_service(pool: asyncpg.Pool | asyncpg.Connection, workspace_id: str,
+                      service_id: str) -> dict[str, Any] | None:
     service = as_uuid(service_id)
     if service is None:
         return None
@@ -45,8 +45,8 @@ async def get_service(pool: asyncpg.Pool, workspace_id: str, service_id: str
         service, as_uuid(workspace_id)))
 
 
-async def set_service_keyterms(pool: asyncpg.Pool, workspace_id: str, service_id: str,
-                               keyterms: list[str]) -> dict[str, Any] | None:
+async def set_service_keyterms(pool: asyncpg.Pool | asyncpg.Connection, workspace_id: str,
+                               service_id: str, keyterms: list[str]) -> dict[str, Any] | None:
     """Replace the service's keyterms (already cleaned); None when it is not the
     workspace's service."""
     service = as_uuid(service_id)

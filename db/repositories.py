@@ -92,9 +92,13 @@ def hash_api_key(plaintext: str) -> str:
 # --- Workspaces ----------------------------------------------------------------
 
 
-async def create_workspace(pool: asyncpg.Pool, name: str) -> JsonDict:
-    """A new workspace; raises `asyncpg.UniqueViolationError` when the name is taken."""
-    return _row(await pool.fetchrow("INSERT INTO workspaces (name) VALUES ($1) RETURNING *", name))
+async def create_workspace(pool: asyncpg.Pool | asyncpg.Connection, name: str, *,
+                           created_by: str | None = None) -> JsonDict:
+    """A new workspace (`created_by`: the workspace whose admin created it; None from the
+    command line); raises `asyncpg.UniqueViolationError` when the name is taken."""
+    return _row(await pool.fetchrow(
+        "INSERT INTO workspaces (name, created_by) VALUES ($1, $2) RETURNING *",
+        name, as_uuid(created_by)))
 
 
 async def get_workspace_by_name(pool: asyncpg.Pool, name: str) -> JsonDict | None:
@@ -113,13 +117,19 @@ async def ensure_workspace(pool: asyncpg.Pool, name: str) -> JsonDict:
 # --- API keys ------------------------------------------------------------------
 
 
-async def create_api_key(pool: asyncpg.Pool, workspace_id: str, name: str = "") -> str:
-    """Create a key and return its plaintext `vk_<prefix8>_<secret>`, which is never stored."""
+API_KEY_ROLES = ("admin", "operator", "read_only")
+
+
+async def create_api_key(pool: asyncpg.Pool | asyncpg.Connection, workspace_id: str,
+                         name: str = "", *, role: str = "admin") -> str:
+    """Create a key with `role` (one of `API_KEY_ROLES`) and return its plaintext
+    `vk_<prefix8>_<secret>`, which is never stored."""
     prefix = secrets.token_hex(4)
     plaintext = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     await pool.execute(
-        "INSERT INTO api_keys (workspace_id, name, prefix, key_hash) VALUES ($1, $2, $3, $4)",
-        as_uuid(workspace_id), name, prefix, hash_api_key(plaintext),
+        "INSERT INTO api_keys (workspace_id, name, prefix, key_hash, role) "
+        "VALUES ($1, $2, $3, $4, $5)",
+        as_uuid(workspace_id), name, prefix, hash_api_key(plaintext), str(role),
     )
     return plaintext
 
@@ -147,16 +157,17 @@ async def revoke_api_key(pool: asyncpg.Pool, plaintext: str) -> bool:
 
 
 # Key rows as listed: never the hash.
-_KEY_COLUMNS = "id, workspace_id, name, prefix, created_at, last_used_at, revoked_at"
+_KEY_COLUMNS = "id, workspace_id, name, prefix, role, created_at, last_used_at, revoked_at"
 
 
 async def authenticate_api_key(pool: asyncpg.Pool, plaintext: str) -> JsonDict | None:
-    """{id, workspace_id, key_hash} of a valid, unrevoked key, without marking it used
-    (the caller decides how often that write is worth it: see `touch_api_key`)."""
+    """{id, workspace_id, prefix, role, key_hash} of a valid, unrevoked key, without
+    marking it used (the caller decides how often that write is worth it: see
+    `touch_api_key`)."""
     if not _KEY_SHAPE.match(plaintext):
         return None
     return _row_or_none(await pool.fetchrow(
-        "SELECT id, workspace_id, key_hash FROM api_keys "
+        "SELECT id, workspace_id, prefix, role, key_hash FROM api_keys "
         "WHERE key_hash = $1 AND revoked_at IS NULL",
         hash_api_key(plaintext),
     ))
@@ -178,7 +189,8 @@ async def list_api_keys(pool: asyncpg.Pool, workspace_id: str) -> list[JsonDict]
     ))
 
 
-async def get_api_key(pool: asyncpg.Pool, plaintext: str) -> JsonDict | None:
+async def get_api_key(pool: asyncpg.Pool | asyncpg.Connection,
+                      plaintext: str) -> JsonDict | None:
     """The stored row of a key (as listed), e.g. right after creating it."""
     return _row_or_none(await pool.fetchrow(
         f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1", hash_api_key(plaintext)
@@ -186,12 +198,12 @@ async def get_api_key(pool: asyncpg.Pool, plaintext: str) -> JsonDict | None:
 
 
 async def revoke_api_key_by_id(
-    pool: asyncpg.Pool, workspace_id: str, key: str
+    pool: asyncpg.Pool | asyncpg.Connection, workspace_id: str, key: str
 ) -> JsonDict | None:
     """Revoke one of the workspace's keys, named by id or by its 8-character prefix.
 
-    Returns {id, key_hash} of the key revoked now (so caches can drop it), None when
-    the workspace has no such unrevoked key.
+    Returns {id, name, prefix, role, key_hash} of the key revoked now (so caches can drop
+    it), None when the workspace has no such unrevoked key.
     """
     workspace = as_uuid(workspace_id)
     if workspace is None:
@@ -201,7 +213,7 @@ async def revoke_api_key_by_id(
         """UPDATE api_keys SET revoked_at = now()
            WHERE workspace_id = $1 AND revoked_at IS NULL
              AND (id = $2 OR ($2::uuid IS NULL AND prefix = $3))
-           RETURNING id, key_hash""",
+           RETURNING id, name, prefix, role, key_hash""",
         workspace, key_uuid, key,
     ))
 
@@ -209,7 +221,8 @@ async def revoke_api_key_by_id(
 # --- Voice settings ------------------------------------------------------------
 
 
-async def get_voice_settings_raw(pool: asyncpg.Pool, workspace_id: str | None) -> Any | None:
+async def get_voice_settings_raw(pool: asyncpg.Pool | asyncpg.Connection,
+                                 workspace_id: str | None) -> Any | None:
     """The workspace's settings JSON as stored (None when unset); parsing is elsewhere."""
     workspace = as_uuid(workspace_id)
     if workspace is None:
@@ -219,7 +232,8 @@ async def get_voice_settings_raw(pool: asyncpg.Pool, workspace_id: str | None) -
     )
 
 
-async def set_voice_settings(pool: asyncpg.Pool, workspace_id: str, settings: Any) -> None:
+async def set_voice_settings(pool: asyncpg.Pool | asyncpg.Connection, workspace_id: str,
+                             settings: Any) -> None:
     """Replace the workspace's settings JSON."""
     await pool.execute(
         """INSERT INTO voice_settings (workspace_id, settings) VALUES ($1, $2)

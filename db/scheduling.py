@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
+from db.opening import Closure
 from db.repositories import as_uuid
 from db.slots import Booked, Slot, WeeklyHours, open_slots
 
@@ -149,6 +150,17 @@ async def locations(pool: asyncpg.Pool, service_id: str) -> list[Location]:
     ]
 
 
+async def closures(pool: asyncpg.Pool, service_id: str, from_day: date) -> list[Closure]:
+    """The clinic's closures that end on or after `from_day`, soonest first."""
+    rows = await pool.fetch(
+        """SELECT location_id, starts_on, ends_on, reason FROM closures
+           WHERE service_id = $1 AND ends_on >= $2 ORDER BY starts_on, ends_on""",
+        uuid.UUID(service_id), from_day,
+    )
+    return [Closure(str(r["location_id"]) if r["location_id"] else None, r["starts_on"],
+                    r["ends_on"], r["reason"]) for r in rows]
+
+
 # --- Availability ----------------------------------------------------------------------
 
 
@@ -157,7 +169,8 @@ async def available_slots(
     first_day: date, last_day: date, now: datetime, location_id: str | None = None,
     practitioner_id: str | None = None, part_of_day: str | None = None,
 ) -> list[Slot]:
-    """Open slots of one type over a date range: two queries, then pure computation."""
+    """Open slots of one type over a date range, never on a closure: three queries, then
+    pure computation."""
     schedule_rows = await pool.fetch(
         """SELECT s.*, p.name AS practitioner_name, l.name AS location_name, l.timezone
            FROM schedules s
@@ -194,6 +207,7 @@ async def available_slots(
         schedules, booked, appointment_type_id=appointment_type.id,
         duration=timedelta(minutes=appointment_type.duration_min), first_day=first_day,
         last_day=last_day, not_before=now, part_of_day=part_of_day,
+        closures=await closures(pool, service_id, first_day),
     )
 
 

@@ -2,7 +2,8 @@
 
 Schedules are local wall-clock hours at a location; a slot starts on the schedule's
 grid (every `duration` from its start) and is open when it fits before the schedule
-ends, starts after `not_before`, and overlaps no live booking of that practitioner.
+ends, starts after `not_before`, overlaps no live booking of that practitioner, and is
+on no day a closure shuts its location (or the whole clinic).
 Times are computed in the location's timezone, so a slot at 9:00 stays at 9:00 across
 a daylight-saving change.
 """
@@ -13,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
+
+from db.opening import Closure
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,14 @@ def open_slots(
     last_day: date,
     not_before: datetime,
     part_of_day: str | None = None,
+    closures: Iterable[Closure] = (),
 ) -> list[Slot]:
     """Every open slot for the type between the two days (inclusive), earliest first."""
     busy: dict[str, list[Booked]] = {}
     for booking in booked:
         busy.setdefault(booking.practitioner_id, []).append(booking)
     window = PART_OF_DAY.get(part_of_day or "")
+    closures = list(closures)
     slots: list[Slot] = []
     for hours in schedules:
         if appointment_type_id not in hours.appointment_type_ids:
@@ -83,6 +88,8 @@ def open_slots(
         zone = ZoneInfo(hours.timezone)
         for day in _days(first_day, last_day, hours.weekday):
             if day < hours.valid_from or (hours.valid_until and day > hours.valid_until):
+                continue
+            if any(closure.covers(day, hours.location_id) for closure in closures):
                 continue
             start = datetime.combine(day, hours.starts, zone)
             close = datetime.combine(day, hours.ends, zone)

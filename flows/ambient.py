@@ -11,7 +11,9 @@ else's record is ever in the prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
+from flows.clinic_calendar import calendar_context
 from flows.graph_session import GraphSession
 from language.spoken import say_hours, say_list, say_time
 from processors.world.write_safety import SELF_REFERENCE
@@ -65,8 +67,10 @@ def patient_sections(session: GraphSession) -> list[tuple[str, str]]:
     return sections
 
 
-def clinic_sections(session: GraphSession, dialled: str | None) -> list[tuple[str, str]]:
-    """The location the caller dialled (else every location), its hours, what it offers."""
+def clinic_sections(session: GraphSession, dialled: str | None,
+                    now: datetime | None = None) -> list[tuple[str, str]]:
+    """The location the caller dialled (else every location), its hours, whether it is
+    open now (else its next opening) and its closures of the coming days, what it offers."""
     here = [loc for loc in session.locations if dialled and loc.phone_number == dialled]
     places = here or session.locations
     sections = []
@@ -74,6 +78,8 @@ def clinic_sections(session: GraphSession, dialled: str | None) -> list[tuple[st
         sections.append(("locations", ("Called location: " if here else "Locations: ") + _capped([
             f"{loc.name}, {loc.address}, open {say_hours(loc.opening_hours)}"
             for loc in places]) + "."))
+        sections.append(("calendar", calendar_context(
+            session.locations, session.closures, now or datetime.now(UTC), dialled=dialled)))
     if session.services:
         sections.append(("services", "Appointment types: " + say_list([
             f"{t.name} ({t.duration_min} min)" for t in session.services]) + "."))
@@ -81,13 +87,14 @@ def clinic_sections(session: GraphSession, dialled: str | None) -> list[tuple[st
 
 
 # Dropped first when over budget (the caller, allergies and appointments never are).
-DROP_ORDER = ("services", "locations", "conditions", "insurance", "medications")
+DROP_ORDER = ("services", "locations", "conditions", "insurance", "medications", "calendar")
 
 
 def ambient_context(session: GraphSession, *, dialled: str | None = None,
-                    budget: int = AMBIENT_BUDGET_CHARS) -> str:
-    """The patient and clinic context block for the system prompt (within `budget`)."""
-    sections = patient_sections(session) + clinic_sections(session, dialled)
+                    budget: int = AMBIENT_BUDGET_CHARS, now: datetime | None = None) -> str:
+    """The patient and clinic context block for the system prompt (within `budget`), as
+    it stands at `now` (default: this moment)."""
+    sections = patient_sections(session) + clinic_sections(session, dialled, now)
     for name in DROP_ORDER:
         if _length(sections) <= budget:
             break

@@ -138,6 +138,8 @@ ACTION_TOOLS: dict[str, Callable[[GraphSession, str], ToolCall | None]] = {
     "answer_pricing": lambda s, said: ("GetServicesAndPricing", {}),
     "ask_service": lambda s, said: ("GetServicesAndPricing", {}),
     "answer_service_info": lambda s, said: ("GetAppointmentTypes", {}),
+    # hours, open now, a day (closures included) or an address: from the caller's words
+    "answer_hours": lambda s, said: ("GetLocationInfo", {"question": said}),
     "transfer_confirmed": lambda s, said: ("TransferCall", {}),
     # companion check-in calls: the person's own words are what is worth remembering
     "listen_and_reflect": lambda s, said: (
@@ -163,9 +165,12 @@ async def engage(
     result: ToolResult | None = None
     planned = ACTION_TOOLS.get(action)
     call = planned(session, caller_text) if planned else None
-    if call is not None and not _rereads_offer(tools.graph, state, call[0]):
+    if call is not None and not _rereads_offer(tools.graph, state, call[0]) and not (
+            _known_without_asking(tools.graph, state, call[0])):
         result = await tools.call(state, call[0], call[1])
     fields = _fields(session, tools, result, clinic, emergency_number)
+    if action == "answer_hours":  # said from the clinic's data, whether or not the tool ran
+        fields["hours"] = tools.calendar_answer(caller_text)
     fields["next_step"] = lines.next_steps[_next_step(session)]
     found = "found" if session.patient is not None else "not_found"
     fields["lookup_result"] = lines.lookups[found].format_map(fields)
@@ -205,6 +210,12 @@ def _rereads_offer(graph: ContextGraph, state: str, tool: str) -> bool:
     return tool == "CheckAvailability" and tool not in graph.state_tools[state]
 
 
+def _known_without_asking(graph: ContextGraph, state: str, tool: str) -> bool:
+    """The calendar is in what the call loaded: a graph whose state does not offer its
+    tool (one stored before the tool existed) still answers, without the tool call."""
+    return tool == "GetLocationInfo" and tool not in graph.state_tools[state]
+
+
 def _fields(
     session: GraphSession, tools: GraphTools, result: ToolResult | None, clinic: str,
     emergency_number: str,
@@ -231,7 +242,7 @@ def _fields(
         "price": (f"{_article(kind.name).title()} {_lower_first(kind.name)} is "
                   f"{say_price(kind.price_cents, kind.currency)}"
                   if kind else prices[:1].upper() + prices[1:]),
-        "hours": tools.opening_hours(),
+        "hours": tools.opening_hours(),  # the week's, unless a question asked otherwise
         "service_info": (kind.description if kind else
                          " ".join(f"{t.name}: {t.description}" for t in session.services)),
         "emergency_number": emergency_number,

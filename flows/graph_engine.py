@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 
 import asyncpg
 from loguru import logger
@@ -67,13 +67,15 @@ class GraphEngine:
         transfer_number: str | None = None, navigator: Navigator | None = None,
         index: WorldIndex | None = None, practice: PracticeSystem | None = None,
         dialled_number: str | None = None, country_code: str = "1",
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self.navigator = navigator or DeterministicNavigator(graph)
         self.tools = GraphTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
-            index=index, practice=practice, country_code=country_code,
+            index=index, practice=practice, country_code=country_code, now=now,
         )
+        self._now = now
         self.dialled_number = dialled_number
         self.clinic_name = clinic_name
         self.emergency_number = emergency_number
@@ -166,7 +168,7 @@ class GraphEngine:
 
     def ambient(self) -> str:
         """The patient and clinic context for the system prompt, as the call knows it now."""
-        return ambient_context(self.session, dialled=self.dialled_number)
+        return ambient_context(self.session, dialled=self.dialled_number, now=self._now())
 
     async def settle(self) -> NavDecision | None:
         """After a write: the exit its outcome opens, recorded (None: the state stays);

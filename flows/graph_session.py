@@ -14,6 +14,7 @@ from typing import Any
 
 from call.identity import CallIdentity
 from db.companion import Memory, Reminder
+from db.opening import Closure
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.slots import Slot
 from db.world import ClinicalContext
@@ -74,6 +75,7 @@ class GraphSession:
     upcoming: list[Appointment] | None = None  # None: not loaded
     services: list[AppointmentType] = field(default_factory=list)
     locations: list[Location] = field(default_factory=list)
+    closures: list[Closure] = field(default_factory=list)  # days the clinic or a location is shut
     practitioners: list[str] = field(default_factory=list)  # names, as the clinic lists them
     services_read: bool = False
     appointment_type: AppointmentType | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -31,12 +31,13 @@ from db.deadline import DatabaseUnavailable, within
 from db.slots import Slot, spread
 from db.world import EventDraft
 from flows import guards
+from flows.clinic_calendar import answer, place_named, understand, week_hours
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.navigator import took_action
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
-from language.spoken import say_date, say_hours, say_list, say_price, say_time
+from language.spoken import say_date, say_list, say_price, say_time
 from processors.world.index import WorldIndex
 from processors.world.write_safety import WriteDeduplicator, target_outside_scope
 from services.embeddings import LocalEmbedder
@@ -288,6 +289,40 @@ class GraphTools:
         if not self.session.services:
             self.session.services = await db.appointment_types(self.pool, self.session.service_id)
         self.session.services_read = True
+
+    async def _location_info(self, args: Mapping[str, Any]) -> str:
+        """Hours, open now or not and the next opening, a day's hours (closures included)
+        and addresses, per location, from the clinic's data: from the caller's own words
+        (`question`), or the fields the model fills, which win."""
+        session, now = self.session, self._now()
+        if not session.locations:
+            return "The clinic has no locations on record; offer a callback."
+        question = understand(str(args.get("question") or ""), session.locations,
+                              session.closures, now)
+        if args.get("location"):
+            place = place_named(str(args["location"]), session.locations)
+            if place is None:
+                raise Refused("no location of that name; the locations are "
+                              + say_list([loc.name for loc in session.locations]))
+            question = replace(question, place=place)
+        if args.get("date"):
+            try:
+                day = date.fromisoformat(str(args["date"]))
+            except ValueError:
+                raise Refused("the date must be written YYYY-MM-DD") from None
+            question = replace(question, day=day, weekday=None)
+        about = args.get("about")
+        if about == "open_now":
+            question = replace(question, now=True)
+        elif about == "address":
+            question = replace(question, where=True)
+        return answer(question, session.locations, session.closures, now)
+
+    def calendar_answer(self, caller_words: str) -> str:
+        """The answer to a caller's question about hours or places, in their words."""
+        session, now = self.session, self._now()
+        return answer(understand(caller_words, session.locations, session.closures, now),
+                      session.locations, session.closures, now)
 
     async def _check_availability(self, args: Mapping[str, Any]) -> str:
         session = self.session
@@ -556,9 +591,7 @@ class GraphTools:
         return self.session.patient
 
     def opening_hours(self) -> str:
-        return say_list([
-            f"at {loc.name} {say_hours(loc.opening_hours)}" for loc in self.session.locations
-        ])
+        return week_hours(self.session.locations)
 
 
 def next_free(slots: list[Slot], taken: Slot) -> Slot | None:
@@ -588,6 +621,7 @@ HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] =
     "GetPatientDetails": GraphTools._patient_details,
     "GetServicesAndPricing": GraphTools._services_and_pricing,
     "GetAppointmentTypes": GraphTools._appointment_types,
+    "GetLocationInfo": GraphTools._location_info,
     "CheckAvailability": GraphTools._check_availability,
     "ConvertTimezone": GraphTools._convert_timezone,
     "AddToWaitlist": GraphTools._add_to_waitlist,

@@ -2,15 +2,15 @@
 
 Every recall first identifies the caller by the number they call from (one patient on
 that number: identified; several: the graph asks who is calling). Then the graph's own
-recall runs: a booking call loads the clinic's services, locations and the caller's
-upcoming bookings; a companion check-in loads what the person said on earlier calls
+recall runs: a booking call loads the clinic's services, locations, closures and the
+caller's upcoming bookings; a companion check-in loads what the person said on earlier calls
 and their open reminders. A graph naming an unknown recall does not load.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
 import asyncpg
 
@@ -35,6 +35,9 @@ async def caller_context(session: GraphSession, pool: asyncpg.Pool) -> None:
     session.services = await db.appointment_types(pool, session.service_id)
     session.services_read = bool(session.services)
     session.locations = await db.locations(pool, session.service_id)
+    # from yesterday: today in a timezone behind the server's is still the server's yesterday
+    session.closures = await db.closures(pool, session.service_id,
+                                         date.today() - timedelta(days=1))
     session.practitioners = await db.practitioner_names(pool, session.service_id)
     await identify_by_phone(session, pool)
     if session.patient is not None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta
+
+# Within this many days a day is said by its name alone ("Saturday").
+NAMED_DAYS_AHEAD = 6
 
 
 def say_time(moment: datetime) -> str:
@@ -16,6 +19,41 @@ def say_time(moment: datetime) -> str:
 
 def say_date(day: date) -> str:
     return f"{day:%B} {day.day}, {day.year}"
+
+
+def say_clock(moment: time | datetime) -> str:
+    """'8 AM', '5:30 PM': a time of day as a receptionist says it."""
+    hour = moment.hour % 12 or 12
+    minutes = f":{moment.minute:02d}" if moment.minute else ""
+    return f"{hour}{minutes} {'AM' if moment.hour < 12 else 'PM'}"
+
+
+def say_day(day: date, today: date, *, with_date: bool = False) -> str:
+    """'today', 'tomorrow', 'Saturday' (within the week), else 'Saturday, December 26';
+    `with_date` always names the date ('Thursday, December 24')."""
+    if not with_date and day == today:
+        return "today"
+    if not with_date and day == today + timedelta(days=1):
+        return "tomorrow"
+    if not with_date and today < day <= today + timedelta(days=NAMED_DAYS_AHEAD):
+        return f"{day:%A}"
+    return f"{day:%A}, {day:%B} {day.day}"
+
+
+def say_opening(moment: datetime, now: datetime) -> str:
+    """When a place opens again, from `now`: 'tomorrow at 8 AM', 'Monday at 9 AM',
+    'Monday, January 4 at 8 AM' (the day as it is where the place is)."""
+    today = now.astimezone(moment.tzinfo).date() if moment.tzinfo else now.date()
+    return f"{say_day(moment.date(), today)} at {say_clock(moment)}"
+
+
+def say_days(first: date, last: date) -> str:
+    """'December 24', 'December 24 to 26', 'December 30 to January 2'."""
+    if first == last:
+        return f"{first:%B} {first.day}"
+    if (first.year, first.month) == (last.year, last.month):
+        return f"{first:%B} {first.day} to {last.day}"
+    return f"{first:%B} {first.day} to {last:%B} {last.day}"
 
 
 def say_price(cents: int, currency: str = "USD") -> str:

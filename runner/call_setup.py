@@ -51,6 +51,10 @@ def new_session(
         log.event("voice_settings_invalid", problem=problem)
     for problem in profile.graph_problems:
         log.event("context_graph_invalid", problem=problem)
+    if profile.after_hours is not None:
+        log.event("after_hours", **profile.after_hours)
+    for problem in profile.calendar_problems:
+        log.event("calendar_unavailable", error=problem)
     return session
 
 

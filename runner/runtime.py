@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -16,7 +18,7 @@ from loguru import logger
 from call.call_session import CallLog
 from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from config import Settings
-from db import instances
+from db import instances, scheduling
 from db import repositories as repo
 from db.graph_store import latest_graph
 from db.instances import ProcessIdentity
@@ -27,6 +29,7 @@ from db.service_numbers import DialledClinic, dialled_clinic
 from db.supervisor import DatabaseSupervisor
 from db.writer import CallRecordWriter
 from flows.catalog import engine_problems, runnable_graph
+from flows.clinic_calendar import after_hours, with_after_hours
 from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
 from lib.event_loop import BackgroundTasks
@@ -89,6 +92,9 @@ class CallProfile:
     # False: no clinic owns the dialled number and no rule gives it one
     # (db/service_numbers.py); the call belongs to no workspace.
     in_service: bool = True
+    # Rung while the clinic (or the dialled location) is closed: what the greeting added.
+    after_hours: dict[str, Any] | None = None
+    calendar_problems: list[str] = field(default_factory=list)  # why it could not say
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
@@ -157,6 +163,7 @@ class AppRuntime:
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
         self.greetings = GreetingCache(self._local_renderer())
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # the calendar's now
         self._profiles: dict[str, CallProfile] = {}
         # The clinic (workspace, service) each dialled number last reached: a call turned
         # away while the database cannot say is still put on that clinic's record.
@@ -353,7 +360,30 @@ class AppRuntime:
         )
         profile.safety_index = await self._safety_index(service["workspace_id"])
         profile.dialled_number = to_number
+        await self._after_hours(profile, service["id"], to_number)
         return profile
+
+    async def _after_hours(self, profile: CallProfile, service_id: str,
+                           dialled: str | None) -> None:
+        """A caller who rings while the dialled location (else every location) is closed
+        hears so in the greeting, with the next opening, and that they can still book,
+        leave a message or get the emergency number. A calendar that cannot be read
+        leaves the plain greeting, and the reason goes on the call's record."""
+        try:
+            now = self.clock()
+            closed = after_hours(
+                await scheduling.locations(self.db.pool, service_id),
+                await scheduling.closures(self.db.pool, service_id,
+                                          now.date() - timedelta(days=1)),
+                now, dialled=dialled, emergency_number=self.settings.safety.emergency_number)
+        except Exception as error:  # noqa: BLE001 - the greeting goes on without it
+            logger.warning(f"call {profile.call_id}: opening hours not read "
+                           f"({type(error).__name__})")
+            profile.calendar_problems.append(type(error).__name__)
+            return
+        if closed is not None:
+            profile.greeting = with_after_hours(profile.greeting, closed.line)
+            profile.after_hours = closed.event()
 
     async def _safety_index(self, workspace_id: str) -> ConceptIndex | None:
         """The workspace's own safety concepts beside the defaults, if it has any (the
@@ -501,6 +531,7 @@ class AppRuntime:
         workspace = await repo.get_workspace_by_name(self.db.pool, "demo")
         if workspace is None:
             return
-        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)")
+        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)",
+                                        role="admin")
         dev_credentials.write_dev_api_key(self.settings, key)
         logger.info(f"development API key written to {dev_credentials.dev_api_key_path(self.settings)}")

@@ -42,9 +42,24 @@ async function request(path, { method = "GET", body, signal, key } = {}) {
     } catch {
       // not JSON: keep the status
     }
+    if (response.status === 403) detail = notAllowed(detail);
     throw new ApiError(response.status, detail);
   }
   return response;
+}
+
+/** A 403's reason for a person: what the key's role is, what it needs, whom to ask. */
+function notAllowed(detail) {
+  const match = /role \((\w+)\).*needs (\w+)/.exec(detail);
+  if (!match) return `Not allowed with this key: ${detail}`;
+  const [, role, needed] = match;
+  return `Not allowed: this key is ${label(role)}; this needs ${label(needed)}. ` +
+    `Ask an admin of the workspace for a key with that role.`;
+}
+
+/** "read_only" → "read-only" (a role as people write it). */
+export function label(role) {
+  return String(role).replace("_", "-");
 }
 
 /** JSON from the API; throws ApiError (401: the key is wrong or revoked). */

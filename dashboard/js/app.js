@@ -1,13 +1,14 @@
 // The single page: log in with an API key, then hash routes to each page.
 // Each page's mount(root, params) returns a cleanup that stops its timers and sockets.
 
-import { ApiError, auth, checkKey } from "./api.js";
+import { ApiError, auth, checkKey, label } from "./api.js";
 import { el, say } from "./dom.js";
 import * as detail from "./detail.js";
 import * as guide from "./guide.js";
 import * as history from "./history.js";
 import * as live from "./live.js";
 import * as review from "./review.js";
+import * as role from "./role.js";
 
 const ROUTES = [
   [/^#\/live$/, "live", (root) => live.mountList(root)],
@@ -69,7 +70,7 @@ function showLogin(message) {
       return;
     }
     auth.set(key);
-    if (!location.hash || location.hash === "#/login") location.hash = "#/live";
+    if (!location.hash || location.hash === "#/login") location.hash = "#/"; // home page
     else route();
   });
   view.append(form);
@@ -77,13 +78,40 @@ function showLogin(message) {
   input.focus();
 }
 
-function route() {
+/** Learn the key's role once per log-in; show who is logged in and hide what it cannot use. */
+async function knowRole() {
+  if (role.known()) return;
+  try {
+    await role.load();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) throw error;
+    console.error(error); // unknown role: offer everything, the API still decides
+  }
+  const me = role.current();
+  for (const link of nav.querySelectorAll("a[data-page]")) {
+    link.hidden = !role.can(role.pageRole(link.dataset.page));
+  }
+  let badge = document.getElementById("whoami");
+  if (!badge) {
+    badge = el("span", { id: "whoami", class: "muted" });
+    nav.insertBefore(badge, document.getElementById("logout"));
+  }
+  badge.textContent = me ? `${me.workspace_name} · ${label(me.role)}` : "";
+}
+
+async function route() {
   if (!auth.key) {
     showLogin();
     return;
   }
+  try {
+    await knowRole();
+  } catch {
+    return; // the key is invalid: the log-in card is back
+  }
+  if (!auth.key) return;
   nav.hidden = false;
-  const hash = location.hash || "#/live";
+  const hash = location.hash || role.homePage();
   for (const [pattern, page, mount] of ROUTES) {
     const match = hash.match(pattern);
     if (!match) continue;
@@ -91,15 +119,24 @@ function route() {
     for (const link of nav.querySelectorAll("a")) {
       link.classList.toggle("active", link.dataset.page === page);
     }
+    const needed = role.pageRole(page);
+    if (!role.can(needed)) {
+      view.append(el("div", { id: "not-allowed", class: "card" },
+        el("p", { class: "error" }, `This page needs ${label(needed)} rights; this key is `
+          + `${label(role.current().role)}. Ask an admin of the workspace for a key with `
+          + "that role.")));
+      return;
+    }
     cleanup = mount(view, ...match.slice(1)) ?? null;
     return;
   }
-  location.hash = "#/live";
+  location.hash = role.homePage();
 }
 
 window.addEventListener("hashchange", route);
 window.addEventListener("dashboard:unauthorized", () => {
   auth.clear();
+  role.forget();
   showLogin("invalid API key");
 });
 window.addEventListener("unhandledrejection", (event) => {
@@ -107,6 +144,7 @@ window.addEventListener("unhandledrejection", (event) => {
 });
 document.getElementById("logout").addEventListener("click", () => {
   auth.clear();
+  role.forget();
   location.hash = "#/login";
   showLogin();
 });

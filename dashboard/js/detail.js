@@ -6,6 +6,7 @@ import { api, apiBlob, ApiError } from "./api.js";
 import {
   el, fmtClock, fmtDate, fmtDuration, fmtEmotion, fmtMs, pct, say, shortId, table,
 } from "./dom.js";
+import * as role from "./role.js";
 
 const WORD_TAIL_MS = 150; // a word stays lit this long after its end (gaps between words)
 
@@ -252,7 +253,11 @@ export function mount(root, callId) {
       accuracyText(call.transcript_accuracy, call.transcript_verifier));
     const verified = el("p", { id: "verified-transcript", class: "muted" }, call.verified_transcript ?? "");
     const verifyNotice = el("div");
-    const verifyButton = el("button", { type: "button", id: "verify" }, "Verify transcript");
+    const mayVerify = role.can("operator");
+    const verifyButton = el("button", {
+      type: "button", id: "verify", disabled: !mayVerify,
+      title: mayVerify ? null : "Needs an operator key",
+    }, "Verify transcript");
     verifyButton.addEventListener("click", async () => {
       verifyButton.disabled = true;
       say(verifyNotice, "Re-transcribing the recording…");

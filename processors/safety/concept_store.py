@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -27,9 +28,11 @@ class ConceptError(ValueError):
 
 
 async def create_safety_concept(
-    pool: asyncpg.Pool, workspace_id: str, spec: ConceptSpec, embedder: Embedder
+    pool: asyncpg.Pool, workspace_id: str, spec: ConceptSpec, embedder: Embedder, *,
+    then: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
-    """Store a workspace concept with its examples' embeddings (computed now)."""
+    """Store a workspace concept with its examples' embeddings (computed now); `then`
+    runs in the same transaction once it is stored (its audit row)."""
     if spec.key in {c.key for c in default_concepts()}:
         raise ConceptError(f"{spec.key!r} is a default concept, always active")
     vectors = await embedder.embed(list(spec.examples))
@@ -45,6 +48,8 @@ async def create_safety_concept(
         except asyncpg.UniqueViolationError as error:
             raise ConceptError(f"the workspace already has a concept {spec.key!r}") from error
         await _store_embeddings(conn, row["id"], embedder, vectors)
+        if then is not None:
+            await then(conn)
     return {"id": str(row["id"]), "key": spec.key, "created_at": row["created_at"]}
 
 
@@ -59,11 +64,15 @@ async def _store_embeddings(conn: asyncpg.Connection, concept_id: uuid.UUID,
     )
 
 
-async def delete_safety_concept(pool: asyncpg.Pool, workspace_id: str, key: str) -> bool:
-    status = await pool.execute(
-        "DELETE FROM safety_concepts WHERE workspace_id = $1 AND key = $2",
+async def delete_safety_concept(pool: asyncpg.Pool | asyncpg.Connection, workspace_id: str,
+                                key: str) -> dict[str, Any] | None:
+    """Delete one of the workspace's concepts; what it was (key, name, severity,
+    description, examples), or None when there was no such concept."""
+    row = await pool.fetchrow(
+        """DELETE FROM safety_concepts WHERE workspace_id = $1 AND key = $2
+           RETURNING key, name, severity, description, examples""",
         as_uuid(workspace_id), key)
-    return status.endswith(" 1")
+    return None if row is None else {**dict(row), "examples": _examples(row["examples"])}
 
 
 async def workspace_concepts(

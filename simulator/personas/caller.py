@@ -113,12 +113,16 @@ class RuleCaller:
         progress.lines += 1
         ask = classify(" ".join(heard))
         progress.asked[ask.kind] += 1
-        self._move_on_if_answered(ask)
+        # The greeting answers nothing the caller has yet to ask, and what it says about
+        # emergencies (a clinic that is closed says whom to call) is general, not a redirect.
+        greeting = progress.lines == 1
+        if not greeting:
+            self._move_on_if_answered(ask)
         looping = self._heard_again(ask.text) and ask.kind != "crisis_hold"  # holding is no loop
         if progress.lines > self.persona.max_lines or looping:
             return self._finish(self.phrases.say("give_up_stuck"))
         slipped = progress.to_correct  # a slip on the line before, to put right on this one
-        if progress.lines == 1 and ask.kind not in ("crisis_hold", "emergency_advice"):
+        if greeting and ask.kind != "crisis_hold":
             line = self._opening(ask)
         else:
             line = self._replies[ask.kind](ask)

@@ -174,12 +174,19 @@ def _turn_start(turn: dict[str, Any]) -> int | None:
     return start if start is not None else turn.get("user_speech_end_ms")
 
 
+def _agent_turns_after_the_caller_spoke(turns: list[dict[str, Any]]) -> list[str]:
+    """What the agent said once the caller had spoken: the greeting answers no question
+    (a closed clinic's greeting says when it opens before anyone asked)."""
+    spoke = next((i for i, t in enumerate(turns) if t.get("speaker_role") == "caller"),
+                 len(turns))
+    return [t.get("text") or "" for t in turns[spoke:] if t.get("speaker_role") == "agent"]
+
+
 def outcome_problems(persona: Persona, record: dict[str, Any], tools: list[dict[str, Any]]
                      ) -> list[str]:
     """What each task's expected outcome is missing, and any write no task asked for."""
     problems: list[str] = []
-    agent_turns = [t.get("text") or "" for t in record.get("turns") or []
-                   if t.get("speaker_role") == "agent"]
+    agent_turns = _agent_turns_after_the_caller_spoke(record.get("turns") or [])
     expected_writes: dict[str, int] = {}
     for task, outcome in zip(persona.tasks, persona.expect.outcome, strict=True):
         problem = _outcome_problem(persona, task, outcome, record, tools, agent_turns)

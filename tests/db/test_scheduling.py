@@ -131,3 +131,35 @@ async def test_the_same_name_and_birth_date_is_the_same_patient(db, clinic):
         provenance=written,
     )
     assert created and event is not None and new.id != again.id
+
+
+async def add_closure(db, service_id: str, first: date, last: date, reason: str,
+                      location: str | None = None) -> None:
+    location_id = None
+    if location is not None:
+        location_id = await db.pool.fetchval(
+            "SELECT id FROM locations WHERE service_id = $1 AND name = $2",
+            uuid.UUID(service_id), location)
+    await db.pool.execute(
+        """INSERT INTO closures (service_id, location_id, starts_on, ends_on, reason)
+           VALUES ($1, $2, $3, $4, $5)""", uuid.UUID(service_id), location_id, first, last,
+        reason)
+
+
+async def test_no_slot_is_offered_on_a_closure_of_the_clinic_or_of_its_location(db, clinic):
+    _, service_id = clinic
+    tuesday, wednesday = TODAY + timedelta(days=1), TODAY + timedelta(days=2)
+    before = await fortnight(db, service_id, "Follow-up visit")
+    assert {s.starts_at.date() for s in before} >= {tuesday, wednesday}
+    assert {s.location_name for s in before if s.starts_at.date() == wednesday} == {
+        "Downtown", "Northside"}
+    await add_closure(db, service_id, tuesday, tuesday, "staff training")
+    await add_closure(db, service_id, wednesday, wednesday, "repairs", location="Northside")
+
+    slots = await fortnight(db, service_id, "Follow-up visit")
+    assert tuesday not in {s.starts_at.date() for s in slots}
+    on_wednesday = {s.location_name for s in slots if s.starts_at.date() == wednesday}
+    assert on_wednesday == {"Downtown"}  # Northside is shut, Downtown is not
+    assert [c.reason for c in await sched.closures(db.pool, service_id, TODAY)] == [
+        "staff training", "repairs"]
+    assert await sched.closures(db.pool, service_id, TODAY + timedelta(days=3)) == []

@@ -125,6 +125,34 @@ async def test_a_wrong_key_is_refused_and_the_right_one_opens_the_dashboard(page
     assert page.errors.errors == []
 
 
+async def test_a_read_only_key_sees_only_what_it_may_use(page, server, db):
+    workspace_id = await seeded_workspace(db, server)
+    viewer = await repo.create_api_key(db.pool, workspace_id, "viewer", role="read_only")
+    call_id = await repo.create_call(
+        db.pool, workspace_id=workspace_id, service_id=None, call_sid=None,
+        direction="eval", from_number=None, to_number=None, status="completed")
+
+    await log_in(page, viewer)
+    await page.wait_for_selector("#nav a.active[data-page=calls]")  # its home: the history
+    assert await page.is_hidden("#nav a[data-page=live]")
+    assert await page.is_hidden("#nav a[data-page=review]")
+    assert (await page.inner_text("#whoami")).endswith("· read-only")
+    await page.goto("/dashboard#/live")
+    notice = await page.inner_text("#not-allowed")
+    assert "needs operator rights; this key is read-only" in notice
+    await page.goto(f"/dashboard#/calls/{call_id}")
+    await page.wait_for_selector("#verify")
+    assert await page.is_disabled("#verify")
+    refused = await page.evaluate("""async () => {
+        const {api} = await import('/dashboard/js/api.js');
+        try { await api('/api/escalations'); return null; }
+        catch (error) { return [error.status, error.message]; }
+    }""")
+    assert refused == [403, "Not allowed: this key is read-only; this needs operator. "
+                            "Ask an admin of the workspace for a key with that role."]
+    assert page.errors.errors == []
+
+
 async def test_pure_helpers_of_the_page(page, server):
     """Word timing, word lookup, live event folding and the history query, in the browser."""
     await log_in(page, server.api_key)

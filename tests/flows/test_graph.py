@@ -73,7 +73,8 @@ def test_booking_tools_are_gated_by_their_guards():
     assert tools["closing"] == frozenset() and tools["greeting"] == frozenset()
     assert {t for t in tools if "CancelAppt" in tools[t]} == {"confirming_cancel"}
     # a state without its own list inherits its super-state's
-    assert tools["service_info"] == {"GetServicesAndPricing", "GetAppointmentTypes"}
+    assert tools["service_info"] == {"GetServicesAndPricing", "GetAppointmentTypes",
+                                     "GetLocationInfo"}
 
 
 def test_every_bundled_graph_loads():

@@ -31,6 +31,32 @@ def test_caller_words_pick_the_route_and_task(said, route, task):
     assert (decision.route, decision.task) == (route, task)
 
 
+@pytest.mark.parametrize(
+    ("said", "route"),
+    [
+        ("What time does Northside open on Saturday?", "hours_question"),
+        ("Is the lake avenue clinic open now?", "hours_question"),
+        ("are you guys closed on the 24th?", "hours_question"),
+        ("How late is the downtown office open tonight?", "hours_question"),
+        ("when does Downtown close on Fridays", "hours_question"),
+        ("Where's your downtown office?", "address_question"),
+        ("what's the address of the northside clinic", "address_question"),
+        ("where are you located?", "address_question"),
+        ("How do I get to the Lake Avenue clinic?", "address_question"),
+    ],
+)
+def test_questions_about_hours_and_places_are_side_questions(said, route):
+    assert route_turn(said).route == route
+
+
+@pytest.mark.parametrize("said", [
+    "Is there anything open on Friday?", "what time slots are open on friday",
+    "Where is my appointment?", "is Friday open for a physical? I.d like to book one",
+])
+def test_the_same_words_asking_for_an_appointment_or_about_their_own_are_not(said):
+    assert route_turn(said).route not in ("hours_question", "address_question")
+
+
 def test_a_decision_carries_its_evidence():
     decision = route_turn("I'd like to cancel please")
     assert decision.label == "cancel_request/high"

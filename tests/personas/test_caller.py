@@ -293,3 +293,18 @@ def test_when_the_agent_goes_straight_on_to_the_second_task_the_caller_follows()
     assert "first" in chose.lower() or "friday" in chose.lower()
     assert yes is not None and not yes.lower().startswith("no")
     assert rules.progress.done == [True, True]
+
+
+def test_a_closed_clinic_s_greeting_is_not_an_emergency_redirect_nor_an_answer():
+    greeting = (
+        "Thank you for calling Demo Clinic. We're closed right now; we open again tomorrow "
+        "at 8 AM. I can still book an appointment or take a message for a callback, and if "
+        "this is an emergency, please hang up and call 911. How can I help you today?")
+    booking = caller()
+    opening = booking.respond([greeting])
+    assert opening is not None and "blood test" in opening.lower()
+    assert not booking.progress.finished
+
+    asks_hours = caller(tasks=[{"kind": "hours"}], expect={"outcome": "answered"})
+    asks_hours.respond([greeting])
+    assert asks_hours.progress.done == [False]  # they have not asked yet

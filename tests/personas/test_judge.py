@@ -201,3 +201,21 @@ def test_no_record_is_a_failure_that_says_why():
     verdict = judge(persona(), None, problem="cannot reach the server")
 
     assert not verdict.success and verdict.reasons == ["cannot reach the server"]
+
+
+AFTER_HOURS_GREETING = (
+    "Thank you for calling Demo Clinic. We're closed right now; we open again tomorrow at "
+    "8 AM. I can still book an appointment or take a message for a callback, and if this is "
+    "an emergency, please hang up and call 911. How can I help you today?")
+
+
+def test_an_hours_question_answered_only_by_the_closed_clinic_s_greeting_was_not_answered():
+    hours = persona(tasks=[{"kind": "hours"}], expect={"outcome": "answered"})
+    unanswered = (Record().agent(AFTER_HOURS_GREETING).caller("When are you open?")
+                  .agent("Sorry, I didn't catch that.").caller("Never mind, bye.").ended())
+    answered = (Record().agent(AFTER_HOURS_GREETING).caller("When are you open?")
+                .agent("We're open Monday to Friday 8 AM to 5 PM.").caller("Thanks, bye.")
+                .ended())
+
+    assert not judge(hours, unanswered).success
+    assert judge(hours, answered).success

@@ -3,6 +3,7 @@
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from db.opening import Closure
 from db.slots import Booked, WeeklyHours, open_slots, spread
 
 ZONE = ZoneInfo("America/Chicago")
@@ -74,3 +75,13 @@ def test_a_readout_spreads_choices_over_days():
     assert len(chosen) == 3
     assert len({s.starts_at.date() for s in chosen}) == 3
     assert chosen[0] == found[0]
+
+
+def test_no_slot_is_offered_on_a_day_the_location_or_the_whole_clinic_is_closed():
+    second_monday = MONDAY + timedelta(days=7)
+    holiday = Closure(None, MONDAY, MONDAY, "a holiday")
+    assert {s.starts_at.date() for s in slots([hours()], closures=[holiday])} == {second_monday}
+    elsewhere = Closure("another-location", MONDAY, second_monday, "repairs")
+    assert len(slots([hours()], closures=[elsewhere])) == 8  # another location's: no matter
+    here = Closure("loc", MONDAY, second_monday, "repairs")
+    assert slots([hours()], closures=[here]) == []

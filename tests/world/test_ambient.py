@@ -55,7 +55,7 @@ def lines(text: str) -> list[str]:
 
 
 def test_an_identified_caller_s_chart_and_bookings_are_in_the_context():
-    text = ambient_context(call())
+    text = ambient_context(call(), now=START)
     assert text.startswith("Patient and clinic context")
     assert lines(text) == [
         "The caller: Priya Nair (P1), born 1985-09-30, MRN MRN-77, phone +15550100204, "
@@ -68,6 +68,7 @@ def test_an_identified_caller_s_chart_and_bookings_are_in_the_context():
         "Insurance: Aetna Gold PPO, member id W123456 (not yet verified).",
         "Locations: Downtown Clinic, 1 Main St, open Monday to Tuesday 8 AM to 5 PM; "
         "Northside Clinic, 9 North Ave, open Saturday 9 AM to 12 PM.",
+        "Now (Tuesday 9 AM at the clinic): open: Downtown Clinic until 5 PM.",
         "Appointment types: Physio (30 min).",
     ]
 
@@ -89,10 +90,12 @@ def test_verified_insurance_with_a_holder_is_said_as_such():
 
 def test_an_unknown_caller_gets_the_clinic_only_and_nobody_s_record():
     someone = chart(record("p-9", "Walter", "Ng"))
-    text = ambient_context(call(patient=None, chart=someone, upcoming=[appointment("a-1")]))
+    text = ambient_context(call(patient=None, chart=someone, upcoming=[appointment("a-1")]),
+                           now=START)
     assert lines(text) == [
         "Locations: Downtown Clinic, 1 Main St, open Monday to Tuesday 8 AM to 5 PM; "
         "Northside Clinic, 9 North Ave, open Saturday 9 AM to 12 PM.",
+        "Now (Tuesday 9 AM at the clinic): open: Downtown Clinic until 5 PM.",
         "Appointment types: Physio (30 min).",
     ]
     assert "Walter" not in text and "Penicillin" not in text and "A1" not in text
