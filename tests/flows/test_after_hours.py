@@ -39,6 +39,7 @@ def next_tuesday() -> date:
 
 TUESDAY = next_tuesday()
 WEDNESDAY, THURSDAY = TUESDAY + timedelta(days=1), TUESDAY + timedelta(days=2)
+FRIDAY = TUESDAY + timedelta(days=3)
 
 
 def in_denver(day: date, hour: int) -> datetime:
@@ -144,9 +145,9 @@ async def test_after_hours_a_callback_request_is_logged_for_the_team(db, denver)
 
 @pytest.mark.parametrize(("said", "answer"), [
     ("What time does Northside open on Saturday?",
-     "Our Northside clinic is open on Saturday from 9 AM to 12 PM."),
+     "Our Northside clinic is open on Saturday from 9 AM to 5 PM."),
     ("what time does the lake avenue clinic open saturday morning?",
-     "Our Northside clinic is open on Saturday from 9 AM to 12 PM."),
+     "Our Northside clinic is open on Saturday from 9 AM to 5 PM."),
     ("are you open on wednesday?", "We're closed tomorrow for staff training."),
     ("Will you be open for the staff training?", "We're closed tomorrow for staff training."),
     ("Where's your downtown office?", "Our Downtown clinic is at 120 Main Street."),
@@ -155,7 +156,7 @@ async def test_after_hours_a_callback_request_is_logged_for_the_team(db, denver)
     ("how much is a physical?", "An annual physical is $120."),
     ("What does a flu jab cost?", "A flu shot is $30."),
     ("is the lake avenue clinic open now?", "Yes, our Northside clinic is open now, until 5 PM."),
-    ("Is Downtown still open?", "Yes, our Downtown clinic is open now, until 5 PM."),
+    ("Is Downtown still open?", "Yes, our Downtown clinic is open now, until 7 PM."),
 ])
 async def test_hours_addresses_and_prices_are_answered_per_location(db, denver, said, answer):
     caller = await call_at(db, denver, in_denver(TUESDAY, 10))
@@ -168,7 +169,7 @@ async def test_at_night_open_now_says_when_it_opens_and_why_it_stays_shut(db, de
     caller = await call_at(db, denver, in_denver(TUESDAY, 22))
     heard = await caller.says("is the lake avenue clinic open now?")
     assert heard.startswith("No, our Northside clinic is closed right now for staff training; "
-                            "it opens again Thursday at 9 AM.")
+                            "it opens again Thursday at 8 AM.")
     (lookup,) = caller.tool_calls("GetLocationInfo")
     assert lookup.error_class is None
 
@@ -190,7 +191,7 @@ async def test_a_graph_stored_before_the_calendar_tool_still_answers_from_the_ca
                            graph=graph_stored_before_the_calendar_tool())
     heard = await caller.says("is the lake avenue clinic open now?")
     assert heard.startswith("No, our Northside clinic is closed right now for staff training; "
-                            "it opens again Thursday at 9 AM.")
+                            "it opens again Thursday at 8 AM.")
     assert caller.tool_calls("GetLocationInfo") == []  # nothing refused, nothing asked
 
 
@@ -227,7 +228,7 @@ async def test_the_greeting_says_when_the_clinic_opens_again_and_why_it_is_close
         open_hours = await greeting_at(in_denver(TUESDAY, 10))
         evening = await greeting_at(in_denver(TUESDAY, 22))
         holiday = await greeting_at(in_denver(WEDNESDAY, 10))
-        dialled_northside = await greeting_at(in_denver(THURSDAY, 20), northside_number)
+        dialled_northside = await greeting_at(in_denver(FRIDAY, 20), northside_number)
 
         async def unreadable(*args, **kwargs):
             raise OSError("calendar unreadable")
@@ -256,8 +257,8 @@ async def test_the_greeting_says_when_the_clinic_opens_again_and_why_it_is_close
         "next_opening": datetime.combine(THURSDAY, time(8), DENVER).isoformat()}
     assert ("We're closed right now for staff training; we open again tomorrow at 8 AM."
             in holiday.greeting)
-    # Northside's own number, Thursday evening: Northside opens Friday at 9 (Downtown's
-    # hours are not Northside's)
+    # Northside's own number, Friday evening: Northside opens Saturday at 9 (Downtown,
+    # closed on Saturdays, opens Monday: its hours are not Northside's)
     assert ("Our Northside clinic is closed right now; it opens again tomorrow at 9 AM."
             in dialled_northside.greeting)
     # the calendar could not be read: the plain greeting, and why, on the call's record
