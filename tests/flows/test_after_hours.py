@@ -13,22 +13,17 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from call.call_session import CallLog, SessionMode
-from call.identity import CallIdentity
+from call.call_session import SessionMode
 from config import Settings
 from db import repositories as repo
 from db import scheduling as sched
 from db.seed import seed_clinic
-from flows.graph import GRAPHS_DIR, ContextGraph, bundled_graph, parse_graph
-from flows.graph_engine import GraphEngine
-from flows.graph_session import GraphSession
+from flows.graph import GRAPHS_DIR, ContextGraph, parse_graph
 from runner.call_setup import new_session
 from runner.runtime import AppRuntime
-from tests.fakes import CollectingWriter
+from tests.flows.callers import GRAPH, PRIYA_PHONE, Caller, call_from
 
-GRAPH = bundled_graph("clinic_booking")
 DENVER = ZoneInfo("America/Denver")
-PRIYA_PHONE = "+15550100204"
 
 
 def next_tuesday() -> date:
@@ -62,33 +57,10 @@ async def denver(db, clinic):
     return clinic
 
 
-class Caller:
-    def __init__(self, engine: GraphEngine, writer: CollectingWriter) -> None:
-        self.engine, self.writer = engine, writer
-
-    async def says(self, text: str) -> str:
-        return (await self.engine.turn(text)).text
-
-    def tool_calls(self, name: str) -> list:
-        return [r for r in self.writer.of_type("ToolCallRecord") if r.name == name]
-
-
 async def call_at(db, clinic, moment: datetime, phone: str = PRIYA_PHONE,
                   graph: ContextGraph = GRAPH) -> Caller:
-    workspace_id, service_id = clinic
-    writer = CollectingWriter()
-    call_id = await repo.create_call(
-        db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
-        direction="inbound", from_number=phone, to_number=None, status="in_progress",
-    )
-    session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
-    engine = GraphEngine(
-        graph, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
-        emergency_number="911", now=lambda: moment,
-        today=lambda: moment.astimezone(DENVER).date(),
-    )
-    await engine.start()
-    return Caller(engine, writer)
+    return await call_from(db, clinic, phone, graph=graph, now=lambda: moment,
+                           today=lambda: moment.astimezone(DENVER).date())
 
 
 async def test_at_10_pm_a_caller_books_and_is_never_offered_the_closure_day(db, denver):
