@@ -8,6 +8,9 @@
     python main.py api-key create --workspace W [--role admin|operator|read_only]
                                                   print a new API key once (admin by default)
     python main.py api-key list|revoke KEY --workspace W
+    python main.py clinic import FILE --workspace W [--dry-run]    set up a clinic from its file
+    python main.py clinic export --workspace W [--clinic NAME] [-o FILE]
+    python main.py clinic list --workspace W
     python main.py twilio connect +1NUMBER --workspace W [--clinic NAME]
     python main.py simulate SCRIPT.yaml [...]     play a caller against a running service
     python main.py simulate --persona PATH [...]  play personas (a file or a folder), judged
@@ -28,6 +31,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from api.app import create_app
+from commands import clinic as clinic_commands
 from commands import twilio as twilio_commands
 from commands import workspace as workspace_commands
 from commands.database import find_workspace_id, run_with_database
@@ -255,6 +259,7 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 
 # Command groups with a module of their own under commands/: name → module.
 COMMAND_GROUPS: dict[str, Any] = {
+    "clinic": clinic_commands,
     "twilio": twilio_commands,
     "workspace": workspace_commands,
 }

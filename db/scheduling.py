@@ -118,7 +118,8 @@ async def find_patients(
 
 async def appointment_types(pool: asyncpg.Pool, service_id: str) -> list[AppointmentType]:
     rows = await pool.fetch(
-        "SELECT * FROM appointment_types WHERE service_id = $1 ORDER BY name",
+        "SELECT * FROM appointment_types WHERE service_id = $1 AND retired_at IS NULL"
+        " ORDER BY name",
         uuid.UUID(service_id),
     )
     return [
@@ -130,7 +131,8 @@ async def appointment_types(pool: asyncpg.Pool, service_id: str) -> list[Appoint
 
 async def practitioner_names(pool: asyncpg.Pool, service_id: str) -> list[str]:
     rows = await pool.fetch(
-        "SELECT name FROM practitioners WHERE service_id = $1 ORDER BY name",
+        "SELECT name FROM practitioners WHERE service_id = $1 AND retired_at IS NULL"
+        " ORDER BY name",
         uuid.UUID(service_id),
     )
     return [r["name"] for r in rows]
@@ -138,7 +140,8 @@ async def practitioner_names(pool: asyncpg.Pool, service_id: str) -> list[str]:
 
 async def locations(pool: asyncpg.Pool, service_id: str) -> list[Location]:
     rows = await pool.fetch(
-        "SELECT * FROM locations WHERE service_id = $1 ORDER BY name", uuid.UUID(service_id)
+        "SELECT * FROM locations WHERE service_id = $1 AND retired_at IS NULL ORDER BY name",
+        uuid.UUID(service_id),
     )
     return [
         Location(str(r["id"]), r["name"], r["timezone"], r["address"], r["phone_number"],
@@ -174,6 +177,7 @@ async def available_slots(
            JOIN practitioners p ON p.id = s.practitioner_id
            JOIN locations l ON l.id = s.location_id
            WHERE p.service_id = $1 AND $2 = ANY (s.appointment_type_ids)
+             AND p.retired_at IS NULL AND l.retired_at IS NULL
              AND ($3::uuid IS NULL OR s.location_id = $3)
              AND ($4::uuid IS NULL OR s.practitioner_id = $4)""",
         uuid.UUID(service_id), uuid.UUID(appointment_type.id), as_uuid(location_id),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -17,8 +17,11 @@ import asyncpg
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from db import audit, world
 from db import repositories as repo
-from db import world
+from db.clinic.file import ClinicFile, parse_clinic_text
+from db.clinic.model import WEEKDAYS
+from db.clinic.store import apply_clinic, apply_sections
 from language.carriers import default_carriers
 
 DEMO_WORKSPACE = "demo"
@@ -29,10 +32,6 @@ CHECK_IN_NUMBER = "+15550100300"
 CHECK_IN_GRAPH = "companion_checkin"
 CHECK_IN_GREETING = (
     "Hello, this is your check-in call from Demo Family Clinic. How are you doing today?"
-)
-DEMO_KEYTERMS = (
-    "Demo Family Clinic", "checkup", "physical", "physiotherapy", "blood test",
-    "vaccination", "flu shot", "follow-up", "new patient",
 )
 
 
@@ -51,20 +50,32 @@ async def is_empty(pool: asyncpg.Pool) -> bool:
 
 
 async def seed_demo(pool: asyncpg.Pool) -> SeedResult:
-    """Create (or find) the demo workspace, its clinic service and default voice settings."""
+    """Create (or find) the demo workspace, its clinic and default voice settings.
+
+    The clinic is imported from its clinic file like any other, only when it does not
+    exist yet: a re-seed keeps what operators changed since."""
     workspace = await repo.ensure_workspace(pool, DEMO_WORKSPACE)
     service = await repo.get_service_by_name(pool, workspace["id"], DEMO_CLINIC)
     if service is None:
-        service = await repo.create_service(
-            pool, workspace["id"], DEMO_CLINIC, phone_number=DEMO_NUMBER,
-            keyterms=list(DEMO_KEYTERMS),
-        )
+        service_id = await _import_demo_clinic(pool, workspace["id"], date.today())
+    else:
+        service_id = service["id"]
+        await seed_clinic(pool, workspace["id"], service_id, date.today())
     if await repo.get_voice_settings_raw(pool, workspace["id"]) is None:
         await repo.set_voice_settings(pool, workspace["id"], {})
-    await seed_clinic(pool, workspace["id"], service["id"], date.today())
     await seed_check_in_line(pool, workspace["id"])
     await seed_world(pool, workspace["id"])
-    return SeedResult(workspace_id=workspace["id"], service_id=service["id"])
+    return SeedResult(workspace_id=workspace["id"], service_id=service_id)
+
+
+async def _import_demo_clinic(pool: asyncpg.Pool, workspace_id: str, today: date) -> str:
+    """The demo clinic file imported, and its patients and bookings, in one transaction."""
+    clinic, people = load_demo_clinic(), load_demo_people()
+    async with pool.acquire() as connection, connection.transaction():
+        result = await apply_clinic(connection, workspace_id, clinic, actor=audit.CLI_ACTOR,
+                                    now=datetime.now(UTC))
+        await _seed_people(connection, workspace_id, result.service_id, today, clinic, people)
+    return result.service_id
 
 
 async def fill_demo_clinic(pool: asyncpg.Pool) -> bool:
@@ -81,16 +92,16 @@ async def fill_demo_clinic(pool: asyncpg.Pool) -> bool:
 
 
 async def seed_check_in_line(
-    pool: asyncpg.Pool, workspace_id: str, clinic: DemoClinic | None = None
+    pool: asyncpg.Pool, workspace_id: str, people: DemoPeople | None = None
 ) -> bool:
     """The check-in line service and its people's memories and reminders, once (False:
     already there). The clinic's patients must exist first (seed_clinic)."""
-    clinic = clinic or load_demo_clinic()
+    people = people or load_demo_people()
     if await repo.get_service_by_name(pool, workspace_id, CHECK_IN_LINE) is not None:
         return False
     workspace = uuid.UUID(workspace_id)
     async with pool.acquire() as connection, connection.transaction():
-        for check_in in clinic.check_ins:
+        for check_in in people.check_ins:
             first, last = check_in.patient.split(" ", 1)
             patient = await connection.fetchval(
                 """SELECT id FROM patients WHERE workspace_id = $1 AND first_name = $2
@@ -112,44 +123,14 @@ async def seed_check_in_line(
     return True
 
 
-# --- The demo clinic's world model (db/data/demo_clinic.yaml) ---------------------------
+# --- The demo clinic (data/demo_clinic.yaml) and its people (data/demo_people.yaml) ------
 
 CLINIC_FILE = Path(__file__).resolve().parent / "data" / "demo_clinic.yaml"
-WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+PEOPLE_FILE = Path(__file__).resolve().parent / "data" / "demo_people.yaml"
 
 
 class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class LocationData(_Data):
-    name: str
-    timezone: str
-    address: str
-    phone_number: str | None = None
-    opening_hours: dict[str, list[str]]
-
-
-class TypeData(_Data):
-    name: str
-    duration_min: int
-    price_cents: int
-    description: str
-    keywords: list[str] = []
-
-
-class PractitionerData(_Data):
-    name: str
-    title: str
-    years_experience: int
-
-
-class ScheduleData(_Data):
-    practitioner: str
-    location: str
-    days: list[str]
-    blocks: list[tuple[time, time]]
-    offers: list[str]
 
 
 class PatientData(_Data):
@@ -203,108 +184,84 @@ class CheckInData(_Data):
     reminders: list[str] = []
 
 
-class DemoClinic(_Data):
-    locations: list[LocationData]
-    appointment_types: list[TypeData]
-    practitioners: list[PractitionerData]
-    schedules: list[ScheduleData]
+class DemoPeople(_Data):
+    """The demo clinic's patients, their charts, bookings and check-in memories."""
+
     patients: list[PatientData]
     appointments: list[AppointmentData]
     check_ins: list[CheckInData] = []
     charts: list[ChartData] = []
 
     @model_validator(mode="after")
-    def _references_resolve(self) -> DemoClinic:
-        names = {
-            "location": {x.name for x in self.locations},
-            "practitioner": {x.name for x in self.practitioners},
-            "type": {x.name for x in self.appointment_types},
-            "patient": {f"{p.first_name} {p.last_name}" for p in self.patients},
-        }
-        wanted = [("location", s.location) for s in self.schedules]
-        wanted += [("practitioner", s.practitioner) for s in self.schedules]
-        wanted += [("type", offer) for s in self.schedules for offer in s.offers]
-        wanted += [(kind, getattr(a, kind)) for a in self.appointments
-                   for kind in ("patient", "practitioner", "type")]
-        wanted += [("patient", c.patient) for c in self.check_ins]
-        wanted += [("patient", c.patient) for c in self.charts]
-        missing = sorted({f"{kind} {name!r}" for kind, name in wanted if name not in names[kind]})
-        bad_days = sorted({d for s in self.schedules for d in s.days if d not in WEEKDAYS})
-        for location in self.locations:
-            ZoneInfo(location.timezone)  # an unknown timezone raises here, at load
-        if missing or bad_days:
-            raise ValueError(f"unknown {missing}; bad days {bad_days}")
+    def _patients_resolve(self) -> DemoPeople:
+        names = {f"{p.first_name} {p.last_name}" for p in self.patients}
+        wanted = [a.patient for a in self.appointments]
+        wanted += [c.patient for c in (*self.check_ins, *self.charts)]
+        missing = sorted({name for name in wanted if name not in names})
+        if missing:
+            raise ValueError(f"unknown patients {missing}")
         return self
 
 
-def load_demo_clinic(path: Path = CLINIC_FILE) -> DemoClinic:
-    return DemoClinic.model_validate(yaml.safe_load(path.read_text()))
+def load_demo_clinic(path: Path = CLINIC_FILE) -> ClinicFile:
+    return parse_clinic_text(path.read_text(), str(path))
+
+
+def load_demo_people(path: Path = PEOPLE_FILE) -> DemoPeople:
+    return DemoPeople.model_validate(yaml.safe_load(path.read_text()))
 
 
 async def seed_clinic(
     pool: asyncpg.Pool, workspace_id: str, service_id: str, today: date,
-    clinic: DemoClinic | None = None,
+    clinic: ClinicFile | None = None, people: DemoPeople | None = None,
 ) -> bool:
-    """Fill the clinic's locations, people, schedules and bookings once (False: already there)."""
-    clinic = clinic or load_demo_clinic()
-    service = uuid.UUID(service_id)
+    """Fill an existing clinic (service) with the demo clinic file's locations, people,
+    schedules and closures, and its patients and bookings, once (False: it has
+    locations already). Its name, numbers and greeting stay its own."""
+    clinic, people = clinic or load_demo_clinic(), people or load_demo_people()
     async with pool.acquire() as connection, connection.transaction():
         seeded = await connection.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM locations WHERE service_id = $1)", service
+            "SELECT EXISTS (SELECT 1 FROM locations WHERE service_id = $1)",
+            uuid.UUID(service_id),
         )
         if seeded:
             return False
-        ids: dict[tuple[str, str], uuid.UUID] = {}
-        zones: dict[str, str] = {}
-        for loc in clinic.locations:
-            ids["location", loc.name] = await connection.fetchval(
-                """INSERT INTO locations (service_id, name, timezone, address, phone_number,
-                       opening_hours) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
-                service, loc.name, loc.timezone, loc.address, loc.phone_number, loc.opening_hours,
-            )
-            zones[loc.name] = loc.timezone
-        for kind in clinic.appointment_types:
-            ids["type", kind.name] = await connection.fetchval(
-                """INSERT INTO appointment_types (service_id, name, description, duration_min,
-                       price_cents, keywords) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
-                service, kind.name, kind.description, kind.duration_min, kind.price_cents,
-                kind.keywords,
-            )
-        for person in clinic.practitioners:
-            ids["practitioner", person.name] = await connection.fetchval(
-                """INSERT INTO practitioners (service_id, name, title, years_experience)
-                   VALUES ($1, $2, $3, $4) RETURNING id""",
-                service, person.name, person.title, person.years_experience,
-            )
-        works: dict[str, list[tuple[int, time, time, str]]] = {}
-        for schedule in clinic.schedules:
-            offers = [ids["type", name] for name in schedule.offers]
-            for day in schedule.days:
-                for starts, ends in schedule.blocks:
-                    await connection.execute(
-                        """INSERT INTO schedules (practitioner_id, location_id, weekday, starts,
-                               ends, appointment_type_ids) VALUES ($1, $2, $3, $4, $5, $6)""",
-                        ids["practitioner", schedule.practitioner],
-                        ids["location", schedule.location], WEEKDAYS.index(day), starts, ends,
-                        offers,
-                    )
-                    works.setdefault(schedule.practitioner, []).append(
-                        (WEEKDAYS.index(day), starts, ends, schedule.location)
-                    )
-        for name, patient_id in (await _upsert_patients(connection, workspace_id, clinic)).items():
-            ids["patient", name] = patient_id
-        durations = {kind.name: kind.duration_min for kind in clinic.appointment_types}
-        for booking in clinic.appointments:
-            day, location = _first_working_day(works[booking.practitioner], today, booking)
-            starts = datetime.combine(day, booking.at, ZoneInfo(zones[location]))
-            await connection.execute(
-                """INSERT INTO appointments (patient_id, practitioner_id, location_id,
-                       appointment_type_id, starts_at, ends_at) VALUES ($1, $2, $3, $4, $5, $6)""",
-                ids["patient", booking.patient], ids["practitioner", booking.practitioner],
-                ids["location", location], ids["type", booking.type], starts,
-                starts + timedelta(minutes=durations[booking.type]),
-            )
+        await apply_sections(connection, service_id, clinic, now=datetime.now(UTC))
+        await _seed_people(connection, workspace_id, service_id, today, clinic, people)
     return True
+
+
+async def _seed_people(
+    connection: asyncpg.Connection, workspace_id: str, service_id: str, today: date,
+    clinic: ClinicFile, people: DemoPeople,
+) -> None:
+    """The patients, and their bookings placed from `today` on the clinic's hours."""
+    service = uuid.UUID(service_id)
+    ids: dict[tuple[str, str], uuid.UUID] = {}
+    for kind in ("locations", "practitioners", "appointment_types"):
+        for row in await connection.fetch(
+                f"SELECT id, name FROM {kind} WHERE service_id = $1 AND retired_at IS NULL",
+                service):
+            ids[kind, row["name"]] = row["id"]
+    zones = {location.name: location.timezone for location in clinic.locations}
+    works: dict[str, list[tuple[int, time, time, str]]] = {}
+    for schedule in clinic.schedules:
+        for day in schedule.days:
+            for starts, ends in schedule.blocks:
+                works.setdefault(schedule.practitioner, []).append(
+                    (WEEKDAYS.index(day), starts, ends, schedule.location))
+    patients = await _upsert_patients(connection, workspace_id, people)
+    durations = {kind.name: kind.duration_min for kind in clinic.appointment_types}
+    for booking in people.appointments:
+        day, location = _first_working_day(works[booking.practitioner], today, booking)
+        starts = datetime.combine(day, booking.at, ZoneInfo(zones[location]))
+        await connection.execute(
+            """INSERT INTO appointments (patient_id, practitioner_id, location_id,
+                   appointment_type_id, starts_at, ends_at) VALUES ($1, $2, $3, $4, $5, $6)""",
+            patients[booking.patient], ids["practitioners", booking.practitioner],
+            ids["locations", location], ids["appointment_types", booking.type], starts,
+            starts + timedelta(minutes=durations[booking.type]),
+        )
 
 
 def _first_working_day(
@@ -320,11 +277,11 @@ def _first_working_day(
 
 
 async def _upsert_patients(
-    connection: asyncpg.Connection, workspace_id: str, clinic: DemoClinic
+    connection: asyncpg.Connection, workspace_id: str, people: DemoPeople
 ) -> dict[str, uuid.UUID]:
     """The demo patients by full name (added if missing; MRN, email, address filled in)."""
     ids = {}
-    for patient in clinic.patients:
+    for patient in people.patients:
         ids[f"{patient.first_name} {patient.last_name}"] = await connection.fetchval(
             """INSERT INTO patients (workspace_id, first_name, last_name, date_of_birth, phone,
                                      mrn, email, address)
@@ -340,14 +297,15 @@ async def _upsert_patients(
     return ids
 
 
+
 async def seed_world(pool: asyncpg.Pool, workspace_id: str,
-                     clinic: DemoClinic | None = None) -> bool:
+                     people: DemoPeople | None = None) -> bool:
     """The demo's insurance carriers, patients' details and charts (True if any added).
 
     Idempotent: a chart is only written for a patient whose chart is empty, so it also
     fills a demo database created before the world model existed.
     """
-    clinic = clinic or load_demo_clinic()
+    people = people or load_demo_people()
     workspace = uuid.UUID(workspace_id)
     added = False
     async with pool.acquire() as connection, connection.transaction():
@@ -356,8 +314,8 @@ async def seed_world(pool: asyncpg.Pool, workspace_id: str,
         for row in await connection.fetch(
                 "SELECT id, name FROM insurance_carriers WHERE workspace_id = $1", workspace):
             carriers[row["name"]] = row["id"]
-        ids = await _upsert_patients(connection, workspace_id, clinic)
-        for chart in clinic.charts:
+        ids = await _upsert_patients(connection, workspace_id, people)
+        for chart in people.charts:
             patient_id = ids[chart.patient]
             charted = await connection.fetchval(
                 """SELECT EXISTS (SELECT 1 FROM conditions WHERE patient_id = $1)

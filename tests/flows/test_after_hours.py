@@ -13,22 +13,17 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from call.call_session import CallLog, SessionMode
-from call.identity import CallIdentity
+from call.call_session import SessionMode
 from config import Settings
 from db import repositories as repo
 from db import scheduling as sched
 from db.seed import seed_clinic
-from flows.graph import GRAPHS_DIR, ContextGraph, bundled_graph, parse_graph
-from flows.graph_engine import GraphEngine
-from flows.graph_session import GraphSession
+from flows.graph import GRAPHS_DIR, ContextGraph, parse_graph
 from runner.call_setup import new_session
 from runner.runtime import AppRuntime
-from tests.fakes import CollectingWriter
+from tests.flows.callers import GRAPH, PRIYA_PHONE, Caller, call_from
 
-GRAPH = bundled_graph("clinic_booking")
 DENVER = ZoneInfo("America/Denver")
-PRIYA_PHONE = "+15550100204"
 
 
 def next_tuesday() -> date:
@@ -39,6 +34,7 @@ def next_tuesday() -> date:
 
 TUESDAY = next_tuesday()
 WEDNESDAY, THURSDAY = TUESDAY + timedelta(days=1), TUESDAY + timedelta(days=2)
+FRIDAY = TUESDAY + timedelta(days=3)
 
 
 def in_denver(day: date, hour: int) -> datetime:
@@ -61,33 +57,10 @@ async def denver(db, clinic):
     return clinic
 
 
-class Caller:
-    def __init__(self, engine: GraphEngine, writer: CollectingWriter) -> None:
-        self.engine, self.writer = engine, writer
-
-    async def says(self, text: str) -> str:
-        return (await self.engine.turn(text)).text
-
-    def tool_calls(self, name: str) -> list:
-        return [r for r in self.writer.of_type("ToolCallRecord") if r.name == name]
-
-
 async def call_at(db, clinic, moment: datetime, phone: str = PRIYA_PHONE,
                   graph: ContextGraph = GRAPH) -> Caller:
-    workspace_id, service_id = clinic
-    writer = CollectingWriter()
-    call_id = await repo.create_call(
-        db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
-        direction="inbound", from_number=phone, to_number=None, status="in_progress",
-    )
-    session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
-    engine = GraphEngine(
-        graph, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
-        emergency_number="911", now=lambda: moment,
-        today=lambda: moment.astimezone(DENVER).date(),
-    )
-    await engine.start()
-    return Caller(engine, writer)
+    return await call_from(db, clinic, phone, graph=graph, now=lambda: moment,
+                           today=lambda: moment.astimezone(DENVER).date())
 
 
 async def test_at_10_pm_a_caller_books_and_is_never_offered_the_closure_day(db, denver):
@@ -144,9 +117,9 @@ async def test_after_hours_a_callback_request_is_logged_for_the_team(db, denver)
 
 @pytest.mark.parametrize(("said", "answer"), [
     ("What time does Northside open on Saturday?",
-     "Our Northside clinic is open on Saturday from 9 AM to 12 PM."),
+     "Our Northside clinic is open on Saturday from 9 AM to 5 PM."),
     ("what time does the lake avenue clinic open saturday morning?",
-     "Our Northside clinic is open on Saturday from 9 AM to 12 PM."),
+     "Our Northside clinic is open on Saturday from 9 AM to 5 PM."),
     ("are you open on wednesday?", "We're closed tomorrow for staff training."),
     ("Will you be open for the staff training?", "We're closed tomorrow for staff training."),
     ("Where's your downtown office?", "Our Downtown clinic is at 120 Main Street."),
@@ -155,7 +128,7 @@ async def test_after_hours_a_callback_request_is_logged_for_the_team(db, denver)
     ("how much is a physical?", "An annual physical is $120."),
     ("What does a flu jab cost?", "A flu shot is $30."),
     ("is the lake avenue clinic open now?", "Yes, our Northside clinic is open now, until 5 PM."),
-    ("Is Downtown still open?", "Yes, our Downtown clinic is open now, until 5 PM."),
+    ("Is Downtown still open?", "Yes, our Downtown clinic is open now, until 7 PM."),
 ])
 async def test_hours_addresses_and_prices_are_answered_per_location(db, denver, said, answer):
     caller = await call_at(db, denver, in_denver(TUESDAY, 10))
@@ -168,7 +141,7 @@ async def test_at_night_open_now_says_when_it_opens_and_why_it_stays_shut(db, de
     caller = await call_at(db, denver, in_denver(TUESDAY, 22))
     heard = await caller.says("is the lake avenue clinic open now?")
     assert heard.startswith("No, our Northside clinic is closed right now for staff training; "
-                            "it opens again Thursday at 9 AM.")
+                            "it opens again Thursday at 8 AM.")
     (lookup,) = caller.tool_calls("GetLocationInfo")
     assert lookup.error_class is None
 
@@ -190,7 +163,7 @@ async def test_a_graph_stored_before_the_calendar_tool_still_answers_from_the_ca
                            graph=graph_stored_before_the_calendar_tool())
     heard = await caller.says("is the lake avenue clinic open now?")
     assert heard.startswith("No, our Northside clinic is closed right now for staff training; "
-                            "it opens again Thursday at 9 AM.")
+                            "it opens again Thursday at 8 AM.")
     assert caller.tool_calls("GetLocationInfo") == []  # nothing refused, nothing asked
 
 
@@ -227,7 +200,7 @@ async def test_the_greeting_says_when_the_clinic_opens_again_and_why_it_is_close
         open_hours = await greeting_at(in_denver(TUESDAY, 10))
         evening = await greeting_at(in_denver(TUESDAY, 22))
         holiday = await greeting_at(in_denver(WEDNESDAY, 10))
-        dialled_northside = await greeting_at(in_denver(THURSDAY, 20), northside_number)
+        dialled_northside = await greeting_at(in_denver(FRIDAY, 20), northside_number)
 
         async def unreadable(*args, **kwargs):
             raise OSError("calendar unreadable")
@@ -256,8 +229,8 @@ async def test_the_greeting_says_when_the_clinic_opens_again_and_why_it_is_close
         "next_opening": datetime.combine(THURSDAY, time(8), DENVER).isoformat()}
     assert ("We're closed right now for staff training; we open again tomorrow at 8 AM."
             in holiday.greeting)
-    # Northside's own number, Thursday evening: Northside opens Friday at 9 (Downtown's
-    # hours are not Northside's)
+    # Northside's own number, Friday evening: Northside opens Saturday at 9 (Downtown,
+    # closed on Saturdays, opens Monday: its hours are not Northside's)
     assert ("Our Northside clinic is closed right now; it opens again tomorrow at 9 AM."
             in dialled_northside.greeting)
     # the calendar could not be read: the plain greeting, and why, on the call's record

@@ -9,7 +9,8 @@ the practice system's booking fails.
 
 
 from services.practice.base import PMSError
-from tests.flows.test_engine import PRIYA_PHONE, call_from, live_bookings, patient
+from tests.flows.callers import PRIYA_PHONE, call_from
+from tests.flows.test_engine import live_bookings, patient
 
 
 class BookingDown:

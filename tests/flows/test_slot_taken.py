@@ -13,14 +13,8 @@ import pytest
 from db.slots import Slot
 from flows.graph_tools import next_free
 from language.spoken import say_time
-from tests.flows.test_engine import (
-    DAVID_PHONE,
-    PRIYA_PHONE,
-    Caller,
-    call_from,
-    live_bookings,
-    patient,
-)
+from tests.flows.callers import DAVID_PHONE, PRIYA_PHONE, Caller, call_from
+from tests.flows.test_engine import live_bookings, patient
 
 TAKEN = re.compile(r"\b(someone else|another (caller|patient))\b.*\b(booked|taken|took)\b"
                    r"|\bjust (been )?(booked|taken|gone)\b", re.IGNORECASE)
