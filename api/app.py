@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from api import (
     audit,
     calls,
+    clinics,
     control,
     dashboard,
     health,
@@ -43,7 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
     # observe before calls: its /api/calls/active must not be read as a call id.
     for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
-                   control, insights, keys, workspaces, audit, dashboard):
+                   control, insights, keys, workspaces, audit, clinics, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

@@ -19,6 +19,7 @@ from pydantic import (
     PlainSerializer,
     PrivateAttr,
     StringConstraints,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -84,7 +85,10 @@ def _pair(value: Any) -> Any:
 
 
 Phone = Annotated[str, BeforeValidator(_phone)]
-Clock = Annotated[time, BeforeValidator(_clock), PlainSerializer(lambda t: t.strftime("%H:%M"))]
+# A time of day as the file writes it ("09:00"), in the API's schema too.
+Clock = Annotated[time, BeforeValidator(_clock), PlainSerializer(lambda t: t.strftime("%H:%M")),
+                  WithJsonSchema({"type": "string", "pattern": r"^([01]?\d|2[0-3]):[0-5]\d$",
+                                  "examples": ["09:00"]})]
 Hours = Annotated[tuple[Clock, Clock], BeforeValidator(_pair)]
 Day = Annotated[str, BeforeValidator(_day)]
 IsoDate = Annotated[date, BeforeValidator(_date)]

@@ -169,8 +169,9 @@ async def export_clinic(pool: asyncpg.Pool, workspace_id: str,
 
 async def list_clinics(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, Any]]:
     """The workspace's clinics (services with a live location, so not a line such as
-    the demo's check-in line), oldest first: id, name, numbers and how many live
-    locations, practitioners and appointment types each has."""
+    the demo's check-in line), oldest first: id, name, numbers, how many live
+    locations, practitioners and appointment types each has, and how many of its
+    closures end today or later."""
     workspace = as_uuid(workspace_id)
     if workspace is None:
         return []
@@ -183,7 +184,9 @@ async def list_clinics(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, 
                   (SELECT count(*) FROM practitioners WHERE service_id = s.id
                      AND retired_at IS NULL) AS practitioners,
                   (SELECT count(*) FROM appointment_types WHERE service_id = s.id
-                     AND retired_at IS NULL) AS appointment_types
+                     AND retired_at IS NULL) AS appointment_types,
+                  (SELECT count(*) FROM closures WHERE service_id = s.id
+                     AND ends_on >= CURRENT_DATE) AS closures_upcoming
            FROM services s WHERE s.workspace_id = $1 AND EXISTS (
                 SELECT 1 FROM locations l WHERE l.service_id = s.id AND l.retired_at IS NULL)
            ORDER BY s.created_at, s.name""",
