@@ -12,6 +12,7 @@ from datetime import date, datetime, time
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -84,6 +85,13 @@ def _pair(value: Any) -> Any:
     return value
 
 
+def _storable(value: str) -> str:
+    """Text the database can keep: YAML never reads a NUL, but JSON data may carry one."""
+    if "\x00" in value:
+        raise ValueError("a NUL character (\\x00) cannot be stored: remove it")
+    return value
+
+
 Phone = Annotated[str, BeforeValidator(_phone)]
 # A time of day as the file writes it ("09:00"), in the API's schema too.
 Clock = Annotated[time, BeforeValidator(_clock), PlainSerializer(lambda t: t.strftime("%H:%M")),
@@ -92,10 +100,14 @@ Clock = Annotated[time, BeforeValidator(_clock), PlainSerializer(lambda t: t.str
 Hours = Annotated[tuple[Clock, Clock], BeforeValidator(_pair)]
 Day = Annotated[str, BeforeValidator(_day)]
 IsoDate = Annotated[date, BeforeValidator(_date)]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-Text = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
-Said = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
-Keyword = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+Storable = AfterValidator(_storable)
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+                 Storable]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000), Storable]
+Said = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000),
+                 Storable]
+Keyword = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100),
+                    Storable]
 
 
 class _Section(BaseModel):

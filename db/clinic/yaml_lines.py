@@ -38,7 +38,13 @@ class ReadText:
 def read_text(text: str) -> ReadText:
     """The data, the line of each path in it, and the problems that stop reading."""
     read = ReadText()
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as error:  # a character YAML never allows, seen up front
+        line = text.count("\n", 0, error.position) + 1
+        read.problems.append(Problem("", line, f"not valid YAML: the character "
+                                               f"U+{error.character:04X} is not allowed"))
+        return read
     try:
         node = loader.get_single_node()
         if node is None:

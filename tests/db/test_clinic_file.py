@@ -108,6 +108,24 @@ def test_a_yaml_syntax_error_names_its_line():
     assert problem.message.startswith("not valid YAML")
 
 
+
+def test_a_character_yaml_never_allows_names_its_line():
+    text = edited(SMALL_CLINIC, ("address: 2 Side Street", "address: 2 Side\x90Street"))
+    [problem] = problems_in(text)
+    assert problem.line == line_with(text, "Side\x90Street")
+    assert problem.message == "not valid YAML: the character U+0090 is not allowed"
+
+
+def test_data_with_a_nul_character_is_refused_where_it_is():
+    data = parse_clinic_text(SMALL_CLINIC).as_data()
+    data["clinic"]["name"] = "Side\x00Street Clinic"
+    data["locations"][0]["address"] = "2 Side\x00Street"
+    with pytest.raises(ClinicFileInvalid) as refused:
+        parse_clinic_data(data)
+    assert [(p.path, p.message) for p in refused.value.problems] == [
+        (path, "a NUL character (\\x00) cannot be stored: remove it")
+        for path in ("clinic.name", "locations[0].address")]
+
 @pytest.mark.parametrize(("old", "new", "reason"), [
     ("version: 1", "version: 2", "version 2 is not supported: this service reads version 1"),
     ("version: 1", "version: one", "'version' should be a whole number, not 'one'"),
