@@ -123,13 +123,14 @@ def _file_body_spec() -> dict[str, Any]:
 
 def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
     meaning = {
-        404: ({"model": ErrorOut}, "No such clinic (or item) in this workspace"),
-        405: ({"model": ErrorOut}, "The clinic header is one object: it is replaced with PUT"),
-        415: ({"model": ErrorOut}, "The body is neither JSON nor YAML text"),
-        422: ({"model": RefusedOut}, "The file has problems (each with its path, and line "
-                                     "for a text body); nothing was changed"),
+        404: (ErrorOut, "No such clinic (or item) in this workspace"),
+        405: (ErrorOut, "The clinic header is one object: it is replaced with PUT"),
+        415: (ErrorOut, "The body is neither JSON nor YAML text"),
+        422: (RefusedOut, "The file has problems (each with its path, and line for a text "
+                          "body); nothing was changed"),
     }
-    return {code: {**meaning[code][0], "description": meaning[code][1]} for code in codes}
+    return {code: {"model": meaning[code][0], "description": meaning[code][1]}
+            for code in codes}
 
 
 router = APIRouter(prefix="/api/clinics", tags=["clinic set-up"], responses=AUTH_RESPONSES)
@@ -284,7 +285,7 @@ def _slug(name: str) -> str:
                              "description": "The clinic file (JSON, or YAML to download)"},
                        **_answers(404)})
 async def clinic_file(clinic_id: str,
-                      format: Literal["json", "yaml"] = Query(  # noqa: A002 - the URL's word
+                      format: Literal["json", "yaml"] = Query(
                           default="json", description="yaml: the file to download"),
                       caller: Caller = Depends(read_only),
                       runtime: AppRuntime = Depends(get_runtime)) -> Response:

@@ -407,8 +407,14 @@ function importBox({ canWrite, onImported }) {
   return form;
 }
 
+/** A word for a shell command line: as it is when plain, else single-quoted. */
+export function shellWord(text) {
+  const word = String(text);
+  return /^[\w.@%+=:,/-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
 function walkthrough(box) {
-  const workspace = role.current()?.workspace_name ?? "W";
+  const workspace = shellWord(role.current()?.workspace_name ?? "W");
   return el("section", { id: "clinic-walkthrough", class: "card wide" },
     el("h1", {}, "Set up your clinic"),
     el("p", { class: "lead" }, "This workspace has no clinic yet. Calls are answered for a "

@@ -12,7 +12,6 @@ import uuid
 from typing import Any
 
 import pytest
-import yaml
 
 from db import repositories as repo
 from db.clinic.file import parse_clinic_data, parse_clinic_text

@@ -29,9 +29,11 @@ async def empty_workspace(db) -> tuple[str, str]:
     return name, await key_with_role(db, workspace["id"], "admin")
 
 
-def clinics(server, key: str) -> list[dict]:
-    return httpx.get(f"{server.url}/api/clinics",
-                     headers={"Authorization": f"Bearer {key}"}).json()
+async def clinics(server, key: str) -> list[dict]:
+    async with httpx.AsyncClient() as client:
+        answer = await client.get(f"{server.url}/api/clinics",
+                                  headers={"Authorization": f"Bearer {key}"})
+    return answer.json()
 
 
 async def import_through_the_page(page, source: str) -> None:
@@ -51,13 +53,13 @@ async def test_an_empty_workspace_is_walked_to_importing_a_clinic(page, server, 
     walkthrough = await page.inner_text("#clinic-walkthrough")
     assert "Your clinic" in walkthrough and "appointment_types" in walkthrough
     cli = await page.inner_text("#clinic-cli")
-    assert cli.startswith("python main.py clinic import FILE --workspace")
+    assert cli == f"python main.py clinic import FILE --workspace {workspace_name}"
 
     # Check first: what it would do, and nothing imported.
     await page.fill("#import-text", source)
     await page.click("#import-check")
     await page.wait_for_selector("#import-result >> text=No problems")
-    assert clinics(server, key) == []
+    assert await clinics(server, key) == []
 
     # A file with a problem: the problem with its line, and still nothing imported.
     await page.fill("#import-text", source.replace("Europe/London", "Europe/Atlantis", 1))
@@ -67,9 +69,43 @@ async def test_an_empty_workspace_is_walked_to_importing_a_clinic(page, server, 
 
     await import_through_the_page(page, source)
     assert await page.inner_text("h1") == name
-    [imported] = clinics(server, key)
+    [imported] = await clinics(server, key)
     assert imported["name"] == name and imported["practitioners"] == 3
     assert page.errors.errors == []
+
+
+async def test_pure_helpers_of_the_clinic_page(page, server):
+    await log_in(page, server.api_key)
+    await page.wait_for_selector("#nav a.active")
+    result = await page.evaluate("""async () => {
+        const c = await import('/dashboard/js/clinic.js');
+        const {ApiError} = await import('/dashboard/js/api.js');
+        return {
+            money: [c.fmtMoney(8500), c.fmtMoney(5), c.fmtMoney(null)],
+            parsed: ['85', '85.5', '$1,200.00', '1.234', 'abc', ''].map(c.parseMoney),
+            blocks: [c.parseBlocks('9:00-12:00, 13:00 – 17:30'), c.parseBlocks('9-12'),
+                     c.parseBlocks('')],
+            shown: c.fmtBlocks([['09:00', '12:00'], ['13:00', '17:00']]),
+            hours: [c.fmtHours({mon: ['08:00', '17:00'], sat: ['09:00', '12:00']}),
+                    c.fmtHours({})],
+            problems: c.problemsOf(new ApiError(422, 'HTTP 422', {problems: [
+                {path: 'schedules[2].blocks[0]', line: null, message: 'outside hours'}]})),
+            fields: c.problemsOf(new ApiError(422, 'HTTP 422', [
+                {loc: ['body', 'name'], msg: 'Field required'}])),
+            words: [c.shellWord('newco-1'), c.shellWord("Bob's clinic")],
+            file: c.exportName('Demo Family Clinic!'),
+        };
+    }""")
+    assert result["money"] == ["85.00", "0.05", "—"]
+    assert result["parsed"] == [8500, 8550, 120000, None, None, None]
+    assert result["blocks"] == [[["09:00", "12:00"], ["13:00", "17:30"]], None, []]
+    assert result["shown"] == "09:00-12:00, 13:00-17:00"
+    assert result["hours"] == ["Mon 08:00-17:00 · Sat 09:00-12:00", "closed every day"]
+    assert result["problems"] == [
+        {"path": "schedules[2].blocks[0]", "line": None, "message": "outside hours"}]
+    assert result["fields"] == [{"path": "name", "line": None, "message": "Field required"}]
+    assert result["words"] == ["newco-1", "'Bob'\\''s clinic'"]
+    assert result["file"] == "demo-family-clinic.yaml"
 
 
 async def test_forms_change_the_clinic_and_a_bad_edit_changes_nothing(page, server,
@@ -130,8 +166,10 @@ async def test_a_read_only_key_sees_the_clinic_but_cannot_change_it(page, server
                                                                     empty_workspace):
     _, admin = empty_workspace
     source = clinic_text(f"Quayside {uuid.uuid4().hex[:6]}", fictional_number())
-    answer = httpx.post(f"{server.url}/api/clinics", content=source.encode(), headers={
-        "Authorization": f"Bearer {admin}", "content-type": "application/x-yaml"})
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(f"{server.url}/api/clinics", content=source.encode(),
+                                   headers={"Authorization": f"Bearer {admin}",
+                                            "content-type": "application/x-yaml"})
     assert answer.status_code == 201
     workspace_id = await repo.verify_api_key(db.pool, admin)
     viewer = await key_with_role(db, workspace_id, "read_only")
