@@ -126,8 +126,8 @@ def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: (ErrorOut, "No such clinic (or item) in this workspace"),
         405: (ErrorOut, "The clinic header is one object: it is replaced with PUT"),
         415: (ErrorOut, "The body is neither JSON nor YAML text"),
-        422: (RefusedOut, "The file has problems (each with its path, and line for a text "
-                          "body); nothing was changed"),
+        422: (RefusedOut, ("The file has problems (each with its path, and line for a "
+                           "text body); nothing was changed")),
     }
     return {code: {"model": meaning[code][0], "description": meaning[code][1]}
             for code in codes}
