@@ -128,13 +128,17 @@ async def test_observer_sockets_refuse_a_key_below_their_role_with_the_reason(
                       pytest.raises(WebSocketDisconnect) as closed):
                     ws.receive_text()
                 refusals[(route.path, role)] = (closed.value.code, closed.value.reason)
-        with client.websocket_connect("/api/observe", headers=bearer(keys[Role.OPERATOR])) as ws:
-            admitted = ws.receive_json()
+        # An operator is let past the role check: an unknown call is the next refusal.
+        with (client.websocket_connect(concrete("/api/calls/{call_id}/observe"),
+                                       headers=bearer(keys[Role.OPERATOR])) as ws,
+              pytest.raises(WebSocketDisconnect) as closed):
+            ws.receive_text()
+        admitted = closed.value.reason
 
     assert {path for path, _ in refusals} == {"/api/observe", "/api/calls/{call_id}/observe"}
     assert set(refusals.values()) == {
         (1008, "this key's role (read_only) cannot do this; it needs operator")}
-    assert admitted["type"] == "session_info"
+    assert admitted == "unknown call"
 
 
 async def test_each_role_reaches_what_it_may(tmp_path, pg_dsn, db):
