@@ -12,6 +12,7 @@ WORKDIR /app
 # Build tools only for wheels that compile; removed in the same layer.
 COPY pyproject.toml README.md ./
 COPY bot.py main.py ./
+COPY commands commands
 COPY config config
 COPY api api
 COPY runner runner
