@@ -20,7 +20,10 @@ DEMO_NUMBER = "+15550100100"
 CALLER = CallScript.model_validate({
     "name": "chaos_caller", "from": "+15550100231", "to": DEMO_NUMBER,
     "turns": [
-        {"say": "Hi, I'd like to book a checkup for my daughter, please.", "pause_s": 0.5},
+        # Waits out the whole greeting (over 20 s with the after-hours line), so that
+        # nothing the agent says is cut short by the caller talking over it.
+        {"say": "Hi, I'd like to book a checkup for my daughter, please.", "pause_s": 0.5,
+         "wait_s": 45},
         {"say": "Tomorrow morning would suit us best, if you have anything then.",
          "pause_s": 1.0},
         {"say": "Her name is Mia Jones and she was born on the third of May.", "pause_s": 1.0},

@@ -21,8 +21,10 @@ from tests.e2e.service_process import start_service
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 # Room for the rest of the local voice's greeting, then the line, on a loaded 2-core
-# machine (12-18 s measured); the process exits as soon as the call has ended, not at it.
-DRAIN_S = 30.0
+# machine (12-18 s measured; some 10 s more while the demo clinic is closed, when the
+# greeting also says when it opens); the process exits as soon as the call has ended,
+# not at the bound.
+DRAIN_S = 40.0
 
 
 async def test_sigterm_mid_call_tells_the_caller_ends_the_call_and_exits_in_bound(db, tmp_path):
