@@ -26,6 +26,9 @@ from db.repositories import (
 )
 
 Executor = asyncpg.Pool | asyncpg.Connection
+# The service `s` is a clinic: it has a live location.
+IS_CLINIC = ("EXISTS (SELECT 1 FROM locations l WHERE l.service_id = s.id "
+             "AND l.retired_at IS NULL)")
 
 
 class Reached(StrEnum):
@@ -77,19 +80,16 @@ async def dialled_clinic(pool: asyncpg.Pool, number: str | None, *,
 
 async def only_clinic(pool: asyncpg.Pool) -> JsonDict | None:
     """The deployment's clinic when it has exactly one (None: none, or several)."""
-    ids = await pool.fetch(
-        """SELECT DISTINCT service_id FROM locations WHERE retired_at IS NULL LIMIT 2""")
-    if len(ids) != 1:
-        return None
-    return await _service(pool, ids[0]["service_id"])
+    clinics = await pool.fetch(
+        f"SELECT {SERVICE_COLUMNS} FROM services s WHERE {IS_CLINIC} LIMIT 2")
+    return _row_or_none(clinics[0]) if len(clinics) == 1 else None
 
 
 async def workspace_clinics(executor: Executor, workspace_id: str) -> list[JsonDict]:
     """The workspace's clinics (services with a live location), by name."""
     return _rows(await executor.fetch(
         f"""SELECT {SERVICE_COLUMNS} FROM services s
-             WHERE s.workspace_id = $1 AND EXISTS (
-                   SELECT 1 FROM locations l WHERE l.service_id = s.id AND l.retired_at IS NULL)
+             WHERE s.workspace_id = $1 AND {IS_CLINIC}
              ORDER BY s.name""", as_uuid(workspace_id)))
 
 
@@ -114,8 +114,3 @@ async def record_twilio_number(executor: Executor, service_id: str, phone_number
             WHERE service_numbers.service_id = EXCLUDED.service_id
            RETURNING phone_number, service_id, twilio_sid, connected_at""",
         phone_number, as_uuid(service_id), twilio_sid))
-
-
-async def _service(pool: asyncpg.Pool, service_id) -> JsonDict | None:
-    return _row_or_none(await pool.fetchrow(
-        f"SELECT {SERVICE_COLUMNS} FROM services s WHERE s.id = $1", service_id))

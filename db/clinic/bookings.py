@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import asyncpg
 
+from db import scheduling
 from db.clinic.kinds import APPOINTMENT_TYPES, Kind
+from db.opening import closure_on
 
 LIVE = ("booked", "confirmed")
 
@@ -58,8 +60,9 @@ async def misplaced_bookings(connection: asyncpg.Connection, service_id: uuid.UU
                   s.valid_until
            FROM schedules s JOIN practitioners p ON p.id = s.practitioner_id
            WHERE p.service_id = $1""", service_id)
-    closures = await connection.fetch(
-        "SELECT location_id, starts_on, ends_on FROM closures WHERE service_id = $1", service_id)
+    # Bookings start after `now`: closures that ended before yesterday cover none.
+    closures = await scheduling.closures(connection, str(service_id),
+                                         now.date() - timedelta(days=1))
     outside, closed = set(), set()
     for booking in bookings:
         zone = ZoneInfo(booking["timezone"])
@@ -67,8 +70,7 @@ async def misplaced_bookings(connection: asyncpg.Connection, service_id: uuid.UU
         day = starts.date()
         if not any(_covers(row, booking, starts, ends) for row in hours):
             outside.add(booking["id"])
-        if any(row["starts_on"] <= day <= row["ends_on"]
-               and row["location_id"] in (None, booking["location_id"]) for row in closures):
+        if closure_on(closures, day, str(booking["location_id"])) is not None:
             closed.add(booking["id"])
     return Misplaced(frozenset(outside), frozenset(closed))
 

@@ -36,7 +36,8 @@ from db.clinic.model import ClinicFile
 from db.clinic.problems import ClinicFileInvalid, Path, Problem, bounded, render_path
 from db.clinic.sections import Sections
 from db.clinic.state import ClinicState, read_state
-from db.repositories import _rows, as_uuid
+from db.repositories import SERVICE_COLUMNS, _rows, as_uuid
+from db.service_numbers import IS_CLINIC
 
 ACTION = "clinic.import"
 
@@ -176,9 +177,7 @@ async def list_clinics(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, 
     if workspace is None:
         return []
     return _rows(await pool.fetch(
-        """SELECT s.id, s.name, s.created_at,
-                  ARRAY(SELECT phone_number FROM service_numbers WHERE service_id = s.id
-                        ORDER BY created_at, phone_number) AS phone_numbers,
+        f"""SELECT {SERVICE_COLUMNS},
                   (SELECT count(*) FROM locations WHERE service_id = s.id
                      AND retired_at IS NULL) AS locations,
                   (SELECT count(*) FROM practitioners WHERE service_id = s.id
@@ -187,8 +186,7 @@ async def list_clinics(pool: asyncpg.Pool, workspace_id: str) -> list[dict[str, 
                      AND retired_at IS NULL) AS appointment_types,
                   (SELECT count(*) FROM closures WHERE service_id = s.id
                      AND ends_on >= CURRENT_DATE) AS closures_upcoming
-           FROM services s WHERE s.workspace_id = $1 AND EXISTS (
-                SELECT 1 FROM locations l WHERE l.service_id = s.id AND l.retired_at IS NULL)
+           FROM services s WHERE s.workspace_id = $1 AND {IS_CLINIC}
            ORDER BY s.created_at, s.name""",
         workspace))
 
