@@ -57,6 +57,8 @@ from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
 from runner.greeting_cache import GreetingCache
 from runner.heartbeat import beat_forever
+from runner.job_kinds import job_kinds
+from runner.job_worker import JobWorker
 from runner.orphaned_calls import close_orphaned_calls
 from services.practice import build_practice
 from services.turn_models import load_turn_models
@@ -174,6 +176,8 @@ class AppRuntime:
         # This process in the database: its calls are its own until it is gone.
         self.identity = ProcessIdentity.current(self.ops.pod_id)
         self.drain = CallDrain()
+        # Durable jobs (outbound dialling, practice-system pushes, post-call work).
+        self.jobs: JobWorker | None = None
         server = settings.server
         self.sweeper = CallSweeper(
             db.pool, self.identity, settings.storage.recordings_dir, SweepLimits(
@@ -237,6 +241,8 @@ class AppRuntime:
                                            settings.server.instance_heartbeat_s),
                               name="instance-heartbeat")
         runtime.in_background(runtime.sweeper.run(), name="call-sweeper")
+        runtime.jobs = JobWorker(db.dsn, job_kinds(runtime))
+        runtime.jobs.start()
         return runtime
 
     async def _take_over_orphans(self) -> None:
@@ -294,6 +300,8 @@ class AppRuntime:
         return self._background.start(work, name=name)
 
     async def close(self) -> None:
+        if self.jobs is not None:
+            await self.jobs.close()
         await self.db_supervisor.close()
         self._background.cancel()
         await self.world_index.drain()
