@@ -28,6 +28,7 @@ from api.errors import add_error_handlers
 from api.middleware import add_hardening
 from api.unavailable import add_database_errors
 from config import Settings
+from runner.job_kinds import job_kinds
 from runner.runtime import AppRuntime
 
 
@@ -36,6 +37,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = await AppRuntime.start(settings)
+        app.state.runtime.start_jobs(job_kinds(app.state.runtime))
         try:
             yield
         finally:

@@ -23,6 +23,7 @@ from db import repositories as repo
 from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner.call_runner import close_failed_call, end_on_disconnect, run_call
 from runner.call_setup import build_call, new_session
+from runner.job_kinds import job_kinds
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.serializer import SafeTwilioFrameSerializer
@@ -42,6 +43,7 @@ async def shared_runtime() -> AppRuntime:
 
             logger.configure(patcher=mask_record)  # the runner's logs are PHI-safe too
             _runtime = await AppRuntime.start(get_settings())
+            _runtime.start_jobs(job_kinds(_runtime))
         return _runtime
 
 

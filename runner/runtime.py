@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -57,8 +57,7 @@ from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
 from runner.greeting_cache import GreetingCache
 from runner.heartbeat import beat_forever
-from runner.job_kinds import job_kinds
-from runner.job_worker import JobWorker
+from runner.job_worker import JobKind, JobWorker
 from runner.orphaned_calls import close_orphaned_calls
 from services.practice import build_practice
 from services.turn_models import load_turn_models
@@ -241,9 +240,12 @@ class AppRuntime:
                                            settings.server.instance_heartbeat_s),
                               name="instance-heartbeat")
         runtime.in_background(runtime.sweeper.run(), name="call-sweeper")
-        runtime.jobs = JobWorker(db.dsn, job_kinds(runtime))
-        runtime.jobs.start()
         return runtime
+
+    def start_jobs(self, kinds: Mapping[str, JobKind]) -> None:
+        """Run the durable queue's jobs of these kinds in this process."""
+        self.jobs = JobWorker(self.db.dsn, kinds)
+        self.jobs.start()
 
     async def _take_over_orphans(self) -> None:
         """Register this process, then close the calls a process that is gone left open
