@@ -5,7 +5,8 @@ settings come in one group per component (`settings.safety.escalate_similarity`)
 environment names stay flat (`SAFETY_ESCALATE_SIMILARITY`), and `Settings(...)` takes
 them as keywords too (config/flat_names.py). The groups: `service.py` (server, storage,
 ops, telephony), `providers.py` (which engine or vendor does each job, with their keys),
-`features.py` (call, turns, conversation, safety, emotion, world). Which provider each
+`features.py` (call, turns, conversation, safety, emotion, world), `outbound.py`
+(the outbound dispatcher). Which provider each
 component uses is decided from these settings in pipeline/provider_choice.py.
 """
 
@@ -21,6 +22,7 @@ from config.features import (
 )
 from config.flat_names import flat_names
 from config.group import CommaList, SettingsGroup
+from config.outbound import OutboundSettings
 from config.providers import ProviderSettings
 from config.service import OpsSettings, ServerSettings, StorageSettings, TelephonySettings
 from config.settings import Settings, get_settings, setting_name
@@ -33,6 +35,7 @@ __all__ = [
     "CrisisResource",
     "EmotionSettings",
     "OpsSettings",
+    "OutboundSettings",
     "ProviderSettings",
     "SafetySettings",
     "ServerSettings",

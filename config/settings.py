@@ -16,6 +16,7 @@ from config.features import (
     WorldSettings,
 )
 from config.flat_names import FlatNamesSource
+from config.outbound import OutboundSettings
 from config.providers import ProviderSettings
 from config.service import OpsSettings, ServerSettings, StorageSettings, TelephonySettings
 
@@ -38,6 +39,7 @@ class Settings(BaseSettings):
     safety: SafetySettings = Field(default_factory=SafetySettings)
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     world: WorldSettings = Field(default_factory=WorldSettings)
+    outbound: OutboundSettings = Field(default_factory=OutboundSettings)
 
     @classmethod
     def settings_customise_sources(
