@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from db.outbound import DIAL_JOB
 from runner.job_worker import JobKind
+from runner.outbound.dispatcher import outbound_dial
 
 if TYPE_CHECKING:
     from runner.runtime import AppRuntime
@@ -24,5 +26,9 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
 
         return run
 
-    kinds: list[JobKind] = []
+    kinds: list[JobKind] = [
+        # Waiting (for a calling window, a free line, a call's end) re-queues the job
+        # without spending its retries; only an error does.
+        JobKind(DIAL_JOB, bind(outbound_dial)),
+    ]
     return {kind.entrypoint: kind for kind in kinds}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from call.call_session import CallLog
+from call.outbound_call import OutboundCall
 from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
 from config import Settings
 from db import instances, scheduling
@@ -96,6 +97,8 @@ class CallProfile:
     # Rung while the clinic (or the dialled location) is closed: what the greeting added.
     after_hours: dict[str, Any] | None = None
     calendar_problems: list[str] = field(default_factory=list)  # why it could not say
+    # A call the clinic placed: the task it carries out (None: a call someone made to us).
+    outbound: OutboundCall | None = None
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
@@ -166,6 +169,9 @@ class AppRuntime:
         self.greetings = GreetingCache(self._local_renderer())
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # the calendar's now
         self._profiles: dict[str, CallProfile] = {}
+        # Outbound calls dialled and not answered yet (monotonic time dialled): each holds
+        # a line for at most OUTBOUND_RING_HOLD_S.
+        self._ringing: dict[str, float] = {}
         # The clinic (workspace, service) each dialled number last reached: a call turned
         # away while the database cannot say is still put on that clinic's record.
         self._clinics: dict[str, tuple[str, str]] = {}
@@ -359,18 +365,36 @@ class AppRuntime:
             profile = self._default_profile(call_id, None, None, "the clinic", [], None)
             profile.in_service = False
             return profile
+        profile = await self.clinic_profile(
+            call_id, service, service.get("graph_id") or self.settings.call.context_graph)
+        profile.dialled_number = to_number
+        await self._after_hours(profile, service["id"], to_number)
+        return profile
+
+    async def clinic_profile(self, call_id: str, service: dict[str, Any],
+                             graph_id: str) -> CallProfile:
+        """What any call of the clinic (`service`, a SERVICE_COLUMNS row) runs with,
+        inbound or outbound: its workspace's voice settings, keyterms and safety concepts,
+        and the clinic's version of the graph `graph_id`."""
         raw = await repo.get_voice_settings_raw(self.db.pool, service["workspace_id"])
         profile = self._default_profile(
             call_id, service["workspace_id"], service["id"], service["name"],
             list(service.get("keyterms") or []), raw, greeting=service.get("greeting"),
         )
         profile.graph, profile.graph_problems = await self._service_graph(
-            service["workspace_id"], service["id"],
-            service.get("graph_id") or self.settings.call.context_graph,
-        )
+            service["workspace_id"], service["id"], graph_id)
         profile.safety_index = await self._safety_index(service["workspace_id"])
-        profile.dialled_number = to_number
-        await self._after_hours(profile, service["id"], to_number)
+        return profile
+
+    async def outbound_profile(self, call_id: str, service: dict[str, Any],
+                               outbound: OutboundCall, *, greeting: str,
+                               clinic_number: str | None) -> CallProfile:
+        """A call the clinic placed for an outbound task, answered by a person: the
+        clinic's profile running the task's graph, greeting the callee with `greeting`."""
+        profile = await self.clinic_profile(call_id, service, outbound.graph_id)
+        profile.greeting = greeting
+        profile.outbound = outbound
+        profile.dialled_number = clinic_number
         return profile
 
     async def _after_hours(self, profile: CallProfile, service_id: str,
@@ -440,10 +464,31 @@ class AppRuntime:
         return self._clinics.get(number or "", (None, None))
 
     def calls_in_hand(self) -> int:
-        """Calls running here plus calls answered and about to stream."""
+        """Calls running here, calls answered and about to stream, and outbound calls
+        dialled and ringing."""
         now = time.monotonic()
         waiting = sum(1 for p in self._profiles.values() if now - p.created <= PREWARM_TTL_S)
-        return len(self.active_calls) + waiting
+        ring_s = self.settings.outbound.ring_hold_s
+        ringing = sum(1 for dialled in self._ringing.values() if now - dialled <= ring_s)
+        return len(self.active_calls) + waiting + ringing
+
+    def outbound_has_room(self) -> bool:
+        """Room to dial one more outbound call: inbound callers come first, so outbound
+        calls stop `OUTBOUND_INBOUND_RESERVE` lines short of the capacity (a process with
+        fewer lines than that may still place one call when it holds none)."""
+        limit = max(1, self.call_capacity - self.settings.outbound.inbound_reserve)
+        return self.has_capacity() and self.calls_in_hand() < limit
+
+    def hold_ringing(self, key: str) -> None:
+        """A dialled outbound call holds a line until it is answered or ends (or
+        OUTBOUND_RING_HOLD_S passes), so callers are never admitted past capacity."""
+        now, ring_s = time.monotonic(), self.settings.outbound.ring_hold_s
+        for stale in [k for k, dialled in self._ringing.items() if now - dialled > ring_s]:
+            del self._ringing[stale]
+        self._ringing[key] = now
+
+    def release_ringing(self, key: str) -> None:
+        self._ringing.pop(key, None)
 
     def graph_for(self, profile: CallProfile) -> ContextGraph | None:
         """The graph a call's engine runs (None: static prompt mode); it needs a clinic."""
