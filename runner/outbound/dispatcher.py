@@ -176,7 +176,7 @@ class Dispatcher:
             # unconfirmed and Twilio is asked before any new dial.
             logger.warning(f"outbound task {task.id}: attempt {attempt.number} not confirmed "
                            f"by Twilio ({error}); checking again")
-            await self._defer(task, UNCONFIRMED_RECHECK, why=(
+            await self._defer(replace(task, status="in_progress"), UNCONFIRMED_RECHECK, why=(
                 f"attempt {attempt.number}: Twilio did not confirm the call ({error}); "
                 "checking with Twilio before dialling again"))
         if error.retryable:
