@@ -18,6 +18,7 @@ from api import (
     keys,
     media_stream,
     observe,
+    outbound_voice,
     recordings,
     transcripts,
     voice,
@@ -45,8 +46,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
     # observe before calls: its /api/calls/active must not be read as a call id.
-    for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
-                   control, insights, keys, workspaces, audit, clinics, dashboard):
+    for module in (health, voice, outbound_voice, media_stream, observe, calls, recordings,
+                   transcripts, world, control, insights, keys, workspaces, audit, clinics,
+                   dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

@@ -161,7 +161,7 @@ async def status_callback(request: Request, runtime: AppRuntime = Depends(get_ru
     call_sid, call_status = form.get("CallSid"), form.get("CallStatus", "")
     try:
         known = await runtime.db.bounded(
-            _record_status(runtime.db.pool, call_sid, call_status, form), what="call status")
+            record_status(runtime.db.pool, call_sid, call_status, form), what="call status")
     except Exception as error:
         logger.error(f"status callback not recorded ({type(error).__name__})")
         return Response(status_code=503)
@@ -170,7 +170,7 @@ async def status_callback(request: Request, runtime: AppRuntime = Depends(get_ru
     return Response(status_code=204)
 
 
-async def _record_status(pool, call_sid: str | None, call_status: str, form) -> bool:
+async def record_status(pool, call_sid: str | None, call_status: str, form) -> bool:
     """Store Twilio's report on the call (closing one that never connected); False when
     the call is not ours."""
     call = await repo.find_call_by_sid(pool, call_sid)

@@ -33,6 +33,7 @@ from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner import transcript_verification as tv
 from runner.call_setup import build_call, new_session
 from runner.drain import end_call_on_drain
+from runner.outbound.answer import profile_for_call
 from runner.runtime import AppRuntime, CallProfile
 from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.serializer import (
@@ -144,12 +145,10 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         logger.warning("media stream: start for an unknown or finished call; closing")
         await _close(websocket, "unknown call")
         return
-    profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
-        call_id, call.get("to_number")
-    )
+    profile = await _profile_of(runtime, call_id, call)
     session = new_session(
         runtime, profile, SessionMode.PHONE, call_sid=start.call_sid,
-        caller_number=call.get("from_number"),
+        caller_number=_other_party(call),
     )
     for kind in start.bad_messages:
         session.log.event("bad_input", kind=kind, where="before start")
@@ -160,6 +159,27 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         await _abort_call(websocket, runtime, session, error, call_sid=start.call_sid)
         return
     await run_call(call_pipeline, session, runtime)
+
+
+async def _profile_of(runtime: AppRuntime, call_id: str, call: dict) -> CallProfile:
+    """The profile resolved at the answer, else resolved again: an outbound call's from
+    its task, any other by the number dialled."""
+    profile = runtime.take_profile(call_id)
+    if profile is None and call.get("direction") == "outbound":
+        try:
+            profile = await runtime.db.bounded(profile_for_call(runtime, call),
+                                               what="outbound call profile")
+        except Exception as error:  # noqa: BLE001 - the clinic's own profile instead
+            logger.warning(f"call {call_id}: outbound profile not rebuilt "
+                           f"({type(error).__name__})")
+    clinic_number = call.get("from_number" if call.get("direction") == "outbound" else "to_number")
+    return profile or await runtime.resolve_profile(call_id, clinic_number)
+
+
+def _other_party(call: dict) -> str | None:
+    """The number of the person on the line: who called, or whom the clinic called."""
+    return call.get("to_number") if call.get("direction") == "outbound" else call.get(
+        "from_number")
 
 
 async def tell_caller_unavailable(runtime: AppRuntime, call_sid: str | None) -> dict | None:
@@ -255,11 +275,9 @@ async def _serve_text_session(
         )
         profile.call_id = call_id
     else:
-        profile = runtime.take_profile(call_id) or await runtime.resolve_profile(
-            call_id, call.get("to_number")
-        )
+        profile = await _profile_of(runtime, call_id, call)
     session = new_session(
-        runtime, profile, SessionMode.TEXT, caller_number=(call or {}).get("from_number")
+        runtime, profile, SessionMode.TEXT, caller_number=_other_party(call or {})
     )
     try:
         params = EvalTransportParams(audio_in_enabled=False, audio_out_enabled=False)

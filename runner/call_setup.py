@@ -53,6 +53,10 @@ def new_session(
         log.event("context_graph_invalid", problem=problem)
     if profile.after_hours is not None:
         log.event("after_hours", **profile.after_hours)
+    if profile.outbound is not None:
+        outbound = profile.outbound
+        log.event("outbound_call", task_id=outbound.task_id, attempt_id=outbound.attempt_id,
+                  kind=outbound.kind, graph=outbound.graph_id)
     for problem in profile.calendar_problems:
         log.event("calendar_unavailable", error=problem)
     return session
@@ -74,12 +78,14 @@ def graph_engine(
             filler_guidance=lambda: filler_guidance(
                 emotion.snapshot() if emotion is not None else None),
         )
+    # An outbound call's engine gets its task (greeting, right-person check, goal).
+    task = {"outbound": profile.outbound} if profile.outbound is not None else {}
     return GraphEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.safety.emergency_number, navigator=navigator,
         index=runtime.world_index, practice=runtime.practice,
         dialled_number=profile.dialled_number,
-        country_code=runtime.settings.world.phone_country_code,
+        country_code=runtime.settings.world.phone_country_code, **task,
     )
 
 

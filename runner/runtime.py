@@ -103,7 +103,11 @@ class CallProfile:
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
         """The configuration this call ran with (stored in calls.config_snapshot)."""
+        outbound = ({"outbound": {"task_id": self.outbound.task_id, "kind": self.outbound.kind,
+                                  "attempt_id": self.outbound.attempt_id}}
+                    if self.outbound is not None else {})
         return {
+            **outbound,
             "providers": plan.snapshot(),
             "context_graph": (
                 {"id": graph.id, "version": graph.version, "navigator": plan.navigator.provider,
