@@ -43,6 +43,8 @@ async def world(db) -> World:
 async def dialled(world: World, **task) -> tuple[str, outbound.Attempt]:
     """A task the dispatcher has just dialled: its attempt, placed as `CA…`."""
     task_id = await world.task(**task)
+    # The dispatcher's own job is the one running; none is left due for another service.
+    await jobs.cancel_key(world.db.pool, outbound.dial_key(task_id))
     attempt = await dials.begin_attempt(
         world.db.pool, await world.get(task_id), to_number=world.patient_phone,
         from_number=world.clinic_number, at=datetime.now(UTC))
@@ -201,3 +203,24 @@ async def test_a_webhook_for_an_unknown_attempt_is_hung_up(client, world):
     twiml = answer(client, stranger, AnsweredBy="human")
 
     assert twiml.find("Hangup") is not None and twiml.find("Connect") is None
+
+
+async def test_an_answer_the_database_cannot_serve_is_told_then_tried_again(
+        client, world, monkeypatch):
+    import api.outbound_voice
+    from db.deadline import DatabaseUnavailable
+
+    async def frozen(*args, **kwargs):
+        raise DatabaseUnavailable("outbound answer", "timeout", timed_out=True)
+
+    task_id, attempt = await dialled(world)
+    monkeypatch.setattr(api.outbound_voice, "answer_call", frozen)
+
+    twiml = answer(client, attempt, AnsweredBy="human")
+    monkeypatch.undo()
+    status(client, attempt, "completed", AnsweredBy="human")
+
+    assert "technical problem" in twiml.find("Say").text and twiml.find("Hangup") is not None
+    ended = await dials.get_attempt(world.db.pool, attempt.id)
+    assert ended.outcome == "failed"  # the callee never reached the clinic
+    assert (await world.get(task_id)).status == "pending"
