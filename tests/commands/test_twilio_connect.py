@@ -14,7 +14,7 @@ import pytest
 from db import repositories as repo
 from tests.api.clinics import add_clinic, new_number
 from tests.e2e.service_process import free_port
-from tests.fake_twilio_rest import FakeTwilioRest, serve_twilio_rest
+from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 
 PUBLIC_URL = "https://agent.example.com"
 

@@ -9,7 +9,7 @@ import pytest
 
 from services.twilio.numbers import TwilioAccount, TwilioNumberError, connect_number
 from tests.e2e.service_process import free_port
-from tests.fake_twilio_rest import FakeTwilioRest, serve_twilio_rest
+from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 
 NUMBER = "+15550107001"
 VOICE = "https://agent.example.com/voice/answer"
