@@ -29,6 +29,7 @@ from loguru import logger
 from twilio.request_validator import RequestValidator
 
 from simulator.caller_audio import (
+    AGENT_QUIET_S,
     SAMPLE_RATE,
     AudioOutcome,
     Caller,
@@ -59,8 +60,6 @@ from simulator.simulator import (
 
 CalleeKind = Literal["person", "voicemail", "busy", "no_answer", "fail"]
 CALLEE_KINDS: tuple[str, ...] = get_args(CalleeKind)
-# A person's turn-taking on the stream: the agent is done after this much quiet.
-PERSON_QUIET_S = 0.8
 T = TypeVar("T")
 
 
@@ -196,11 +195,13 @@ class Sent:
 @dataclass(frozen=True)
 class CallTiming:
     """How long a placed call takes: ringing before an answer, ringing before nobody
-    answers, and the longest message a voicemail records from a media stream."""
+    answers, the longest message a voicemail records from a media stream, and the quiet
+    after which a person on the stream takes the agent to be done."""
 
     ring_s: float = 0.0
     no_answer_s: float = 0.2
     voicemail_s: float = 5.0
+    person_quiet_s: float = AGENT_QUIET_S
 
 
 @dataclass
@@ -316,10 +317,8 @@ class PlacedCallRun:
         state.set_status("ringing")
         await self._progress_callback("ringing")
         if kind == "no_answer":
-            if await self._until_hung_up(asyncio.sleep(self._timing.no_answer_s)) is None:
-                state.set_status("no-answer")
-            else:
-                state.set_status(hang_up_status(state))
+            rang_out = await self._until_hung_up(asyncio.sleep(self._timing.no_answer_s))
+            state.set_status("no-answer" if rang_out is not None else hang_up_status(state))
             return
         if await self._until_hung_up(asyncio.sleep(self._timing.ring_s)) is None:
             state.set_status(hang_up_status(state))
@@ -453,8 +452,9 @@ class PlacedCallRun:
                 if kind == "person" and hearing is not None:
                     listen = hearing(_origin(self._state.param("Url") or target.url))
                     words = await stack.enter_async_context(listen(target.call_id, timeline))
+                signed = signed_upgrade(self._token, target.url)
                 leg = run_leg(target.url, self._parties, target, timeline, caller, False,
-                              PERSON_QUIET_S, words, signed_upgrade(self._token, target.url))
+                              self._timing.person_quiet_s, words, signed)
                 ran = await self._until_hung_up(leg)
         except SimulationError as error:
             outcome.error = str(error)

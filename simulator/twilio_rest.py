@@ -347,7 +347,7 @@ def _moment(value: str | None, *, end_of_day: bool = False) -> datetime | None:
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         day = datetime.fromisoformat(value).replace(tzinfo=UTC)
         return day.replace(hour=23, minute=59, second=59) if end_of_day else day
-    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(value)
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -373,7 +373,7 @@ async def serve_twilio_rest(fake: FakeTwilioRest, port: int = 0) -> AsyncIterato
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
+    bound = site._server.sockets[0].getsockname()[1]
     fake.base_url = f"http://127.0.0.1:{bound}"
     try:
         yield fake.base_url

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from services.twilio.numbers import TwilioAccount, TwilioNumberError, connect_number
-from tests.e2e.service_process import free_port
 from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
+from tests.e2e.service_process import free_port
 
 NUMBER = "+15550107001"
 VOICE = "https://agent.example.com/voice/answer"
