@@ -277,6 +277,7 @@ class PlacedCallRun:
     def __init__(self, state: PlacedCallState, *, auth_token: str, timing: CallTiming,
                  sent: list[Sent], log: Callable[[str], None]) -> None:
         self._state = state
+        self._person: Caller | None = None
         self._token = auth_token
         self._validator = RequestValidator(auth_token)
         self._timing = timing
@@ -316,6 +317,9 @@ class PlacedCallRun:
             return
         state.set_status("ringing")
         await self._progress_callback("ringing")
+        if kind == "person" and not await self._person_ready():
+            state.set_status("failed")
+            return
         if kind == "no_answer":
             rang_out = await self._until_hung_up(asyncio.sleep(self._timing.no_answer_s))
             state.set_status("no-answer" if rang_out is not None else hang_up_status(state))
@@ -334,6 +338,15 @@ class PlacedCallRun:
             await self._follow(twiml, kind)
         if state.hang_up.is_set():
             state.outcome.ended_by = state.outcome.ended_by or "api"
+
+    async def _person_ready(self) -> bool:
+        """The person's caller, voiced while the phone rings (False: it cannot speak)."""
+        try:
+            self._person = _Recorded(await self._state.callee.caller(), self._state.outcome)
+        except SimulationError as error:
+            self._state.outcome.error = str(error)
+            return False
+        return True
 
     def _answered_by(self, kind: str) -> str | None:
         """Twilio's verdict for the callee, when machine detection was asked for."""
@@ -441,10 +454,8 @@ class PlacedCallRun:
             return
         outcome.stream_url, outcome.stream_parameters = target.url, dict(target.parameters)
         timeline = CallTimeline(self._log)
-        if kind == "person":
-            caller: Caller = _Recorded(await self._state.callee.caller(), outcome)
-        else:  # a voicemail records what it hears until the agent hangs up or it is full
-            caller = _Listening(self._timing.voicemail_s)
+        # a voicemail records what it hears until the agent hangs up or it is full
+        caller: Caller = self._person or _Listening(self._timing.voicemail_s)
         try:
             async with AsyncExitStack() as stack:
                 words = None

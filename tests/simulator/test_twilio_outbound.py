@@ -346,3 +346,18 @@ def test_the_command_line_names_a_bad_callee_before_serving(capsys, tmp_path):
     assert "voicemail" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([CLINIC, "--callee", "voicemail"])
+
+
+async def test_a_person_whose_voice_fails_never_answers_and_the_call_says_why(
+        service, tmp_path):
+    async def broken_voice(text: str, sample_rate: int) -> bytes:
+        raise OSError("no speech engine")
+
+    fake = clinic(script_callee(write_script(tmp_path, ["Hello?"]), synthesize=broken_voice))
+    async with serve_twilio_rest(fake):
+        tiny, url = service(fake)
+        call = await dial(fake, url)
+
+    assert call["status"] == "failed" and tiny.voice_forms == []
+    assert tiny.call_statuses() == ["initiated", "ringing", "failed"]
+    assert "voice failed" in fake.outcome(call["sid"]).error
