@@ -83,7 +83,18 @@ class Dispatcher:
     # --- The job ---------------------------------------------------------------
 
     async def run(self, task_id: str) -> None:
-        """Do the task's one next thing; raises RetryRequested to be run again later."""
+        """Do the task's one next thing; raises RetryRequested to be run again later.
+        This job is the task's only alarm clock (while it runs, no other can be queued):
+        a task still open after the step has it run again at the task's next time."""
+        await self._step(task_id)
+        task = await outbound.get_task(self.pool, None, task_id)
+        if task is None or task.status not in OPEN_STATUSES:
+            return
+        if task.status == "in_progress":
+            await self._follow_later(task)
+        await self._defer(task, (task.next_attempt_at or self.clock()) - self.clock(), why=None)
+
+    async def _step(self, task_id: str) -> None:
         task = await outbound.get_task(self.pool, None, task_id)
         if task is None or task.status not in OPEN_STATUSES:
             return

@@ -3,31 +3,12 @@ the settings; None, with the reason, when outbound calling cannot work here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from config import Settings
+from services.twilio.calls import PlacedCall, TwilioCallError, TwilioCalls
 from services.twilio.numbers import TwilioAccount
-
-try:
-    from services.twilio.calls import PlacedCall, TwilioCallError, TwilioCalls
-except ImportError:  # without the Calls client, outbound calling is unavailable
-    TwilioCalls = None  # type: ignore[assignment,misc]
-
-    @dataclass(frozen=True)
-    class PlacedCall:  # type: ignore[no-redef]
-        sid: str
-        status: str
-        to: str
-        from_: str
-        start_time: datetime | None
-
-    class TwilioCallError(Exception):  # type: ignore[no-redef]
-        def __init__(self, message: str, *, retryable: bool, code: int | None = None,
-                     status: int | None = None) -> None:
-            super().__init__(message)
-            self.retryable, self.code, self.status = retryable, code, status
 
 
 class CallPlacer(Protocol):
@@ -53,8 +34,6 @@ def twilio_calls(settings: Settings) -> tuple[CallPlacer | None, str | None]:
     if not settings.server.public_url:
         return None, ("outbound calling needs PUBLIC_URL (the address Twilio reaches this "
                       "service at, for the answer and status webhooks)")
-    if TwilioCalls is None:
-        return None, "outbound calling needs the Twilio Calls client (services/twilio/calls.py)"
     account = TwilioAccount(telephony.twilio_account_sid,
                             telephony.twilio_auth_token.get_secret_value(),
                             telephony.twilio_api_base_url)

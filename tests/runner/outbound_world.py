@@ -126,14 +126,14 @@ class World:
     async def task(self, **changes: Any) -> str:
         """An outbound task for the patient (a callback, any time of any day unless
         told), due now."""
-        values: dict[str, Any] = dict(
-            workspace_id=self.workspace_id, service_id=self.clinic["id"], kind="callback",
-            reason="asked for a call back", goal="answer their question",
-            timezone=NEW_YORK, not_before=self.clock.now - timedelta(minutes=1),
-            patient_id=self.patient_id, window_start=time(0),
-            window_end=time(23, 59, 59), window_days=outbound.EVERY_DAY,
-            max_attempts=3, retry_backoff_minutes=60)
-        values.update(changes)
+        values: dict[str, Any] = {
+            "workspace_id": self.workspace_id, "service_id": self.clinic["id"],
+            "kind": "callback", "reason": "asked for a call back",
+            "goal": "answer their question", "timezone": NEW_YORK,
+            "not_before": self.clock.now - timedelta(minutes=1), "patient_id": self.patient_id,
+            "window_start": time(0), "window_end": time(23, 59, 59),
+            "window_days": outbound.EVERY_DAY, "max_attempts": 3, "retry_backoff_minutes": 60,
+            **changes}
         async with self.db.pool.acquire() as conn, conn.transaction():
             return await outbound.create_task(conn, outbound.TaskSpec(**values))
 

@@ -293,7 +293,8 @@ async def test_a_dial_twilio_did_not_confirm_is_checked_before_any_new_dial(worl
     await run_until_it_waits(world, task_id)
 
     (attempt,) = await world.attempts(task_id)
-    assert attempt.status == "dialing" and "did not confirm" in (await world.get(task_id)).last_error
+    assert attempt.status == "dialing"
+    assert "did not confirm" in (await world.get(task_id)).last_error
     world.twilio.refuse_with = None
     await run_until_it_waits(world, task_id)
     assert len(world.twilio.placed) == 1 and len(await world.attempts(task_id)) == 1
@@ -304,12 +305,13 @@ async def test_twilio_refusing_for_now_costs_an_attempt_and_the_task_is_tried_la
     world.twilio.refuse_with = TwilioCallError("Twilio is unavailable (HTTP 503)",
                                                retryable=True, status=503)
 
-    await world.dispatcher.run(task_id)
+    waited = await run_until_it_waits(world, task_id)
 
     (attempt,) = await world.attempts(task_id)
     assert (attempt.status, attempt.outcome) == ("ended", "failed")
     task = await world.get(task_id)
     assert task.status == "pending" and task.next_attempt_at == world.clock.now + timedelta(hours=1)
+    assert waited == timedelta(hours=1)  # the job itself wakes for it
     assert world.lines.ringing == set()
 
 
@@ -371,8 +373,28 @@ async def test_a_call_that_ended_while_nobody_heard_its_status_callback_is_concl
     world.twilio.set_status(attempt.call_sid, "no-answer")
 
     world.clock.advance(seconds=120)
-    await world.dispatcher.run(task_id)
+    waited = await run_until_it_waits(world, task_id)
 
     (ended,) = await world.attempts(task_id)
     assert (ended.status, ended.outcome) == ("ended", "no_answer")
-    assert (await world.get(task_id)).status == "pending"
+    task = await world.get(task_id)
+    assert task.status == "pending"
+    assert world.clock.now + waited == task.next_attempt_at  # the job wakes for the next try
+
+
+async def test_a_crashed_dial_whose_call_ended_meanwhile_is_concluded_and_tried_again(world):
+    task_id = await world.task()
+    world.twilio.killed_after_placing = True
+    with pytest.raises(ProcessKilled):
+        await world.dispatcher.run(task_id)
+    world.twilio.set_status(world.twilio.placed[0].sid, "no-answer")  # callback went nowhere
+
+    world.clock.advance(seconds=60)
+    waited = await run_until_it_waits(world, task_id)
+
+    (attempt,) = await world.attempts(task_id)
+    assert (attempt.outcome, attempt.call_sid) == ("no_answer", world.twilio.placed[0].sid)
+    task = await world.get(task_id)
+    assert task.status == "pending" and len(world.twilio.creates) == 1
+    # The job is the task's alarm clock: it wakes itself for the next try.
+    assert world.clock.now + waited == task.next_attempt_at
