@@ -87,25 +87,25 @@ async def answer_call(runtime: AppRuntime, attempt_id: str, form: dict[str, str]
     answered_by = form.get("AnsweredBy") or ""
     said = {"task_id": task.id, "attempt": attempt.number, "answered_by": answered_by or None}
     if task.status not in OPEN_STATUSES:
-        await _not_streamed(runtime, attempt, task, form, "outbound_not_needed", said,
+        await _not_streamed(runtime, attempt, task, clinic, form, "outbound_not_needed", said,
                             outcome="answered", detail="the task was closed before the answer")
         return say_then_hang_up(render_prompt("outbound/no_longer_needed.txt",
                                               clinic_name=clinic.name))
     if answered_by in MACHINE:
         number = attempt.from_number or clinic.number
         if not number:  # never a number the clinic does not own
-            await _not_streamed(runtime, attempt, task, form, "voicemail_not_left", said,
+            await _not_streamed(runtime, attempt, task, clinic, form, "voicemail_not_left", said,
                                 outcome="voicemail", detail="no clinic number to leave")
             return hang_up()
-        await _not_streamed(runtime, attempt, task, form, "voicemail_left", said,
+        await _not_streamed(runtime, attempt, task, clinic, form, "voicemail_left", said,
                             outcome="voicemail", detail="a message was left")
         return say_then_hang_up(voicemail_message(clinic.name, number))
     if answered_by == FAX:
-        await _not_streamed(runtime, attempt, task, form, "fax_answered", said,
+        await _not_streamed(runtime, attempt, task, clinic, form, "fax_answered", said,
                             outcome="failed", detail=FAX_ANSWERED)
         return hang_up()
     if not runtime.has_capacity():
-        await _not_streamed(runtime, attempt, task, form, "at_capacity", said,
+        await _not_streamed(runtime, attempt, task, clinic, form, "at_capacity", said,
                             outcome="failed", detail="no free line when the callee answered")
         return say_then_hang_up(render_prompt("outbound/call_back_later.txt",
                                               clinic_name=clinic.name))
@@ -159,7 +159,8 @@ async def profile_for_call(runtime: AppRuntime, call: dict[str, Any]) -> CallPro
 
 
 async def _not_streamed(runtime: AppRuntime, attempt: Attempt, task: OutboundTask,
-                        form: dict[str, str], reason: str, data: dict[str, Any], *,
+                        clinic: Clinic, form: dict[str, str], reason: str,
+                        data: dict[str, Any], *,
                         outcome: str, detail: str) -> None:
     """An answer that does not stream: its call record, closed with `reason` and its
     event, and the attempt's outcome, written together."""
@@ -167,7 +168,7 @@ async def _not_streamed(runtime: AppRuntime, attempt: Attempt, task: OutboundTas
     record = TurnedAwayCall(
         call_id=call_id, call_sid=form.get("CallSid") or None, completion_reason=reason,
         event=reason, event_data=data, workspace_id=task.workspace_id,
-        service_id=task.service_id, from_number=attempt.from_number,
+        service_id=clinic.service_id, from_number=attempt.from_number,
         to_number=attempt.to_number, direction="outbound")
     async with runtime.db.pool.acquire() as conn, conn.transaction():
         await write_records(conn, [record])

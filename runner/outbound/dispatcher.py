@@ -149,11 +149,11 @@ class Dispatcher:
             return
         if at > now:
             await self._defer(task, at - now, why=None)
+        if self.calls is None:
+            await self._cannot_dial_yet(task, self.unavailable or "outbound calling is unavailable")
         if not self.lines.outbound_has_room():
             await self._defer(task, timedelta(seconds=self.settings.outbound.capacity_recheck_s),
                               why=None)
-        if self.calls is None:
-            await self._cannot_dial_yet(task, self.unavailable or "outbound calling is unavailable")
         attempt = unplaced or await dials.begin_attempt(
             self.pool, task, to_number=number, from_number=clinic.number or "", at=now)
         if attempt is None:
