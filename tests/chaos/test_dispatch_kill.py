@@ -20,6 +20,7 @@ from db import repositories as repo
 from simulator.outbound_callee import CallTiming
 from simulator.twilio_rest import FakeTwilioRest
 from tests.api.clinics import new_number
+from tests.e2e.outbound_tasks import due_task, only_these_tasks
 from tests.e2e.service_process import start_service
 from tests.local_http import serve_http
 
@@ -59,21 +60,6 @@ class HoldingTwilio:
                    and r.path.endswith("/Calls.json") and r.form.get("To") == number)
 
 
-async def _due_task(db, workspace_id: str, service_id: str, callee: str) -> str:
-    """A callback to `callee`, due now, in a timezone where it is the afternoon now."""
-    hour = datetime.now(UTC).hour
-    ahead = next(n for n in range(-12, 15) if 12 <= (hour + n) % 24 <= 16)
-    zone = "Etc/GMT" if ahead == 0 else f"Etc/GMT{-ahead:+d}"  # Etc/GMT-3 is UTC+3
-    spec = outbound.TaskSpec(
-        workspace_id=workspace_id, service_id=service_id, kind="callback", phone=callee,
-        reason="asked for a call back", goal="answer their question", timezone=zone,
-        not_before=datetime.now(UTC) - timedelta(minutes=1),
-        window_start=datetime.min.time(), window_end=datetime.max.time().replace(
-            microsecond=0), window_days=outbound.EVERY_DAY)
-    async with db.pool.acquire() as conn, conn.transaction():
-        return await outbound.create_task(conn, spec)
-
-
 async def _until(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not await predicate():
@@ -91,10 +77,7 @@ async def test_a_kill_while_twilio_holds_the_dial_loses_no_task_and_dials_no_one
     twilio = FakeTwilioRest(timing=CallTiming(no_answer_s=3.0))  # nobody answers
     twilio.add_number(clinic_number)
     holding = HoldingTwilio(twilio)
-    # Jobs other tests left queued are not this service's to dial.
-    stale = await db.pool.fetch(
-        "SELECT id FROM pgqueuer WHERE entrypoint = $1 AND status = 'queued'", outbound.DIAL_JOB)
-    await jobs.cancel(db.pool, [row["id"] for row in stale])
+    await only_these_tasks(db)
 
     async with serve_http(holding.app()) as twilio_url:
         env = {"DATABASE_URL": db.dsn, "LOG_LEVEL": "INFO", "PUBLIC_URL": PUBLIC_URL,
@@ -104,7 +87,7 @@ async def test_a_kill_while_twilio_holds_the_dial_loses_no_task_and_dials_no_one
             start_service, {**env, "DATA_DIR": str(tmp_path / "first")},
             tmp_path / "first.log", timeout_s=180)
         try:
-            task_id = await _due_task(db, workspace["id"], clinic["id"], callee)
+            task_id = await due_task(db, workspace["id"], clinic["id"], callee)
             await asyncio.wait_for(holding.held.wait(), 60)
             first.process.kill()  # Twilio placed the call; its answer never arrives
             first.process.wait(10)

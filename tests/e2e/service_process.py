@@ -47,10 +47,12 @@ class ServiceProcess:
 
 
 def start_service(
-    env_overrides: dict[str, str], log_path: Path, *, timeout_s: float = 60.0
+    env_overrides: dict[str, str], log_path: Path, *, timeout_s: float = 60.0,
+    port: int | None = None,
 ) -> ServiceProcess:
-    """Serve on a free loopback port with no cloud keys; raise ServiceDidNotStart with its log."""
-    port = free_port()
+    """Serve on `port` (a free loopback one by default) with no cloud keys; raise
+    ServiceDidNotStart with its log."""
+    port = port or free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
         "PORT": str(port),

@@ -1,0 +1,84 @@
+"""The real service's dispatcher against the simulator's Twilio stand-in: each due task
+is dialled once from the clinic's number; a voicemail hears only the clinic's name and its
+number, a busy line is tried again later; both outcomes are on the attempt, and the
+machine's call is on record."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from db import outbound
+from db import outbound_dial as dials
+from db import repositories as repo
+from language.spoken import say_phone
+from simulator.outbound_callee import CallTiming
+from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
+from tests.api.clinics import new_number
+from tests.e2e.outbound_tasks import due_task, only_these_tasks
+from tests.e2e.service_process import free_port, start_service
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+async def _ended(db, task_ids: list[str], timeout_s: float) -> list[outbound.Attempt]:
+    """Each task's first attempt, once every one has ended."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [await outbound.attempts(db.pool, task_id) for task_id in task_ids]
+        if all(attempts and attempts[0].status == "ended" for attempts in found):
+            return [attempts[0] for attempts in found]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"attempts not ended in {timeout_s} s: {found}")
+        await asyncio.sleep(0.2)
+
+
+async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_outcome(
+        db, tmp_path):
+    workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+    clinic_number, machine, busy = new_number(), new_number(), new_number()
+    clinic = await repo.create_service(db.pool, workspace["id"], "Harbour Clinic",
+                                       phone_number=clinic_number)
+    twilio = FakeTwilioRest(timing=CallTiming(ring_s=0.2))
+    twilio.add_number(clinic_number)
+    twilio.add_callee(machine, "voicemail")
+    twilio.add_callee(busy, "busy")
+    await only_these_tasks(db)
+    port = free_port()
+
+    async with serve_twilio_rest(twilio) as twilio_url:
+        service = await asyncio.to_thread(start_service, {
+            "DATABASE_URL": db.dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
+            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
+            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
+        }, tmp_path / "service.log", timeout_s=180, port=port)
+        try:
+            tasks = [await due_task(db, workspace["id"], clinic["id"], number)
+                     for number in (machine, busy)]
+            left, rang = await _ended(db, tasks, 60)
+            for attempt in (left, rang):
+                await twilio.wait_for(attempt.call_sid)
+            after = [await outbound.get_task(db.pool, None, task_id) for task_id in tasks]
+        finally:
+            await asyncio.to_thread(service.stop)
+
+    placed = twilio.placed()
+    assert sorted(r.form["To"] for r in placed) == sorted([machine, busy])  # once each
+    assert {r.form["From"] for r in placed} == {clinic_number}
+    assert {r.form["MachineDetection"] for r in placed} == {"DetectMessageEnd"}
+    heard = twilio.outcome(left.call_sid)
+    assert heard.answered_by == "machine_end_beep" and heard.ended_by == "agent"
+    (message,) = heard.said
+    assert "Harbour Clinic" in message and say_phone(clinic_number) in message
+    assert "call us back" in message and "question" not in message
+    assert (left.outcome, rang.outcome) == ("voicemail", "busy")
+    record = await repo.get_call(db.pool, left.call_id)
+    assert (record["direction"], record["completion_reason"]) == ("outbound", "voicemail_left")
+    for task in after:  # neither reached: both tried again later
+        assert task.status == "pending" and task.next_attempt_at > datetime.now(UTC)
+    status_codes = {sent.status_code for sent in twilio.webhooks}
+    assert status_codes <= {200, 204}, twilio.webhooks  # every webhook signed and accepted
