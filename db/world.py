@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from db import outbound
 from db.repositories import as_uuid
 from db.scheduling import Patient
 
@@ -482,21 +483,21 @@ async def set_preference(
 
 async def schedule_outbound(
     pool: asyncpg.Pool, workspace_id: str, patient_id: str, spec: OutboundTaskSpec,
-    provenance: Provenance,
+    provenance: Provenance, *, service_id: str | None = None,
 ) -> tuple[str, str]:
-    """The outbound task and its event, in one transaction; (task id, event id)."""
+    """The outbound task (with its dial job) and its event, in one transaction; (task id,
+    event id)."""
     async with pool.acquire() as conn, conn.transaction():
-        task_id = await conn.fetchval(
-            """INSERT INTO outbound_tasks (workspace_id, patient_id, reason, goal, priority,
-                   timezone, window_start, window_end, window_days, not_before, max_attempts,
-                   retry_backoff_minutes, written_by, confidence, source_call)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-               RETURNING id""",
-            as_uuid(workspace_id), as_uuid(patient_id), spec.reason, spec.goal, spec.priority,
-            spec.timezone, spec.window_start, spec.window_end, list(spec.window_days),
-            spec.not_before, spec.max_attempts, spec.retry_backoff_minutes,
-            provenance.written_by, provenance.confidence, as_uuid(provenance.call_id),
-        )
+        task_id = await outbound.create_task(conn, outbound.TaskSpec(
+            workspace_id=workspace_id, service_id=service_id, kind="scheduled",
+            reason=spec.reason, goal=spec.goal, timezone=spec.timezone,
+            not_before=spec.not_before, priority=spec.priority, patient_id=patient_id,
+            window_start=spec.window_start, window_end=spec.window_end,
+            window_days=tuple(spec.window_days), max_attempts=spec.max_attempts,
+            retry_backoff_minutes=spec.retry_backoff_minutes,
+            written_by=provenance.written_by, confidence=provenance.confidence,
+            source_call=provenance.call_id,
+        ))
         event_id = await write_event(conn, workspace_id, EventDraft(
             "outbound_call_scheduled",
             f"Call back scheduled: {spec.reason} (goal: {spec.goal}), priority {spec.priority}.",
