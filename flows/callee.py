@@ -119,7 +119,8 @@ class Callee:
         if self.opted_out:
             return TaskEnd("opted_out", "done", "asked not to be called again")
         if self.status == "declined":
-            detail = "not available" if self.declined_as == "not_available" else "wrong number"
+            detail = {"not_available": "not available", "no": "declined"}.get(
+                self.declined_as or "", "wrong number")
             return TaskEnd("wrong_person", "failed", detail)
         if not self.confirmed:
             return TaskEnd("failed", "failed", "the right person was not confirmed")
