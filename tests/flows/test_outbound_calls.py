@@ -8,6 +8,7 @@ spoken lines of prompts/actions.yaml, as `make run` answers with no keys.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -15,8 +16,10 @@ import pytest
 
 from db import outbound
 from db import scheduling as sched
-from language.spoken import say_phone
-from tests.flows.callers import CLINIC_NUMBER, PRIYA_PHONE, Callee, call_to
+from db.seed import seed_check_in_line
+from flows.graph import bundled_graph
+from language.spoken import say_phone, say_time
+from tests.flows.callers import CLINIC_NUMBER, PRIYA_PHONE, Callee, call_from, call_to
 
 MARGARET_PHONE = "+15550100201"
 # What a wrong person must never hear about Margaret: her surname, her appointment and
@@ -322,3 +325,141 @@ async def test_asked_not_to_be_called_while_being_offered_a_slot(db, clinic):
     assert "won't call you again" in goodbye and callee.last.end_call
     assert callee.tool_calls("CreateAppointment") == []
     assert (await task(db, clinic, callee)).outcome == "opted_out"
+
+
+# --- Appointment reminders ------------------------------------------------------------------
+
+MARGARETS_BIRTH_DATE = "March 14th, 1948"
+
+
+async def reminder_to_margaret(db, clinic) -> tuple[Callee, sched.Appointment]:
+    patient = await margaret(db, clinic)
+    (appointment,) = await sched.upcoming_appointments(
+        db.pool, patient.id, sched.datetime.now().astimezone())
+    callee = await call_to(db, clinic, MARGARET_PHONE, kind="reminder", patient_id=patient.id,
+                           reason="appointment reminder", goal="confirm, cancel or move it",
+                           appointment_id=appointment.id)
+    await callee.says("Speaking.")
+    return callee, appointment
+
+
+async def test_the_reminder_reads_the_appointment_in_its_locations_time(db, clinic):
+    callee, appointment = await reminder_to_margaret(db, clinic)
+
+    read = await callee.says(MARGARETS_BIRTH_DATE)
+
+    assert read == (
+        f"Thank you, Margaret. I'm calling to remind you about your follow-up visit with "
+        f"{appointment.practitioner_name} at our {appointment.location_name} clinic on "
+        f"{say_time(appointment.local_start)}. Will you be able to make it?")
+    assert appointment.local_start.tzinfo.key == appointment.timezone != "UTC"
+
+
+async def test_a_yes_to_the_reminder_confirms_the_appointment(db, clinic):
+    callee, appointment = await reminder_to_margaret(db, clinic)
+    await callee.says(MARGARETS_BIRTH_DATE)
+
+    confirmed = await callee.says("Yes, I'll be there.")
+
+    assert confirmed.startswith("Lovely. Confirmed the Follow-up visit")
+    assert (await sched.get_appointment(db.pool, appointment.id)).status == "confirmed"
+    await callee.says("No, that's all. Bye!")
+    assert callee.last.end_call
+    ended = await task(db, clinic, callee)
+    assert (ended.status, ended.outcome, ended.last_error) == ("done", "answered", "confirmed")
+
+
+async def test_cancelling_from_a_reminder_needs_a_yes_to_the_read_back(db, clinic):
+    callee, appointment = await reminder_to_margaret(db, clinic)
+    await callee.says(MARGARETS_BIRTH_DATE)
+
+    asked = await callee.says("No.")
+    assert asked == "No problem. Would you like to cancel it, or move it to another time?"
+    read_back = await callee.says("Cancel it please.")
+    assert read_back.endswith("Do you want me to cancel it?")
+    assert (await sched.get_appointment(db.pool, appointment.id)).status == "booked"
+    done = await callee.says("Yes.")
+
+    assert done.startswith("Done. Cancelled:")
+    assert (await sched.get_appointment(db.pool, appointment.id)).status == "cancelled"
+    await callee.says("That's all, goodbye.")
+    assert (await task(db, clinic, callee)).last_error == "cancelled"
+
+
+async def test_moving_from_a_reminder_takes_the_reschedule_path(db, clinic):
+    callee, appointment = await reminder_to_margaret(db, clinic)
+    await callee.says(MARGARETS_BIRTH_DATE)
+
+    asked = await callee.says("Could I move it to a different day?")
+    assert "What day or time" in asked
+    offered = await callee.says("next week in the afternoon")
+    assert offered.startswith("I have ")
+    await callee.says("the first one")
+    moved = await callee.says("yes")
+
+    assert moved.startswith("All done, I've moved it.")
+    assert (await sched.get_appointment(db.pool, appointment.id)).status == "cancelled"
+    (new,) = await sched.upcoming_appointments(
+        db.pool, appointment.patient_id, sched.datetime.now().astimezone())
+    assert new.type_name == appointment.type_name and new.starts_at != appointment.starts_at
+    await callee.says("No, goodbye.")
+    assert (await task(db, clinic, callee)).last_error == "rescheduled"
+
+
+async def test_asked_not_to_be_called_when_the_reminder_is_read(db, clinic):
+    callee, appointment = await reminder_to_margaret(db, clinic)
+    await callee.says(MARGARETS_BIRTH_DATE)
+
+    await callee.says("I'll be there, but stop calling me with these reminders.")
+
+    assert callee.last.end_call and "won't call you again" in callee.heard[-1]
+    assert (await sched.get_appointment(db.pool, appointment.id)).status == "booked"
+    assert (await task(db, clinic, callee)).outcome == "opted_out"
+
+
+# --- The check-in (companion) graph -----------------------------------------------------------
+
+
+async def test_a_check_in_call_from_the_clinic_checks_the_person_first(db, clinic):
+    await seed_check_in_line(db.pool, clinic[0])
+    patient = await margaret(db, clinic)
+    callee = await call_to(db, clinic, MARGARET_PHONE, kind="checkin", patient_id=patient.id,
+                           reason="weekly check-in", goal="check in")
+    await callee.says("Yes, speaking.")
+    assert "piano" not in callee.agent_said
+
+    opened = await callee.says(MARGARETS_BIRTH_DATE)
+    assert opened == ("Thank you, Margaret. It's your check-in call from Demo Family Clinic. "
+                      "How are you doing today?")
+    follow_up = await callee.says("I'm doing well, thank you.")
+
+    assert "piano recital" in follow_up
+
+
+async def test_a_wrong_person_on_a_check_in_call_hears_nothing_of_earlier_calls(db, clinic):
+    await seed_check_in_line(db.pool, clinic[0])
+    patient = await margaret(db, clinic)
+    callee = await call_to(db, clinic, MARGARET_PHONE, kind="checkin", patient_id=patient.id,
+                           reason="weekly check-in", goal="check in")
+    await callee.says("Yes.")
+    await callee.says("June 2nd, 1950")
+    await callee.says("what's this about? my piano?")
+
+    assert callee.last.end_call
+    assert not re.search(r"piano|recital|blood pressure|Chen", callee.agent_said)
+    assert "piano" not in json.dumps(callee.engine.session.facts())
+    assert (await task(db, clinic, callee)).outcome == "failed"
+
+
+async def test_someone_ringing_the_check_in_line_is_checked_in_as_before(db, clinic):
+    await seed_check_in_line(db.pool, clinic[0])
+
+    caller = await call_from(db, clinic, MARGARET_PHONE, graph=bundled_graph("companion_checkin"))
+    follow_up = await caller.says("I'm doing well, thank you.")
+
+    assert caller.engine.session.patient is not None  # known by their number
+    assert "piano recital" in follow_up
+    transitions = [(t.previous_state, t.next_state)
+                   for t in caller.writer.of_type("TransitionRecord")]
+    assert transitions[:3] == [("remember", "who_answers"), ("who_answers", "opening"),
+                               ("opening", "reminders_note")]
