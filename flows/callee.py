@@ -116,7 +116,7 @@ class Callee:
     def ending(self) -> TaskEnd:
         """How the task ends when the call does, from what the call found and did."""
         done = ", ".join(self.done)
-        if self.opted_out:
+        if self.opted_out or self.opt_out_words:  # recorded, or handed to the team to record
             return TaskEnd("opted_out", "done", "asked not to be called again")
         if self.status == "declined":
             detail = {"not_available": "not available", "no": "declined"}.get(

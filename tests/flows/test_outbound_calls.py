@@ -302,7 +302,7 @@ async def test_the_first_confirmed_yes_wins_the_slot_and_the_other_hears_it_is_g
 
 
 async def test_a_slot_taken_before_it_is_read_out_is_not_offered(db, clinic):
-    slot, offer = await opened_slot(db, clinic)
+    _, offer = await opened_slot(db, clinic)
     priya = await confirmed_for_the_offer(db, clinic, PRIYA_PHONE, PRIYAS_BIRTH_DATE, offer)
     david = await offer_to(db, clinic, DAVID_PHONE, offer)
     await david.says("Yes, speaking.")
