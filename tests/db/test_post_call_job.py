@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
 from call.call_session import CallLog
 from db import jobs, world
 from db import repositories as repo
+from db.deadline import DatabaseUnavailable
 from db.pool import Database
 from db.writer import CallRecordWriter
 from processors.world.verification import RulesJudges
 from runner.job_retries import Retries
 from runner.job_worker import JobWorker
 from runner.post_call import ENTRYPOINT, AfterCall, post_call_key, queue_post_call, run_post_call
+from runner.runtime import AppRuntime
 from services.practice.builtin import BuiltinPractice
+from tests.fakes import CollectingWriter
 from tests.world import conftest as world_fixtures
 from tests.world.conftest import transcript
 from tests.world.test_verification import BrokenJudges, reported
@@ -125,3 +129,30 @@ async def test_a_post_call_job_that_cannot_finish_says_so_on_the_call_each_try_t
 async def _held(db, call_id: str) -> bool:
     job = await jobs.job_for(db.pool, post_call_key(call_id))
     return job is not None and job.status == "failed"
+
+
+class QueueDown:
+    """The database as the runtime sees it when the job queue cannot take the job."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+
+    async def bounded(self, work, *, what: str, timeout: float | None = None):
+        work.close()
+        raise DatabaseUnavailable(what, "timed out", timed_out=True)
+
+
+async def test_a_post_call_job_that_cannot_be_queued_runs_here_and_the_call_says_so(
+    db, clinic, settings
+):
+    call_id = await clinic.call(db)
+    await transcript(db, call_id, ("caller", "Hi, I'd like to check my appointment please"))
+    record = CollectingWriter()
+    runtime = SimpleNamespace(db=QueueDown(db.pool), verifier=RulesJudges(),
+                              practice=BuiltinPractice(db.pool), settings=settings)
+
+    await AppRuntime._queue_post_call(runtime, call_id, CallLog(call_id, record))
+
+    assert [e.type for e in record.events()] == ["post_call_not_queued"]
+    assert await world.latest_verification(db.pool, call_id) is not None  # verified anyway
+    assert await jobs.job_for(db.pool, post_call_key(call_id)) is None
