@@ -28,7 +28,7 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
         return run
 
     kinds: list[JobKind] = [
-        # A booking held on a call reaches the practice system: 8 retries over ~30 min.
+        # A booking held on a call reaches the practice system: 8 retries over ~35 min.
         practice_push.RETRIES.kind(practice_push.ENTRYPOINT, bind(_push_booking)),
         # Verify what a call wrote, then sync it: 3 retries, 30 s doubling.
         post_call.RETRIES.kind(post_call.ENTRYPOINT, bind(_post_call)),

@@ -26,7 +26,7 @@ from runner.post_call import call_log_after
 from services.practice.base import PMSError, PMSRefused, PracticeSystem, TakenThere
 
 ENTRYPOINT = practice_writes.PUSH_JOB
-# Nine runs over about half an hour: 15 s, 30 s, 1, 2, 4, 8 minutes, then 10 minutes apart.
+# Nine runs over about 35 minutes: 15 s, 30 s, 1, 2, 4, 8 minutes, then 10 minutes apart.
 RETRIES = Retries(max_attempts=8, initial_delay=timedelta(seconds=15),
                   max_delay=timedelta(minutes=10))
 
