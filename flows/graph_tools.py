@@ -427,7 +427,8 @@ class GraphTools:
     async def _offer_instead(self, tool: str, conflict: SlotConflict) -> str:
         """The slot just went to someone else: the next free one from the same search (the
         caller's type, days, part of day, practitioner and location) is read back in its
-        place for a fresh yes; what happened is in the call record."""
+        place for a fresh yes (a waitlist offer's slot: none, they stay on the waitlist);
+        what happened is in the call record."""
         session, taken = self.session, conflict.slot
         session.confirmation = None
         session.picked_slot = None
