@@ -279,3 +279,12 @@ def test_the_outbound_graphs_reuse_the_booking_graph_behind_the_right_person_che
             "wrong_number_end", "not_available_end", "unconfirmed_end", "handoff_prep",
             "crisis_support", "closing"}, graph_id
         assert graph.global_exits[-1].name == "opted_out" and graph.global_exits[-1].first
+
+
+def test_only_graphs_with_the_right_person_check_may_carry_outbound_calls():
+    from call.outbound_call import OUTBOUND_GRAPHS
+    from flows.catalog import outbound_problems
+
+    for graph_id in set(OUTBOUND_GRAPHS.values()):
+        assert outbound_problems(bundled_graph(graph_id)) == [], graph_id
+    assert "no state 'checking_person'" in outbound_problems(bundled_graph("clinic_booking"))
