@@ -18,6 +18,7 @@ from api import (
     keys,
     media_stream,
     observe,
+    patients,
     recordings,
     reminders,
     tasks,
@@ -50,7 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
     # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
     for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
                    control, insights, keys, workspaces, audit, reminders, clinics, tasks,
-                   dashboard):
+                   patients, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

@@ -19,7 +19,14 @@ from typing import Annotated, Any, Literal
 import asyncpg
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 from loguru import logger
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from api.audit import in_transaction
 from api.deps import AUTH_RESPONSES, Caller, Role, get_runtime, require_role
@@ -66,6 +73,13 @@ class Window(BaseModel):
     end: time = Field(default=time(17), description="Local time after `start`")
     days: list[Annotated[int, Field(ge=0, le=6)]] = Field(
         default=[0, 1, 2, 3, 4], min_length=1, max_length=7, description="0 = Monday")
+
+    @field_validator("start", "end")
+    @classmethod
+    def _local(cls, value: time) -> time:
+        if value.tzinfo is not None:
+            raise ValueError("a local time, without an offset")
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> Window:

@@ -9,7 +9,7 @@ Every read is scoped by the workspace: another workspace's task, patient or clin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import asyncpg
@@ -187,3 +187,34 @@ async def workspace_clinics(pool: Executor, workspace_id: str) -> list[str]:
         f"SELECT s.id FROM services s WHERE s.workspace_id = $1 AND {IS_CLINIC} "
         "ORDER BY s.created_at, s.id", as_uuid(workspace_id))
     return [str(row["id"]) for row in rows]
+
+
+@dataclass(frozen=True)
+class PatientMatch:
+    id: str
+    name: str
+    date_of_birth: date
+    phone: str | None
+
+
+def _like(text: str) -> str:
+    """`text` matched anywhere by LIKE, its own wildcards taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def find_patients(pool: Executor, workspace_id: str, text: str, *,
+                        limit: int = 10) -> list[PatientMatch]:
+    """The workspace's patients whose name contains `text` (any case), or whose number
+    contains its digits (three or more), by name."""
+    digits = "".join(ch for ch in text if ch.isdigit())
+    rows = await pool.fetch(
+        r"""SELECT id, first_name, last_name, date_of_birth, phone FROM patients
+            WHERE workspace_id = $1
+              AND ((first_name || ' ' || last_name) ILIKE $2
+                   OR (length($3) >= 3
+                       AND regexp_replace(coalesce(phone, ''), '\D', '', 'g') LIKE $4))
+            ORDER BY last_name, first_name, date_of_birth LIMIT $5""",
+        as_uuid(workspace_id), _like(" ".join(text.split())), digits, _like(digits), limit)
+    return [PatientMatch(str(r["id"]), f"{r['first_name']} {r['last_name']}",
+                         r["date_of_birth"], r["phone"]) for r in rows]

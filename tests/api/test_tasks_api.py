@@ -108,6 +108,7 @@ async def test_a_patient_of_another_workspace_is_not_found_and_nothing_is_made(c
     {"priority": 11}, {"priority": 0}, {"kind": "waitlist_offer"}, {"kind": "robocall"},
     {"reason": "  "}, {"goal": "x" * 501}, {"window": {"start": "17:00", "end": "09:00"}},
     {"window": {"days": [7]}}, {"window": {"days": []}}, {"kind": "reminder"},
+    {"window": {"start": "09:00+01:00", "end": "17:00"}},
     {"not_before": "2031-01-01T09:00:00"}, {"patient_id": "nobody"}, {"colour": "red"},
     {"max_attempts": 11},
 ])
@@ -389,3 +390,24 @@ async def test_a_read_only_key_reads_tasks_but_cannot_act_on_them(client, db, wo
     assert (made.status_code, claim.status_code) == (403, 403)
     assert claim.json()["detail"] == "this key's role (read_only) cannot do this; it needs operator"
     assert await count_tasks(db, world.workspace_id) == 1
+
+
+async def test_an_operator_finds_a_patient_to_call_by_name_or_number(client, db, world):
+    found = await add_patient(db.pool, world.workspace_id, "Grace", "Hopper%",
+                              phone="+1 (555) 010-4477")
+    theirs = await new_world(db)
+    await add_patient(db.pool, theirs.workspace_id, "Grace", "Hopper%", phone="+15550104477")
+    operator = as_role(world, "operator")
+
+    by_name = await client.get("/api/patients", params={"q": "hopper%"}, headers=operator)
+    by_digits = await client.get("/api/patients", params={"q": "0104477"}, headers=operator)
+    wildcard = await client.get("/api/patients", params={"q": "r%"}, headers=operator)
+    viewer = await client.get("/api/patients", params={"q": "hopper"},
+                              headers=as_role(world, "read_only"))
+
+    assert [p["id"] for p in by_name.json()] == [found]
+    assert by_name.json()[0]["name"].endswith(" Hopper%")
+    assert by_name.json()[0]["date_of_birth"] == "1970-01-02"
+    assert [p["id"] for p in by_digits.json()] == [found]
+    assert [p["id"] for p in wildcard.json()] == [found]  # "%" is a character, not a wildcard
+    assert viewer.status_code == 403
