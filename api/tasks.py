@@ -223,6 +223,18 @@ def _conflict(reason: str) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, reason)
 
 
+def _in_utc(moment: datetime | None) -> datetime | None:
+    """`moment` in UTC (a time without an offset is read as UTC); 422 for one so near the
+    ends of the calendar that it has no UTC time."""
+    if moment is None:
+        return None
+    try:
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            "before: that time has no UTC equivalent") from None
+
+
 def _call_url(call_id: str | None) -> str | None:
     return f"/api/calls/{call_id}" if call_id else None
 
@@ -292,7 +304,8 @@ async def list_tasks(
     moment are kept on one page)."""
     views, next_before = await runtime.db.bounded(task_views.task_page(
         runtime.db.pool, caller.workspace_id, status=status_, kind=kind,
-        patient_id=str(patient_id) if patient_id else None, limit=limit, before=before),
+        patient_id=str(patient_id) if patient_id else None, limit=limit,
+        before=_in_utc(before)),
         what="task list")
     return {"tasks": [_task_out(view) for view in views], "next_before": next_before}
 

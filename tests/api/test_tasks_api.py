@@ -258,6 +258,8 @@ async def test_tasks_are_filtered_and_paged_newest_first(client, db, world):
     pending = await listed("status=pending")
     theirs = await listed(f"patient_id={other_patient}")
     bad_status = await client.get("/api/tasks?status=sleeping", headers=headers)
+    before_time = await client.get("/api/tasks", params={"before": "0001-01-01T00:00+01:00"},
+                                   headers=headers)
 
     assert [t["id"] for t in first["tasks"]] == ids[:0:-1]
     assert [t["id"] for t in rest["tasks"]] == [ids[0]] and rest["next_before"] is None
@@ -265,6 +267,8 @@ async def test_tasks_are_filtered_and_paged_newest_first(client, db, world):
     assert [t["id"] for t in pending["tasks"]] == ids[:0:-1]
     assert [t["id"] for t in theirs["tasks"]] == [ids[2]]
     assert bad_status.status_code == 422
+    assert (before_time.status_code, before_time.json()["detail"]) == (
+        422, "before: that time has no UTC equivalent")
 
 
 async def test_tasks_made_at_one_moment_stay_on_one_page(client, db, world):
