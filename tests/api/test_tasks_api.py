@@ -141,6 +141,16 @@ async def test_a_patient_who_asked_not_to_be_called_gets_no_task(client, db, wor
     assert await count_tasks(db, world.workspace_id) == 0
 
 
+async def test_a_patient_with_no_number_gets_no_task(client, db, world):
+    await db.pool.execute("UPDATE patients SET phone = NULL WHERE id = $1",
+                          uuid.UUID(world.patient_id))
+    refused = await client.post("/api/tasks", headers=as_role(world, "operator"),
+                                json=new_task(world))
+    assert (refused.status_code, refused.json()["detail"]) == (
+        422, "the patient has no phone number on record to call")
+    assert await count_tasks(db, world.workspace_id) == 0
+
+
 async def book(db, world: World, patient_id: str, day: int = 3) -> str:
     """An appointment of `patient_id` at the world's clinic."""
     service = uuid.UUID(world.clinic_id)
