@@ -19,7 +19,10 @@ from api import (
     media_stream,
     observe,
     outbound_voice,
+    patients,
     recordings,
+    reminders,
+    tasks,
     transcripts,
     voice,
     workspaces,
@@ -45,10 +48,11 @@ def create_app(settings: Settings) -> FastAPI:
             await app.state.runtime.close()
 
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
-    # observe before calls: its /api/calls/active must not be read as a call id.
+    # observe before calls: its /api/calls/active must not be read as a call id; reminders
+    # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
     for module in (health, voice, outbound_voice, media_stream, observe, calls, recordings,
-                   transcripts, world, control, insights, keys, workspaces, audit, clinics,
-                   dashboard):
+                   transcripts, world, control, insights, keys, workspaces, audit, reminders,
+                   clinics, tasks, patients, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason
