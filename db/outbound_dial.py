@@ -196,18 +196,24 @@ class Close:
     why: str = ""
 
 
-NextStep = Retry | Close
+@dataclass(frozen=True)
+class Keep:
+    """Leave the task as it is: the answered call's own end closes it (with what the
+    conversation found), and the dispatcher after it if that end never comes."""
+
+
+NextStep = Retry | Close | Keep
 
 
 async def settle(pool: asyncpg.Pool, attempt: Attempt, *, outcome: str, detail: str,
                  at: datetime, step: NextStep, priority: int) -> Attempt | None:
-    """End the attempt with `outcome` (the one decided at the answer, when there was one)
-    and take the task's next step, in one transaction; None when the attempt had already
-    ended (a status callback repeated, or the dispatcher got there first)."""
+    """End the attempt with `outcome` and take the task's next step, in one transaction;
+    None when the attempt had already ended (a status callback repeated, or the
+    dispatcher got there first)."""
     async with pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
             """UPDATE outbound_attempts
-                  SET status = 'ended', outcome = COALESCE(outcome, $2), ended_at = $3,
+                  SET status = 'ended', outcome = $2, ended_at = $3,
                       detail = CASE WHEN detail = '' THEN $4 ELSE detail || '; ' || $4 END
                 WHERE id = $1 AND status <> 'ended'
             RETURNING *""",
@@ -223,7 +229,7 @@ async def settle(pool: asyncpg.Pool, attempt: Attempt, *, outcome: str, detail: 
                 as_uuid(attempt.task_id), step.at, step.why, list(OPEN_STATUSES))
             if moved == "UPDATE 1":
                 await wake(conn, attempt.task_id, delay=step.delay, priority=priority)
-        else:
+        elif isinstance(step, Close):
             await conn.execute(
                 """UPDATE outbound_tasks
                       SET status = $2, outcome = $3, last_error = NULLIF($4, ''),

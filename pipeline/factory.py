@@ -40,6 +40,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from call.call_session import CallSession, CompletionReason, SessionMode
 from call.recording import StereoRecording
+from flows.graph_engine import GraphEngine
 from flows.graph_navigator_processor import GraphNavigatorProcessor
 from lib.prompts import render_prompt
 from observers.call_record_observer import CallRecordObserver
@@ -78,6 +79,7 @@ class CallPipeline:
     initial_frames: list[Frame] = field(default_factory=list)
     extractor: WorldExtractorProcessor | None = None  # finished by the call runner after the call
     emotion: CallEmotion | None = None  # summarised into the record when the call ends
+    engine: GraphEngine | None = None  # closes an outbound call's task when the call ends
 
 
 def user_aggregator_params(
@@ -206,6 +208,7 @@ def build_call_pipeline(
     return CallPipeline(
         worker=worker, recorder=recorder, recording=recording, controller=controller,
         initial_frames=initial_frames, extractor=world_extractor, emotion=deps.emotion,
+        engine=deps.engine,
     )
 
 

@@ -369,6 +369,10 @@ async def finish_call(
     await call_pipeline.recorder.flush()
     if call_pipeline.extractor is not None:
         await call_pipeline.extractor.finish()
+    if call_pipeline.engine is not None:
+        # An outbound call that ended before its last state closes its task with what it
+        # found (bounded, never raises; nothing for any other call).
+        await call_pipeline.engine.finish_outbound()
     recording = call_pipeline.recording
     saved = recording is not None and await recording.save()
     reason = completion_reason(session)

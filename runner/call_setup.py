@@ -78,14 +78,13 @@ def graph_engine(
             filler_guidance=lambda: filler_guidance(
                 emotion.snapshot() if emotion is not None else None),
         )
-    # An outbound call's engine gets its task (greeting, right-person check, goal).
-    task = {"outbound": profile.outbound} if profile.outbound is not None else {}
     return GraphEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.safety.emergency_number, navigator=navigator,
         index=runtime.world_index, practice=runtime.practice,
         dialled_number=profile.dialled_number,
-        country_code=runtime.settings.world.phone_country_code, **task,
+        country_code=runtime.settings.world.phone_country_code,
+        outbound=profile.outbound,  # a call the clinic placed: its task
     )
 
 

@@ -29,7 +29,7 @@ from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.service_numbers import DialledClinic, dialled_clinic
 from db.supervisor import DatabaseSupervisor
 from db.writer import CallRecordWriter
-from flows.catalog import engine_problems, runnable_graph
+from flows.catalog import engine_problems, outbound_problems, runnable_graph
 from flows.clinic_calendar import after_hours, with_after_hours
 from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
@@ -411,7 +411,24 @@ class AppRuntime:
         profile.greeting = greeting
         profile.outbound = outbound
         profile.dialled_number = clinic_number
+        self._outbound_graph(profile, outbound.graph_id)
         return profile
+
+    def _outbound_graph(self, profile: CallProfile, graph_id: str) -> None:
+        """A call the clinic places runs only a graph that checks who answered before
+        anything about their care is said: a stored version without that check gives way
+        to the bundled graph, and with neither the profile has no graph (the call is not
+        put through)."""
+        if profile.graph is None or not (problems := outbound_problems(profile.graph)):
+            return
+        logger.error(f"graph {graph_id} v{profile.graph.version} cannot carry an outbound "
+                     f"call ({'; '.join(problems)}); using the bundled one")
+        bundled, bundled_problems = self._bundled(graph_id)
+        safe = bundled is not None and not outbound_problems(bundled)
+        profile.graph = bundled if safe else None
+        profile.graph_problems = [*profile.graph_problems,
+                                  f"not for outbound calls: {'; '.join(problems)}"[:300],
+                                  *bundled_problems]
 
     async def _after_hours(self, profile: CallProfile, service_id: str,
                            dialled: str | None) -> None:

@@ -8,7 +8,8 @@
 - a person (or detection unsure): the call's record is created (outbound, from the
   clinic's number to the callee), its profile resolved as an inbound call's is (voice
   settings, keyterms, safety concepts) running the task's graph with the task attached,
-  greeted by the callee's first name only, and the call streams;
+  greeted by the callee's first name only (flows/outbound_greeting.py: the right-person
+  question the graph opens with), and the call streams;
 - the task closed while the phone rang, or no free line left: a short apology, then the
   hang-up.
 
@@ -32,9 +33,10 @@ from db import outbound_dial as dials
 from db import repositories as repo
 from db.outbound import OPEN_STATUSES, Attempt, OutboundTask
 from db.records import TurnedAwayCall, write_records
+from flows.outbound_greeting import outbound_greeting
 from language.spoken import say_phone
 from lib.prompts import render_prompt
-from runner.outbound.context import Callee, Clinic, load_callee, load_clinic
+from runner.outbound.context import Clinic, load_clinic
 from runner.outbound.dispatcher import FAX_ANSWERED, dispatcher_for
 from runner.outbound.outcomes import FAX, MACHINE, TERMINAL, progress_of
 from runner.outbound.twiml import hang_up, say_then_hang_up
@@ -43,17 +45,6 @@ from services.twilio.twiml import stream_twiml
 
 if TYPE_CHECKING:
     from runner.runtime import AppRuntime, CallProfile
-
-
-def greeting_for(task: OutboundTask, callee: Callee, clinic: Clinic) -> str:
-    """The clinic's name and the callee's first name, nothing about their care: the
-    right person is found before anything else is said."""
-    if callee.first_name:
-        return render_prompt("outbound/greeting.txt", clinic_name=clinic.name,
-                             first_name=callee.first_name)
-    if task.kind == "callback":
-        return render_prompt("outbound/returning_call.txt", clinic_name=clinic.name)
-    return render_prompt("outbound/calling.txt", clinic_name=clinic.name)
 
 
 def voicemail_message(clinic_name: str, clinic_number: str) -> str:
@@ -117,6 +108,16 @@ async def _converse(runtime: AppRuntime, attempt: Attempt, task: OutboundTask, c
     """A person answered: the call record, its profile, the greeting rendering, the stream."""
     call_id = str(uuid.uuid4())
     profile = await _profile(runtime, call_id, attempt, task, clinic)
+    if profile.graph is None:
+        # No graph that checks who answered: nothing is said about the call.
+        logger.error(f"outbound task {task.id}: no graph can carry the call "
+                     f"({'; '.join(profile.graph_problems) or 'none found'})")
+        await _not_streamed(runtime, attempt, task, clinic, form, "outbound_graph_unavailable",
+                            {"task_id": task.id, "attempt": attempt.number,
+                             "problems": profile.graph_problems},
+                            outcome="failed", detail="no graph can carry the call")
+        return say_then_hang_up(render_prompt("outbound/call_back_later.txt",
+                                              clinic_name=clinic.name))
     sid = form.get("CallSid") or None
     await repo.create_call(
         runtime.db.pool, workspace_id=task.workspace_id, service_id=clinic.service_id,
@@ -135,14 +136,13 @@ async def _converse(runtime: AppRuntime, attempt: Attempt, task: OutboundTask, c
 
 async def _profile(runtime: AppRuntime, call_id: str, attempt: Attempt, task: OutboundTask,
                    clinic: Clinic) -> CallProfile:
-    callee = await load_callee(runtime.db.pool, task)
     call = OutboundCall(
         task_id=task.id, attempt_id=attempt.id, kind=task.kind, workspace_id=task.workspace_id,
         service_id=clinic.service_id, patient_id=task.patient_id, phone=attempt.to_number,
         reason=task.reason, goal=task.goal, appointment_id=task.appointment_id,
         offer=task.offer)
-    return await runtime.outbound_profile(call_id, clinic.service, call,
-                                          greeting=greeting_for(task, callee, clinic),
+    greeting = await outbound_greeting(runtime.db.pool, call, clinic.name)
+    return await runtime.outbound_profile(call_id, clinic.service, call, greeting=greeting,
                                           clinic_number=attempt.from_number or clinic.number)
 
 

@@ -33,8 +33,9 @@ from pgqueuer import RetryRequested
 from config import Settings
 from db import outbound
 from db import outbound_dial as dials
+from db import repositories as repo
 from db.outbound import OPEN_STATUSES, Attempt, OutboundTask
-from db.outbound_dial import Close, NextStep, Retry
+from db.outbound_dial import Close, Keep, NextStep, Retry
 from runner.outbound.context import DAY, Callee, Clinic, earliest_dial, load_callee, load_clinic
 from runner.outbound.outcomes import (
     FAX,
@@ -105,6 +106,9 @@ class Dispatcher:
                     await self._reconcile(task, attempt)
                 else:
                     await self._follow(task, attempt)
+                return
+            if attempt is not None and attempt.outcome == "answered":
+                await self._after_conversation(task, attempt)
                 return
             await dials.back_to_pending(self.pool, task.id, why=None)
             task = await outbound.get_task(self.pool, None, task_id)
@@ -245,9 +249,9 @@ class Dispatcher:
                     await self.call_ended(attempt, call.status, answered_by=None)
                     return
                 if call is None and self.clock() - attempt.started_at > FOLLOW_GIVE_UP_AFTER:
-                    await self._settle(task, attempt, "failed",
-                                       "Twilio no longer lists the call",
-                                       await self.next_step(task, attempt, "failed"))
+                    outcome = attempt.outcome or "failed"
+                    await self._settle(task, attempt, outcome, "Twilio no longer lists the call",
+                                       await self.next_step(task, attempt, outcome))
                     return
         await self._follow_later(task)
 
@@ -262,11 +266,37 @@ class Dispatcher:
             return None
         outcome = attempt.outcome or outcome_of(status, answered_by,
                                                 reached_us=attempt.call_id is not None)
+        detail = f"Twilio: {status}"
+        call = await self._answered_call(attempt)
+        if outcome == "answered" and call is not None and call.get("connected_at") is None:
+            # The person answered but the call never streamed: they never heard us.
+            outcome, detail = "failed", f"{detail}; answered, but the call never streamed"
         if answered_by == FAX or attempt.detail.startswith(FAX_ANSWERED):
             step: NextStep = Close("failed", "failed", FAX_ANSWERED)
+        elif outcome == "answered" and call is not None and call.get("ended_at") is None:
+            step = Keep()  # the call's own end closes the task with what it found
         else:
             step = await self.next_step(task, attempt, outcome)
-        return await self._settle(task, attempt, outcome, f"Twilio: {status}", step)
+        return await self._settle(task, attempt, outcome, detail, step)
+
+    async def _answered_call(self, attempt: Attempt) -> dict[str, Any] | None:
+        """The record of the attempt's answered call (None: no answer reached us)."""
+        if attempt.call_id is None:
+            return None
+        return await repo.get_call(self.pool, attempt.call_id)
+
+    async def _conversation_open(self, attempt: Attempt) -> bool:
+        """The answered call's record is still open (its conversation is finishing)."""
+        call = await self._answered_call(attempt)
+        return call is not None and call.get("ended_at") is None
+
+    async def _after_conversation(self, task: OutboundTask, attempt: Attempt) -> None:
+        """An answered call whose task is still open: once its record is closed (the
+        conversation's end did not close the task), the task is done, answered."""
+        if await self._conversation_open(attempt):
+            return  # looked at again on the next follow-up
+        await outbound.finish_task(self.pool, task.id, outcome="answered", status="done",
+                                   detail="the call ended without closing the task")
 
     async def next_step(self, task: OutboundTask, attempt: Attempt, outcome: str) -> NextStep:
         """After an attempt ended `outcome`: done when answered; another try after the
@@ -300,6 +330,10 @@ class Dispatcher:
         self.lines.release_ringing(attempt.id)
         if isinstance(step, Close) and step.status == "failed":
             logger.warning(f"outbound task {task.id} failed: {step.why or step.outcome}")
+        elif isinstance(step, Keep):
+            logger.info(f"outbound task {task.id}: attempt {attempt.number} answered; the "
+                        "conversation closes the task")
+            return ended
         else:
             logger.info(f"outbound task {task.id}: attempt {attempt.number} ended "
                         f"{ended.outcome}")

@@ -17,6 +17,7 @@ from config import Settings
 from db import jobs, outbound
 from db import outbound_dial as dials
 from db import repositories as repo
+from flows.outbound_greeting import greeting_line
 from tests.runner.outbound_world import World, make_world
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -42,8 +43,8 @@ async def world(db) -> World:
 
 async def dialled(world: World, **task) -> tuple[str, outbound.Attempt]:
     """A task the dispatcher has just dialled: its attempt, placed as `CA…`."""
-    task_id = await world.task(**task)
-    # The dispatcher's own job is the one running; none is left due for another service.
+    # Not due for a day: the service's own dispatcher leaves it to the test.
+    task_id = await world.task(**{"not_before": datetime.now(UTC) + timedelta(days=1), **task})
     await jobs.cancel_key(world.db.pool, outbound.dial_key(task_id))
     attempt = await dials.begin_attempt(
         world.db.pool, await world.get(task_id), to_number=world.patient_phone,
@@ -135,17 +136,37 @@ async def test_a_person_is_put_through_with_the_task_and_greeted_by_first_name(c
                                                             world.patient_phone)
     assert record["config_snapshot"]["outbound"]["task_id"] == task_id
     profile = client.app.state.runtime.take_profile(call_id)
-    assert profile.greeting == "Hello, this is Riverside Clinic. May I speak with Ada, please?"
+    assert profile.greeting == greeting_line("Riverside Clinic", "Ada")  # the first name only
     assert profile.outbound.task_id == task_id and profile.outbound.attempt_id == attempt.id
     assert profile.graph.id == "companion_checkin"  # the task kind's graph
     answered = await dials.get_attempt(world.db.pool, attempt.id)
     assert (answered.outcome, answered.call_id) == ("answered", call_id)
 
-    # The conversation did not close the task itself: the end of the call does.
+    # The call streams; Twilio reports it over while its conversation is still finishing:
+    # the task is left for the call's own end to close, with what the call found.
+    assert await repo.claim_call_for_stream(world.db.pool, call_id) is not None
     status(client, attempt, "completed", AnsweredBy="human", CallDuration="95")
+    assert (await world.get(task_id)).status == "in_progress"
+    assert (await dials.get_attempt(world.db.pool, attempt.id)).outcome == "answered"
+
+    # That end closed the record but not the task: the dispatcher's next look closes it.
+    await repo.update_call(world.db.pool, call_id, status="completed",
+                           ended_at=datetime.now(UTC), completion_reason="caller_hangup")
+    await world.dispatcher.run(task_id)
 
     task = await world.get(task_id)
     assert (task.status, task.outcome) == ("done", "answered")
+
+
+async def test_a_person_whose_call_never_streamed_is_tried_again(client, world):
+    task_id, attempt = await dialled(world)
+
+    answer(client, attempt, AnsweredBy="human")
+    status(client, attempt, "completed", AnsweredBy="human")
+
+    ended = await dials.get_attempt(world.db.pool, attempt.id)
+    assert ended.outcome == "failed" and "never streamed" in ended.detail
+    assert (await world.get(task_id)).status == "pending"
 
 
 async def test_a_fax_is_hung_up_on_and_the_task_fails(client, world):
@@ -224,3 +245,23 @@ async def test_an_answer_the_database_cannot_serve_is_told_then_tried_again(
     ended = await dials.get_attempt(world.db.pool, attempt.id)
     assert ended.outcome == "failed"  # the callee never reached the clinic
     assert (await world.get(task_id)).status == "pending"
+
+
+async def test_a_stored_graph_without_the_right_person_check_gives_way_to_the_bundled_one(
+        client, world):
+    from db.graph_store import save_graph
+    from flows.graph import bundled_graph
+
+    # The clinic's own check-in graph, from before the right-person check.
+    old = {**bundled_graph("clinic_booking").model_dump(mode="json"),
+           "id": "companion_checkin", "version": 90}
+    await save_graph(world.db.pool, world.workspace_id, old, world.clinic["id"])
+    _, attempt = await dialled(world, kind="checkin")
+
+    twiml = answer(client, attempt, AnsweredBy="human")
+
+    call_id = twiml.find("./Connect/Stream/Parameter").get("value")
+    profile = client.app.state.runtime.take_profile(call_id)
+    assert profile.graph.id == "companion_checkin" and profile.graph.version != 90
+    assert any("right_person_confirmed" in problem or "checking_person" in problem
+               for problem in profile.graph_problems)

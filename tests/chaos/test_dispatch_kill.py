@@ -20,7 +20,7 @@ from db import repositories as repo
 from simulator.outbound_callee import CallTiming
 from simulator.twilio_rest import FakeTwilioRest
 from tests.api.clinics import new_number
-from tests.e2e.outbound_tasks import due_task, only_these_tasks
+from tests.e2e.outbound_tasks import due_task
 from tests.e2e.service_process import start_service
 from tests.local_http import serve_http
 
@@ -77,7 +77,6 @@ async def test_a_kill_while_twilio_holds_the_dial_loses_no_task_and_dials_no_one
     twilio = FakeTwilioRest(timing=CallTiming(no_answer_s=3.0))  # nobody answers
     twilio.add_number(clinic_number)
     holding = HoldingTwilio(twilio)
-    await only_these_tasks(db)
 
     async with serve_http(holding.app()) as twilio_url:
         env = {"DATABASE_URL": db.dsn, "LOG_LEVEL": "INFO", "PUBLIC_URL": PUBLIC_URL,

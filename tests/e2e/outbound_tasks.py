@@ -1,12 +1,12 @@
 """Outbound tasks for the tests that run the real service's dispatcher on the session's
 database: due now, in a timezone where it is the afternoon now (inside every callee's
-calling hours), and the only ones it will dial."""
+calling hours)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 
-from db import jobs, outbound
+from db import outbound
 
 
 def afternoon_zone() -> str:
@@ -14,13 +14,6 @@ def afternoon_zone() -> str:
     hour = datetime.now(UTC).hour
     ahead = next(n for n in range(-12, 15) if 12 <= (hour + n) % 24 <= 16)
     return "Etc/GMT" if ahead == 0 else f"Etc/GMT{-ahead:+d}"  # Etc/GMT-3 is UTC+3
-
-
-async def only_these_tasks(db) -> None:
-    """Dial jobs other tests left queued are not this service's to dial."""
-    stale = await db.pool.fetch(
-        "SELECT id FROM pgqueuer WHERE entrypoint = $1 AND status = 'queued'", outbound.DIAL_JOB)
-    await jobs.cancel(db.pool, [row["id"] for row in stale])
 
 
 async def due_task(db, workspace_id: str, service_id: str, callee: str, *,

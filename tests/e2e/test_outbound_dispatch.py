@@ -13,13 +13,12 @@ from datetime import UTC, datetime
 import pytest
 
 from db import outbound
-from db import outbound_dial as dials
 from db import repositories as repo
 from language.spoken import say_phone
 from simulator.outbound_callee import CallTiming
 from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.api.clinics import new_number
-from tests.e2e.outbound_tasks import due_task, only_these_tasks
+from tests.e2e.outbound_tasks import due_task
 from tests.e2e.service_process import free_port, start_service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -47,7 +46,6 @@ async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_out
     twilio.add_number(clinic_number)
     twilio.add_callee(machine, "voicemail")
     twilio.add_callee(busy, "busy")
-    await only_these_tasks(db)
     port = free_port()
 
     async with serve_twilio_rest(twilio) as twilio_url:
@@ -82,3 +80,50 @@ async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_out
         assert task.status == "pending" and task.next_attempt_at > datetime.now(UTC)
     status_codes = {sent.status_code for sent in twilio.webhooks}
     assert status_codes <= {200, 204}, twilio.webhooks  # every webhook signed and accepted
+
+
+async def test_a_person_who_cannot_talk_leaves_the_task_closed_with_what_the_call_found(
+        db, tmp_path):
+    import yaml
+
+    from simulator.outbound_callee import script_callee
+
+    workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+    clinic_number, person = new_number(), new_number()
+    clinic = await repo.create_service(db.pool, workspace["id"], "Harbour Clinic",
+                                       phone_number=clinic_number)
+    script = tmp_path / "callee.yaml"
+    script.write_text(yaml.safe_dump({
+        "name": "hangs_up", "from": person, "to": clinic_number, "hangup_after_s": 1.0,
+        "turns": [{"say": "Hello? Sorry, I can't talk now.", "wait_s": 4}]}))
+    twilio = FakeTwilioRest(timing=CallTiming(ring_s=0.2))
+    twilio.add_number(clinic_number)
+    twilio.add_callee(person, script_callee(script))
+    port = free_port()
+
+    async with serve_twilio_rest(twilio) as twilio_url:
+        service = await asyncio.to_thread(start_service, {
+            "DATABASE_URL": db.dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
+            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
+            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
+        }, tmp_path / "service.log", timeout_s=180, port=port)
+        try:
+            task_id = await due_task(db, workspace["id"], clinic["id"], person)
+            (attempt,) = await _ended(db, [task_id], 90)
+            await twilio.wait_for(attempt.call_sid)
+            task = await outbound.get_task(db.pool, None, task_id)
+            record = await repo.get_call(db.pool, attempt.call_id)
+        finally:
+            await asyncio.to_thread(service.stop)
+
+    heard = twilio.outcome(attempt.call_sid)
+    assert heard.answered_by == "human" and heard.stream_url is not None, heard
+    assert attempt.outcome == "answered"
+    assert record["direction"] == "outbound" and record["ended_at"] is not None
+    # The conversation closed the task with what it found (the person could not talk),
+    # not the dispatcher's plain "answered".
+    # (Heard, or not, by the offline recogniser: either way nobody was confirmed.)
+    assert task.status == "failed" and task.outcome in ("wrong_person", "failed"), task
+    events = await db.pool.fetch("SELECT type FROM call_events WHERE call_id = $1",
+                                 uuid.UUID(attempt.call_id))
+    assert "outbound_task_finished" in {e["type"] for e in events}
