@@ -36,7 +36,7 @@ from db import outbound_dial as dials
 from db import repositories as repo
 from db.outbound import OPEN_STATUSES, Attempt, OutboundTask
 from db.outbound_dial import Close, Keep, NextStep, Retry
-from runner.outbound.context import DAY, Callee, Clinic, earliest_dial, load_callee, load_clinic
+from runner.outbound.context import DAY, earliest_dial, load_callee, load_clinic
 from runner.outbound.outcomes import (
     FAX,
     NOT_REACHED,
@@ -409,4 +409,4 @@ async def outbound_dial(runtime: AppRuntime, payload: dict[str, Any]) -> None:
     await dispatcher_for(runtime).run(task_id)
 
 
-__all__ = ["Callee", "Clinic", "Dispatcher", "Lines", "dispatcher_for", "outbound_dial"]
+__all__ = ["Dispatcher", "Lines", "dispatcher_for", "outbound_dial"]
