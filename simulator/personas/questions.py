@@ -63,7 +63,6 @@ _ASKED_FOR = re.compile(
     rf"|\b(?:reach|get hold of|contact|get in touch with) {_NAME}"
     rf"|\b[Aa]re you {_NAME}"
 )
-_TITLE = re.compile(r"^(?:Mr|Mrs|Ms|Miss|Dr)\.? ")
 
 
 class OutboundPatterns(BaseModel):
@@ -205,12 +204,11 @@ def offers_in(text: str) -> list[Offer]:
 
 def asked_for(question: str) -> str | None:
     """The name a right-person question asks for ("May I speak with Margaret?" →
-    'Margaret'), without a title; None when it names nobody."""
+    'Margaret', "Is Mrs. Chen there?" → 'Mrs. Chen'); None when it names nobody."""
     match = _ASKED_FOR.search(question)
     if match is None:
         return None
-    name = next(group for group in match.groups() if group)
-    return _TITLE.sub("", name).replace("’", "'")
+    return next(group for group in match.groups() if group).replace("’", "'")
 
 
 def classify(text: str, *, outbound: bool = False) -> AgentAsk:
