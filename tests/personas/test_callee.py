@@ -6,6 +6,7 @@ from datetime import date
 
 import pytest
 
+from simulator.outbound_callee import parse_callee
 from simulator.personas.caller import RuleCaller
 from simulator.personas.judge import explicit_yes
 from simulator.personas.model import Persona
@@ -387,3 +388,26 @@ def test_the_clinics_goodbye_ends_the_call(goodbye):
 
     assert rules.respond([goodbye]) in ("Bye.", "Thanks, bye.", "Okay, bye.")
     assert rules.finished
+
+
+# --- As the Twilio stand-in plays it ---------------------------------------------------------
+
+
+async def silent_voice(text: str, sample_rate: int) -> bytes:
+    return b"\x00\x00" * 160
+
+
+async def test_a_person_callee_named_by_an_outbound_persona_file_answers_the_clinics_call():
+    person = parse_callee("person:scenarios/personas/outbound/reminder_confirms.yaml",
+                          synthesize=silent_voice)
+    caller = await person.caller()
+    agent_says = [ASK_FOR_HER[0], ASK_BIRTH_DATE[0], REMINDERS[0],
+                  "Lovely. Confirmed the Follow-up visit. We'll see you then."]
+
+    said = [(await caller.next_line(number, [turn])).text
+            for number, turn in enumerate(agent_says, 1)]
+
+    assert person.name == "reminder_confirms"
+    assert "March" in said[1] and ("1948" in said[1] or "forty-eight" in said[1])
+    assert "I'll be there" in said[2] and "bye" in said[3].lower()
+    assert caller.next_cue() is None  # said goodbye: only waits to hang up
