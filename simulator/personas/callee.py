@@ -10,12 +10,35 @@ answers it as on any call. Like the caller, it knows only what it heard and what
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
+from simulator.personas.model import Persona, Task
+from simulator.personas.phrase_bank import PhraseBank
 from simulator.personas.questions import AgentAsk, classify
 
-if TYPE_CHECKING:
-    from simulator.personas.caller import RuleCaller
+
+class Progress(Protocol):
+    """Where the caller is in their tasks (caller.CallerProgress)."""
+
+    lines: int
+    task_index: int
+    done: list[bool]
+
+
+class CallerSide(Protocol):
+    """What the callee uses of the rule-based caller that plays the persona."""
+
+    persona: Persona
+    phrases: PhraseBank
+    progress: Progress
+
+    def values(self, task: Task | None = None) -> dict[str, str]: ...
+
+    def finish(self, line: str) -> str: ...
+
+    def clauses(self, tasks: list[Task]) -> str: ...
+
+    def remaining_tasks(self) -> list[Task]: ...
 
 
 class _Pass:
@@ -35,7 +58,7 @@ REMINDER_GOALS = ("confirm_reminder", "cancel_reminder", "move_reminder")
 class CalleeRules:
     """One outbound persona's side of the clinic's call (see the module docstring)."""
 
-    def __init__(self, caller: RuleCaller) -> None:
+    def __init__(self, caller: CallerSide) -> None:
         self._caller = caller
         goal = caller.persona.goal
         assert goal is not None, "an outbound persona has a goal"

@@ -123,8 +123,8 @@ def task_outcome_problems(persona: Persona, events: list[dict[str, Any]]) -> lis
         unfinished = next((e.get("data") or {} for e in events
                            if e.get("type") == "outbound_task_unfinished"), None)
         if unfinished is not None:
-            return [f"the outbound task was not closed ({unfinished.get('error', 'unknown')}); "
-                    f"expected {expected}"]
+            error = unfinished.get("error", "unknown")
+            return [f"the outbound task was not closed ({error}); expected {expected}"]
         return [f"the call record does not show the outbound task closed; expected {expected}"]
     got = finished[-1].get("outcome")
     if got != expected:

@@ -33,51 +33,51 @@ ASK_FOR_SOMEONE_ELSE = [
     "Good morning, is Mr. Walsh there?",
 ]
 ASK_FOR_REQUESTER = [
-    "Hello, this is Demo Family Clinic, returning a call from this number. Are you the "
-    "person who asked us to call back?",
+    ("Hello, this is Demo Family Clinic, returning a call from this number. Are you the "
+    "person who asked us to call back?"),
     "Hi, it's Demo Family Clinic. Did you ask us to call you back?",
 ]
 ASK_BIRTH_DATE = [
     "Thank you. Before I go on, could you confirm your date of birth for me, please?",
-    "I just need to make sure I'm speaking with the right person before I go on. What's "
-    "your date of birth?",
+    ("I just need to make sure I'm speaking with the right person before I go on. What's "
+    "your date of birth?"),
     "Great, thanks. And can you tell me your date of birth, just to check?",
 ]
 CALLING_BACK = [
-    "Thank you, Margaret. You asked us to call you back about your test results. How can "
-    "I help?",
-    "Thank you, Margaret. I'm calling from Demo Family Clinic about your test results. "
-    "How can I help?",
+    ("Thank you, Margaret. You asked us to call you back about your test results. How can "
+    "I help?"),
+    ("Thank you, Margaret. I'm calling from Demo Family Clinic about your test results. "
+    "How can I help?"),
     "Thanks Margaret, I'm returning your call about your blood test. What can I do for you?",
 ]
 OFFERS = [
-    "Thank you, Margaret. You're on our waitlist, and physiotherapy on Tuesday, March 11 "
-    "at 2 PM has just opened up. Would you like me to book it for you?",
-    "Great news: a cancellation means we have a physio slot on Tuesday at 2 PM. Would you "
-    "like it?",
-    "Thanks. A time has come up for your physiotherapy on Tuesday, March 11 at 2 PM. "
-    "Shall I book it for you?",
+    ("Thank you, Margaret. You're on our waitlist, and physiotherapy on Tuesday, March 11 "
+    "at 2 PM has just opened up. Would you like me to book it for you?"),
+    ("Great news: a cancellation means we have a physio slot on Tuesday at 2 PM. Would you "
+    "like it?"),
+    ("Thanks. A time has come up for your physiotherapy on Tuesday, March 11 at 2 PM. "
+    "Shall I book it for you?"),
 ]
 OFFER_AGAIN = "Would you like me to book physiotherapy on Tuesday at 2 PM for you? Please " \
               "say yes or no."
 SLOT_GONE = [
-    "I'm sorry, someone else has just taken that time. You're still on the waitlist, and "
-    "we'll call you when another time opens up. Is there anything else I can help with?",
-    "Thank you, Margaret. We were calling about an opening for physiotherapy, but I'm "
+    ("I'm sorry, someone else has just taken that time. You're still on the waitlist, and "
+    "we'll call you when another time opens up. Is there anything else I can help with?"),
+    ("Thank you, Margaret. We were calling about an opening for physiotherapy, but I'm "
     "sorry, it has just been taken. You're still on the waitlist. Is there anything else "
-    "I can help with?",
+    "I can help with?"),
     "Oh, I'm sorry, that slot is no longer available. Is there anything else?",
 ]
 REMINDERS = [
-    "Thank you, Margaret. I'm calling to remind you about your follow-up visit with Dr. "
+    ("Thank you, Margaret. I'm calling to remind you about your follow-up visit with Dr. "
     "Maya Patel at our Downtown clinic on Thursday, March 6 at 10 AM. Will you be able to "
-    "make it?",
-    "Will you be able to come to your follow-up visit with Dr. Maya Patel? If not, I can "
-    "cancel it or move it for you.",
-    "Hi Margaret, just a reminder that you have a follow-up visit on Thursday at 10 AM. "
-    "Can you still make it?",
-    "This is a quick reminder about your appointment on Thursday at 10 AM. Are you still "
-    "planning to come?",
+    "make it?"),
+    ("Will you be able to come to your follow-up visit with Dr. Maya Patel? If not, I can "
+    "cancel it or move it for you."),
+    ("Hi Margaret, just a reminder that you have a follow-up visit on Thursday at 10 AM. "
+    "Can you still make it?"),
+    ("This is a quick reminder about your appointment on Thursday at 10 AM. Are you still "
+    "planning to come?"),
 ]
 CANCEL_OR_MOVE = "No problem. Would you like to cancel it, or move it to another time?"
 CANCEL_READ_BACK = "That's a follow-up visit on Thursday, March 6 at 10 AM. Do you want me " \
@@ -164,8 +164,8 @@ def test_hearing_why_the_clinic_called_back_they_ask_for_what_they_want_next(tol
     assert rules.task.kind == "book"
     picked = rules.respond(["I have Monday, March 10 at 9 AM. Which would you like?"])
     assert "Monday" in picked or "first" in picked
-    assert explicit_yes(rules.respond(["Just to confirm: Flu shot on Monday, March 10 at 9 AM. "
-                                       "Shall I book that?"]))
+    assert explicit_yes(rules.respond([("Just to confirm: Flu shot on Monday, March 10 at 9 AM. "
+                                       "Shall I book that?")]))
 
 
 @pytest.mark.parametrize("told", CALLING_BACK)
@@ -183,8 +183,8 @@ def test_a_callback_that_asks_straight_away_is_answered_as_asked():
                              {"kind": "book", "service": "a follow-up", "prefer": {
                                  "day": "tuesday"}}))
 
-    answer = rules.respond(["Thanks Margaret, I'm calling back about your results: the doctor "
-                            "would like to see you. What day suits you?"])
+    answer = rules.respond([("Thanks Margaret, I'm calling back about your results: the doctor "
+                            "would like to see you. What day suits you?")])
 
     assert answer in ("Tuesday would be best.", "Tuesday, please.", "Could we do Tuesday?")
 
@@ -211,8 +211,8 @@ def test_offered_the_waitlisted_slot_they_turn_it_down(offer):
     answer = rules.respond([offer])
 
     assert answer.startswith("No") and not explicit_yes(answer)
-    kept = rules.respond(["No problem, I'll keep you on the waitlist, and we'll call you if "
-                          "another time opens up. Is there anything else I can help with?"])
+    kept = rules.respond([("No problem, I'll keep you on the waitlist, and we'll call you if "
+                          "another time opens up. Is there anything else I can help with?")])
     assert "bye" in kept.lower() and rules.finished
 
 
@@ -236,8 +236,8 @@ def test_reminded_of_an_appointment_they_say_they_will_be_there(reminder):
     answer = rules.respond([reminder])
 
     assert explicit_yes(answer) and rules.progress.done == [True]
-    bye = rules.respond(["Lovely. Confirmed the Follow-up visit with Dr. Maya Patel on "
-                         "Thursday at 10 AM. We'll see you then."])
+    bye = rules.respond([("Lovely. Confirmed the Follow-up visit with Dr. Maya Patel on "
+                         "Thursday at 10 AM. We'll see you then.")])
     assert "bye" in bye.lower() and rules.finished
 
 
@@ -263,11 +263,11 @@ def test_reminded_of_an_appointment_they_cannot_make_they_move_it(reminder):
     assert answer.startswith(("No", "Not")) and mentions_moving(answer)
     assert mentions_moving(rules.respond([CANCEL_OR_MOVE]))
     rules.respond(["Sure. What day or time would suit you?"])
-    picked = rules.respond(["I have Monday, March 10 at 9 AM or Tuesday, March 11 at 2 PM. "
-                            "Which would you like?"])
+    picked = rules.respond([("I have Monday, March 10 at 9 AM or Tuesday, March 11 at 2 PM. "
+                            "Which would you like?")])
     assert "Tuesday" in picked or "second" in picked
-    assert explicit_yes(rules.respond(["Just to confirm: move it to Tuesday, March 11 at 2 PM. "
-                                       "Shall I move it?"]))
+    assert explicit_yes(rules.respond([("Just to confirm: move it to Tuesday, March 11 at 2 PM. "
+                                       "Shall I move it?")]))
     assert rules.progress.done == [True]
 
 
@@ -355,12 +355,12 @@ def test_a_check_in_call_is_a_chat_that_winds_down_and_says_goodbye():
     rules = confirmed(callee({"kind": "checkin", "words": "Oh, I'm doing well, thank you."}))
 
     said = [rules.respond([turn]) for turn in (
-        "Thank you, Margaret. It's your check-in call from Demo Family Clinic. How are you "
-        "doing today?",
-        'Last time we spoke, you told me: "My granddaughter Lily has her piano recital on '
-        'Saturday." How has that been?',
-        "Before I forget, a reminder from the team: Take your blood pressure reading each "
-        "morning. Have you done that?",
+        ("Thank you, Margaret. It's your check-in call from Demo Family Clinic. How are you "
+        "doing today?"),
+        ('Last time we spoke, you told me: "My granddaughter Lily has her piano recital on '
+        'Saturday." How has that been?'),
+        ("Before I forget, a reminder from the team: Take your blood pressure reading each "
+        "morning. Have you done that?"),
         "Wonderful, I've made a note that it's done. What else has been happening?",
         "Thank you for telling me. What else has been happening?",
         "It was lovely to catch up. Is there anything else before we say goodbye?",
@@ -378,8 +378,8 @@ def test_a_check_in_call_is_a_chat_that_winds_down_and_says_goodbye():
 @pytest.mark.parametrize("goodbye", [
     "Thank you for your time. Goodbye.",
     "No problem, we'll try another time. You can reach us on 555 010 0100. Thank you, goodbye.",
-    "I'm sorry, I can't go on without confirming who I'm speaking with. You can reach us on "
-    "555 010 0100. Goodbye.",
+    ("I'm sorry, I can't go on without confirming who I'm speaking with. You can reach us on "
+    "555 010 0100. Goodbye."),
     "Alright, have a lovely day. Bye for now.",
 ])
 def test_the_clinics_goodbye_ends_the_call(goodbye):

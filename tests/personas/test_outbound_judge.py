@@ -63,8 +63,8 @@ def test_care_spoken_of_before_the_check_fails_the_call():
     verdict = judge(callee("confirm_reminder", "confirmed"), confirmed_reminder(record).ended())
 
     assert not verdict.success
-    assert verdict.reasons == ["the agent spoke of the patient's care before the right-person "
-                               "check: it said 'follow-up'"]
+    assert verdict.reasons == [("the agent spoke of the patient's care before the right-person "
+                               "check: it said 'follow-up'")]
 
 
 def test_a_surname_the_persona_keeps_private_counts_as_care():
@@ -101,8 +101,8 @@ def test_a_wrong_person_must_hear_nothing_of_the_patients_care():
 
     assert judge(persona, polite.ended()).success
     verdict = judge(persona, leaky.ended())
-    assert verdict.reasons == ["the agent spoke of the patient's care to a wrong person: it "
-                               "said 'blood'"]
+    assert verdict.reasons == [("the agent spoke of the patient's care to a wrong person: it "
+                               "said 'blood'")]
 
 
 def test_the_task_must_be_closed_with_what_the_goal_ended_in():
