@@ -31,11 +31,11 @@ FIELDS = frozenset({
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
     "full_name", "birth_date", "service_names", "locations", "next_step", "callback_number",
-    "lookup_result",
+    "lookup_result", "callee", "call_reason", "reminder_appointment", "call_us",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow", "slot_taken",
-                      "slot_taken_none"})
+                      "slot_taken_none", "slot_gone"})
 
 
 class ActionLines(BaseModel):
@@ -44,6 +44,7 @@ class ActionLines(BaseModel):
     next_steps: dict[str, str]
     lookups: dict[str, str]
     outcomes: dict[str, str]
+    clinic_numbers: dict[str, str]  # known ({clinic_number}) / unknown: the field `call_us`
 
     @model_validator(mode="after")
     def _fields_are_known(self) -> ActionLines:
@@ -61,6 +62,8 @@ class ActionLines(BaseModel):
             problems.append(f"next_steps must be exactly {sorted(NEXT_STEPS)}")
         if set(self.lookups) != {"found", "not_found"}:
             problems.append("lookups must be exactly found and not_found")
+        if set(self.clinic_numbers) != {"known", "unknown"}:
+            problems.append("clinic_numbers must be exactly known and unknown")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -158,9 +161,10 @@ class Engaged:
 
 async def engage(
     action: str, state: str, session: GraphSession, tools: GraphTools, *, caller_text: str,
-    clinic: str, emergency_number: str,
+    clinic: str, emergency_number: str, clinic_number: str | None = None,
 ) -> Engaged:
-    """Run the action's tool (if any) in `state`, then say its line or what went wrong."""
+    """Run the action's tool (if any) in `state`, then say its line or what went wrong.
+    `clinic_number`: the clinic's own number on this call, for "you can reach us on ..."."""
     lines = action_lines()
     result: ToolResult | None = None
     planned = ACTION_TOOLS.get(action)
@@ -174,6 +178,8 @@ async def engage(
     fields["next_step"] = lines.next_steps[_next_step(session)]
     found = "found" if session.patient is not None else "not_found"
     fields["lookup_result"] = lines.lookups[found].format_map(fields)
+    fields["call_us"] = (lines.clinic_numbers["known"].format(clinic_number=say_phone(clinic_number))
+                         if clinic_number else lines.clinic_numbers["unknown"])
     if result is not None and not result.ok:
         return Engaged(lines.outcomes[_failure(result, session)].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
@@ -188,6 +194,8 @@ def _failure(result: ToolResult, session: GraphSession) -> str:
     if result.error_class == "timeout":  # the write may have gone through: the team checks
         return "system_slow"
     if result.error_class == "conflict":  # the tool offered the next free slot, if any
+        if session.callee is not None and session.callee.slot_gone:
+            return "slot_gone"  # a waitlist offer someone else said yes to first
         return "slot_taken" if session.picked_slot else "slot_taken_none"
     return "system_down"
 
@@ -257,6 +265,25 @@ def _fields(
                                           session.new_patient.last_name) if n),
         "birth_date": say_date(session.new_patient.date_of_birth)
         if session.new_patient.date_of_birth else "",
+        **_callee_fields(session),
+    }
+
+
+def _callee_fields(session: GraphSession) -> dict[str, str]:
+    """An outbound call's fields: the first name to ask for, and (once the person is
+    confirmed as the patient, never before) why the clinic calls."""
+    callee = session.callee
+    if callee is None:
+        return {"callee": "", "call_reason": "", "reminder_appointment": ""}
+    confirmed = callee.confirmed
+    booking = callee.appointment if confirmed else None
+    return {
+        "callee": callee.first_name,
+        "call_reason": callee.reason if confirmed else "",
+        "reminder_appointment": (
+            f"{_lower_first(booking.type_name)} with {booking.practitioner_name} at our "
+            f"{booking.location_name} clinic on {say_time(booking.local_start)}"
+            if booking is not None else ""),
     }
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runner import post_call, practice_push
 from runner.job_worker import JobKind
+from runner.post_call import AfterCall, run_post_call
+from runner.practice_push import Pusher, push_booking
 
 if TYPE_CHECKING:
     from runner.runtime import AppRuntime
@@ -24,5 +27,20 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
 
         return run
 
-    kinds: list[JobKind] = []
+    kinds: list[JobKind] = [
+        # A booking held on a call reaches the practice system: 8 retries over ~35 min.
+        practice_push.RETRIES.kind(practice_push.ENTRYPOINT, bind(_push_booking)),
+        # Verify what a call wrote, then sync it: 3 retries, 30 s doubling.
+        post_call.RETRIES.kind(post_call.ENTRYPOINT, bind(_post_call)),
+    ]
     return {kind.entrypoint: kind for kind in kinds}
+
+
+async def _push_booking(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    await push_booking(Pusher(runtime.db.pool, runtime.practice, runtime.writer), payload)
+
+
+async def _post_call(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    await run_post_call(AfterCall(
+        runtime.db.pool, runtime.writer, runtime.verifier, runtime.practice,
+        runtime.settings.world.phone_country_code), payload)
