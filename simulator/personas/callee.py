@@ -186,6 +186,8 @@ class CalleeRules:
                 return self._caller.phrases.say("answer_phone")
             if self.goal_done:  # "We'll see you then."
                 return self._then_or_thanks("next_task", "thanks_goodbye")
+            if goal == "checkin":  # "I've made a note that it's done."
+                return self._caller.phrases.say("checkin_ack")
         return PASS
 
     # -- goals that end the call ----------------------------------------------------------

@@ -250,7 +250,15 @@ def _outbound_kind(text: str, spoken: str, question: str | None
         if pattern.search(normalize(scope)):
             named = asked_for(scope) or asked_for(text) if kind == "right_person" else None
             return kind, named
+    if question is not None and _asks_anything_else(question):
+        return None  # the call's purpose is behind it: "anything else?" is what is asked
     for kind, pattern in about:
         if pattern.search(spoken):
             return kind, None
     return None
+
+
+def _asks_anything_else(question: str) -> bool:
+    _, questions = _patterns()
+    pattern = next(p for kind, p in questions if kind == "anything_else")
+    return bool(pattern.search(normalize(question)))

@@ -224,3 +224,10 @@ def test_a_caller_on_their_own_call_never_hears_the_clinics_kinds():
 ])
 def test_the_name_a_right_person_question_asks_for_is_heard(said, name):
     assert classify(said, outbound=True).asked_for == name
+
+
+def test_anything_else_is_what_a_turn_of_the_clinics_call_asks_once_its_purpose_is_behind_it():
+    summary = ("It was lovely to catch up. I've made a note of what you told me for next time. "
+               "Is there anything else before we say goodbye?")
+
+    assert classify(summary, outbound=True).kind == "anything_else"
