@@ -60,7 +60,7 @@ _ASKED_FOR = re.compile(
     rf"\b(?:speak|talk)(?:ing)? (?:with|to) {_NAME}"
     rf"|\b[Ii]s (?:this|that) {_NAME}"
     rf"|\b[Ii]s {_NAME} (?:there|available|home|around|in)\b"
-    rf"|\b(?:reach|get hold of|contact|get in touch with) {_NAME}"
+    rf"|\b(?:reach|get hold of|contact|get in touch with|looking for) {_NAME}"
     rf"|\b[Aa]re you {_NAME}"
 )
 

@@ -138,7 +138,9 @@ OUTBOUND_PARAPHRASES = {
                      "Hi, is this Margaret Chen?", "Good afternoon, is Mrs. Chen available?",
                      "Hi, I'm trying to reach Margaret Chen. Is she there?",
                      ("Just to make sure I'm speaking with the right person: are you Margaret "
-                     "by any chance?")],
+                     "by any chance?"),
+                     "Hi, this is Ava from Demo Family Clinic. I'm looking for Margaret.",
+                     "Hi, could I please speak with Margaret Chen?"],
     "requester": [("Hello, this is Demo Family Clinic, returning a call from this number. Are "
                   "you the person who asked us to call back?"),
                   "Did you ask us to call you back?"],
@@ -154,6 +156,8 @@ OUTBOUND_PARAPHRASES = {
     "offer_slot": [("Thank you, Priya. You're on our waitlist, and physiotherapy on Tuesday, "
                    "December 2 at 2 PM has just opened up. Would you like me to book it for "
                    "you?"),
+                   ("Good news, we have an earlier appointment for you on Tuesday at 2 PM. "
+                    "Would you like it?"),
                    ("Good news, we've had a cancellation: Tuesday at 2 PM with Aisha. Would you "
                    "like it?"),
                    "We now have a slot available on Friday at 9 AM. Shall I book it?"],
@@ -163,6 +167,9 @@ OUTBOUND_PARAPHRASES = {
                   "just been taken. Is there anything else?")],
     "reminder": [("Thank you, Margaret. I'm calling to remind you about your follow-up visit "
                  "on Thursday at 10 AM. Will you be able to make it?"),
+                 ("Just calling to confirm your appointment on Thursday. Does that still work "
+                  "for you?"),
+                 "Hi Margaret, your follow-up is tomorrow at 10. Will you be attending?",
                  ("Will you be able to come to your follow-up visit? If not, I can cancel it or "
                  "move it for you."),
                  ("Just a reminder that you have a blood test tomorrow at 8 AM. Can you still "
@@ -220,6 +227,7 @@ def test_a_caller_on_their_own_call_never_hears_the_clinics_kinds():
     ("Am I speaking with Margaret Chen?", "Margaret Chen"),
     ("Is Mrs. Chen there?", "Mrs Chen"),
     ("I'm trying to reach David. Is he around?", "David"),
+    ("Hi, I'm looking for Priya Nair.", "Priya Nair"),
     ("May I speak with the patient, please?", None),
 ])
 def test_the_name_a_right_person_question_asks_for_is_heard(said, name):
