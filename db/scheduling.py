@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from db import outbound
+from db import outbound, waitlist
 from db.opening import Closure
 from db.repositories import as_uuid
 from db.slots import Booked, Slot, WeeklyHours, open_slots
@@ -314,6 +314,8 @@ async def _set_status(
     )
     if changed is None:
         raise NotFound(appointment_id)
+    if status == "cancelled":  # its reminder is called off, its slot offered to the waitlist
+        await waitlist.slot_freed(connection, str(changed))
     return await _fetch_appointment(connection, changed)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from db import reminders, waitlist
+from runner.follow_through_jobs import offer_freed_slot, sweep_interval, sweep_reminders
 from runner.job_worker import JobKind
 
 if TYPE_CHECKING:
@@ -24,5 +26,9 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
 
         return run
 
-    kinds: list[JobKind] = []
+    kinds: list[JobKind] = [
+        JobKind(waitlist.OFFER_JOB, bind(offer_freed_slot)),
+        JobKind(reminders.SWEEP_JOB, bind(sweep_reminders),
+                every=sweep_interval(runtime.settings)),
+    ]
     return {kind.entrypoint: kind for kind in kinds}
