@@ -47,16 +47,16 @@ def say_opening(moment: datetime, now: datetime) -> str:
     return f"{say_day(moment.date(), today)} at {say_clock(moment)}"
 
 
-# A call due this soon is said to come "in the next few minutes".
+# A call due this soon is said to come "shortly".
 SOON = timedelta(minutes=10)
 
 
 def say_calling_time(moment: datetime, now: datetime) -> str:
     """When the clinic's call will come, as the caller hears it, in `moment`'s own
-    timezone: 'in the next few minutes', 'later today after 2 PM', 'tomorrow morning
+    timezone: 'shortly', 'later today after 2 PM', 'tomorrow morning
     from 9 AM', 'on Monday from 9 AM', 'on Monday, December 7 from 9 AM'."""
     if moment - now <= SOON:
-        return "in the next few minutes"
+        return "shortly"
     today = now.astimezone(moment.tzinfo).date() if moment.tzinfo else now.date()
     day = moment.date()
     if day == today:  # "after" the quarter hour it falls in: still true, easier to hear

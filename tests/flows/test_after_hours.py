@@ -101,7 +101,7 @@ async def test_after_hours_an_emergency_gets_the_same_guidance_as_during_hours(d
     guidance = [line.split(" I've also asked our team")[0] for line in said]
     assert guidance[1] == guidance[0] == guidance[2]
     # only when the team can call differs: now, Thursday (Wednesday is closed), tomorrow
-    assert "call you in the next few minutes." in said[0]
+    assert "call you shortly." in said[0]
     assert "call you on Thursday from 8 AM." in said[1]
     assert "call you tomorrow morning from 8 AM." in said[2]
     for caller in (after, on_the_closure):

@@ -61,7 +61,7 @@ def test_when_the_clinic_will_call_is_said_from_where_the_caller_is():
     chicago = ZoneInfo("America/Chicago")
     friday_noon = datetime(2026, 12, 4, 12, 0, tzinfo=chicago)
     said = {
-        datetime(2026, 12, 4, 12, 5, tzinfo=chicago): "in the next few minutes",
+        datetime(2026, 12, 4, 12, 5, tzinfo=chicago): "shortly",
         datetime(2026, 12, 4, 14, 7, tzinfo=chicago): "later today after 2 PM",
         datetime(2026, 12, 5, 9, 0, tzinfo=chicago): "tomorrow morning from 9 AM",
         datetime(2026, 12, 5, 13, 30, tzinfo=chicago): "tomorrow afternoon from 1:30 PM",
