@@ -251,7 +251,8 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
             return 2
         for event in await world.review_queue(db.pool, workspace_id, limit=limit):
             why = event.notes[-1]["reason"] if event.notes else ""
-            print(f"{event.occurred_at:%Y-%m-%d %H:%M} {event.id} {event.type}: {why}")
+            action = f" → {event.review_action}" if event.review_action else ""
+            print(f"{event.occurred_at:%Y-%m-%d %H:%M} {event.id} {event.type}: {why}{action}")
         return 0
 
     return run_with_database(settings, action)

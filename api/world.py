@@ -34,6 +34,7 @@ class EventOut(BaseModel):
     confidence: str
     verification: str
     notes: list[dict[str, Any]]
+    review_action: str | None = None  # what a person must do (in the practice system)
 
 
 class VerificationOut(BaseModel):
@@ -83,7 +84,9 @@ async def verify(call_id: str, caller: Caller = Depends(require_role(Role.OPERAT
 async def review_queue(limit: int = Query(default=50, ge=1, le=500),
                        caller: Caller = Depends(require_role(Role.OPERATOR)),
                        runtime: AppRuntime = Depends(get_runtime)) -> list[EventOut]:
-    """Flagged events awaiting a person, newest first."""
+    """Flagged events awaiting a person, newest first: what verification flagged, and
+    bookings the practice system never took, each with the action needed when a look is
+    not enough (`review_action`)."""
     workspace_id = caller.workspace_id
     events = await runtime.db.bounded(
         world.review_queue(runtime.db.pool, workspace_id, limit=limit), what="review queue read")

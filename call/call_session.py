@@ -67,13 +67,16 @@ class CallLog:
     """Append-only call record for one call: events and turns, with seq and timing."""
 
     def __init__(self, call_id: str, writer: CallRecordWriter | None,
-                 observe: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 observe: Callable[[str, dict[str, Any]], None] | None = None, *,
+                 first_event_seq: int = 1) -> None:
         """`observe`: sees every record (kind, fields) for live observers
-        (ops/feed.CallFeed); it must never block or raise."""
+        (ops/feed.CallFeed); it must never block or raise. `first_event_seq`: where a
+        log opened on a finished call's record (work after the call) numbers its events,
+        past the ones already there (a taken number would drop the event)."""
         self.call_id = call_id
         self._writer = writer
         self.observe = observe
-        self._event_seq = itertools.count(1)
+        self._event_seq = itertools.count(first_event_seq)
         self._turn_seq = itertools.count(1)
         self._transition_seq = itertools.count(1)
         self._tool_seq = itertools.count(1)

@@ -165,6 +165,13 @@ class ProviderSettings(SettingsGroup):
         "may block requests without a name and a contact email.",
     )
 
+    cliniko_booking_wait_s: float = Field(
+        default=1.2, gt=0, le=1.4,
+        description="How long a booking waits for Cliniko at each step (re-checking the slot, "
+        "writing it) before the slot is held here and the write is left to the job queue, "
+        "which retries it with backoff (two steps stay inside a tool's 3 s).",
+    )
+
     @model_validator(mode="after")
     def _pms_has_credentials(self) -> ProviderSettings:
         if self.pms == "cliniko" and self.cliniko_api_key is None:

@@ -360,6 +360,13 @@ async def get_call(pool: asyncpg.Pool, call_id: str) -> JsonDict | None:
     return _row_or_none(await pool.fetchrow("SELECT * FROM calls WHERE id = $1", call))
 
 
+async def last_event_seq(pool: asyncpg.Pool, call_id: str) -> int:
+    """The highest event number on a call's record (0: none yet)."""
+    return int(await pool.fetchval(
+        "SELECT COALESCE(max(seq), 0) FROM call_events WHERE call_id = $1",
+        as_uuid(call_id)) or 0)
+
+
 async def claim_call_for_stream(
     pool: asyncpg.Pool, call_id: str, owner_instance: str | None = None
 ) -> JsonDict | None:

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from db import outbound, waitlist
+from db import outbound, practice_writes, waitlist
 from db.opening import Closure
 from db.repositories import as_uuid
 from db.slots import Booked, Slot, WeeklyHours, open_slots
@@ -24,6 +24,11 @@ LIVE = ("booked", "confirmed")
 
 class SlotTaken(Exception):
     """The slot was booked by someone else since it was offered."""
+
+
+class SlotGone(SlotTaken):
+    """The slot's practitioner, location or type was retired since it was offered: it is
+    offered no more, and the next open time is offered in its place."""
 
 
 class NotFound(Exception):
@@ -256,14 +261,28 @@ async def _fetch_appointment(
 
 async def book(
     pool: asyncpg.Pool, slot: Slot, *, patient_id: str, call_id: str | None,
-    replaces: str | None = None,
+    replaces: str | None = None, push_after: timedelta | None = None,
 ) -> Appointment:
-    """Write the booking (and cancel the one it replaces, for a reschedule) atomically."""
+    """Write the booking (and cancel the one it replaces, for a reschedule) atomically.
+
+    A slot whose practitioner, location or type was retired since it was offered is no
+    longer bookable (`SlotGone`). `push_after`: an external practice system is to get the
+    booking too; it is marked pending and its push job queued in the same transaction,
+    to run after that delay unless the write at booking time gets there first.
+    """
     async with pool.acquire() as connection, connection.transaction():
         await connection.execute(
             "SELECT 1 FROM practitioners WHERE id = $1 FOR UPDATE",
             uuid.UUID(slot.practitioner_id),
         )
+        if not await connection.fetchval(
+            """SELECT EXISTS (SELECT 1 FROM practitioners p, locations l, appointment_types t
+               WHERE p.id = $1 AND l.id = $2 AND t.id = $3 AND p.retired_at IS NULL
+                 AND l.retired_at IS NULL AND t.retired_at IS NULL)""",
+            uuid.UUID(slot.practitioner_id), uuid.UUID(slot.location_id),
+            uuid.UUID(slot.appointment_type_id),
+        ):
+            raise SlotGone(slot.starts_at.isoformat())
         clash = await connection.fetchval(
             """SELECT EXISTS (SELECT 1 FROM appointments WHERE practitioner_id = $1
                AND status = ANY ($2) AND starts_at < $4 AND $3 < ends_at
@@ -283,6 +302,8 @@ async def book(
             uuid.UUID(slot.appointment_type_id), slot.starts_at, slot.ends_at,
             as_uuid(call_id), as_uuid(replaces),
         )
+        if push_after is not None:
+            await practice_writes.queue_push(connection, str(appointment_id), delay=push_after)
         return await _fetch_appointment(connection, appointment_id)
 
 

@@ -25,7 +25,7 @@ Confidence = Literal["low", "moderate", "high", "verified"]
 CONFIDENCE_ORDER: tuple[Confidence, ...] = ("low", "moderate", "high", "verified")
 Verification = Literal["pending", "approved", "corrected", "flagged", "rejected"]
 EventSource = Literal["tool", "extraction", "audio_verification", "verification", "operator",
-                      "import"]
+                      "import", "practice"]
 
 
 class DuplicatePatient(Exception):
@@ -138,6 +138,7 @@ class ClinicalEvent:
     notes: list[dict[str, Any]]
     entity_table: str | None
     entity_id: str | None
+    review_action: str | None = None  # what a person must do, when flagged for more than a look
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def _event(row: asyncpg.Record) -> ClinicalEvent:
         _json(row["payload"]), row["summary"], row["occurred_at"], row["source"],
         row["written_by"], row["turn_seq"], row["confidence"], row["verification"],
         _json(row["verification_notes"]), row["entity_table"],
-        str(row["entity_id"]) if row["entity_id"] else None,
+        str(row["entity_id"]) if row["entity_id"] else None, row["review_action"],
     )
 
 

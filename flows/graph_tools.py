@@ -448,6 +448,9 @@ class GraphTools:
         )
         if isinstance(outcome, SlotConflict):
             raise SlotWasTaken(await self._offer_instead(tool, outcome))
+        if outcome.practice_status == "pending":  # held here; the job queue writes it there
+            self.log.event("practice_write_deferred", tool=tool, practice=self.practice.name,
+                           reason=outcome.deferred)
         return await self._booked(outcome.appointment, tool, replaces=replaces)
 
     async def _offer_instead(self, tool: str, conflict: SlotConflict) -> str:

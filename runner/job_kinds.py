@@ -10,8 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from db import reminders, waitlist
+from runner import post_call, practice_push
 from runner.follow_through_jobs import offer_freed_slot, sweep_interval, sweep_reminders
 from runner.job_worker import JobKind
+from runner.post_call import AfterCall, run_post_call
+from runner.practice_push import Pusher, push_booking
 
 if TYPE_CHECKING:
     from runner.runtime import AppRuntime
@@ -27,8 +30,24 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
         return run
 
     kinds: list[JobKind] = [
+        # A booking held on a call reaches the practice system: 8 retries over ~35 min.
+        practice_push.RETRIES.kind(practice_push.ENTRYPOINT, bind(_push_booking)),
+        # Verify what a call wrote, then sync it: 3 retries, 30 s doubling.
+        post_call.RETRIES.kind(post_call.ENTRYPOINT, bind(_post_call)),
+        # A cancelled appointment's slot, offered to the waitlist.
         JobKind(waitlist.OFFER_JOB, bind(offer_freed_slot)),
+        # Reminder calls for every enabled campaign: one job across processes, every few minutes.
         JobKind(reminders.SWEEP_JOB, bind(sweep_reminders),
                 every=sweep_interval(runtime.settings)),
     ]
     return {kind.entrypoint: kind for kind in kinds}
+
+
+async def _push_booking(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    await push_booking(Pusher(runtime.db.pool, runtime.practice, runtime.writer), payload)
+
+
+async def _post_call(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    await run_post_call(AfterCall(
+        runtime.db.pool, runtime.writer, runtime.verifier, runtime.practice,
+        runtime.settings.world.phone_country_code), payload)

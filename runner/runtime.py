@@ -51,7 +51,7 @@ from processors.safety.concept_store import workspace_concepts
 from processors.safety.concepts import ConceptIndex
 from processors.safety.monitor import concepts_named_by
 from processors.world.index import WorldIndex
-from runner import dev_credentials
+from runner import dev_credentials, post_call
 from runner.after_call import verify_after_call
 from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
@@ -291,11 +291,23 @@ class AppRuntime:
             logger.warning(f"world model index not prepared ({type(error).__name__})")
 
     def verify_soon(self, call_id: str, log: CallLog) -> asyncio.Task:
-        """Verify a finished call's writes and sync them (bounded, in the background); a
-        failure is an event in the call's record (`log`)."""
-        return self.in_background(verify_after_call(
+        """Queue a finished call's post-call work (verify its writes, sync them) as a
+        durable job (`runner/post_call.py`). If it cannot be queued it runs here in the
+        background (bounded), and the call's record (`log`) says so."""
+        return self.in_background(self._queue_post_call(call_id, log), name=f"verify-{call_id}")
+
+    async def _queue_post_call(self, call_id: str, log: CallLog) -> None:
+        try:
+            await self.db.bounded(post_call.queue_post_call(self.db.pool, call_id),
+                                  what="post-call job")
+            return
+        except Exception as error:  # noqa: BLE001 - the work still runs, here
+            logger.warning(f"call {call_id}: post-call job not queued ({type(error).__name__}); "
+                           "verifying here")
+            log.event("post_call_not_queued", error=type(error).__name__)
+        await verify_after_call(
             self.db.pool, log, self.verifier, self.practice, timeout_s=VERIFY_TIMEOUT_S,
-            country_code=self.settings.world.phone_country_code), name=f"verify-{call_id}")
+            country_code=self.settings.world.phone_country_code)
 
     def in_background(self, work: Any, *, name: str) -> asyncio.Task:
         """Run `work` off every call's path; kept until done, cancelled at close."""

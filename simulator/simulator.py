@@ -314,13 +314,15 @@ def _sid(prefix: str) -> str:
 
 @dataclass(frozen=True)
 class CallParties:
-    """The identifiers of one simulated Twilio call."""
+    """The identifiers of one simulated Twilio call. `direction`: Twilio's word for who
+    dialled (`inbound` to the service's number, `outbound-api` placed through the API)."""
 
     call_sid: str
     account_sid: str
     stream_sid: str
     from_number: str
     to_number: str
+    direction: str = "inbound"
 
     @classmethod
     def new(cls, from_number: str, to_number: str, account_sid: str | None = None) -> CallParties:
@@ -380,6 +382,27 @@ def signed_upgrade(token: str, ws_url: str) -> dict[str, str]:
     return {"X-Twilio-Signature": RequestValidator(token).compute_signature(ws_url, {})}
 
 
+def call_params(parties: CallParties) -> dict[str, str]:
+    """The fields Twilio sends with every request about a call."""
+    return {
+        "AccountSid": parties.account_sid, "CallSid": parties.call_sid,
+        "From": parties.from_number, "To": parties.to_number, "Caller": parties.from_number,
+        "Called": parties.to_number, "Direction": parties.direction, "ApiVersion": "2010-04-01",
+    }
+
+
+async def send_signed(http: httpx.AsyncClient, validator: RequestValidator, url: str,
+                      params: dict[str, str], method: str = "POST") -> httpx.Response:
+    """A webhook request as Twilio makes it: the fields as a form (POST) or appended to the
+    query (GET), signed with X-Twilio-Signature over the URL and the posted fields."""
+    if method.upper() == "GET":
+        url = f"{url}{'&' if '?' in url else '?'}{urlencode(params)}" if params else url
+        signature = validator.compute_signature(url, {})
+        return await http.get(url, headers={"X-Twilio-Signature": signature})
+    signature = validator.compute_signature(url, params)
+    return await http.post(url, data=params, headers={"X-Twilio-Signature": signature})
+
+
 class TwilioWebhooks:
     """Posts the voice webhooks exactly as Twilio does, signed with X-Twilio-Signature."""
 
@@ -392,19 +415,11 @@ class TwilioWebhooks:
         self._parties = parties
 
     def _common(self) -> dict[str, str]:
-        p = self._parties
-        return {
-            "AccountSid": p.account_sid, "CallSid": p.call_sid, "From": p.from_number,
-            "To": p.to_number, "Caller": p.from_number, "Called": p.to_number,
-            "Direction": "inbound", "ApiVersion": "2010-04-01",
-        }
+        return call_params(self._parties)
 
     async def _post(self, path: str, params: dict[str, str]) -> httpx.Response:
-        url = self._base + path
-        signature = self._validator.compute_signature(url, params)
         try:
-            headers = {"X-Twilio-Signature": signature}
-            return await self._http.post(url, data=params, headers=headers)
+            return await send_signed(self._http, self._validator, self._base + path, params)
         except httpx.ConnectError as error:
             raise SimulationError(
                 f"cannot reach the server at {self._base} ({_reason(error)}); "
@@ -949,7 +964,7 @@ async def _render_voice(
         ) from error
 
 
-async def _caller_lines(
+async def caller_lines(
     script: CallScript, synthesize: Synthesizer | None, text_mode: bool
 ) -> list[CallerLine]:
     """Synthesize every line before dialing, so speaking never waits on the engine."""
@@ -984,7 +999,7 @@ async def simulate_call(
     webhook rejected, no media stream); a call that ran but whose record cannot
     be read returns a result with `record_error` set.
     """
-    lines = await _caller_lines(script, synthesize, text_mode)
+    lines = await caller_lines(script, synthesize, text_mode)
     return await place_call(
         ScriptedCaller(lines, script.hangup_after_s), CallParties.new(
             script.from_number, script.to_number, account_sid
@@ -1033,7 +1048,7 @@ async def place_call(
                 words = None
                 if listen is not None and not text_mode:
                     words = await stack.enter_async_context(listen(target.call_id, timeline))
-                outcome = await _run_leg(
+                outcome = await run_leg(
                     ws_url, parties, target, timeline, caller, text_mode, quiet_s, words,
                     signed_upgrade(twilio_token, ws_url),
                 )
@@ -1061,11 +1076,13 @@ def _agent_was_heard(outcome: AudioOutcome | TextOutcome) -> bool:
     return bool(outcome.utterances)
 
 
-async def _run_leg(
+async def run_leg(
     ws_url: str, parties: CallParties, target: StreamTarget, timeline: CallTimeline,
     caller: Caller, text_mode: bool, quiet_s: float | None, agent_words: AgentWords | None,
     headers: dict[str, str],
 ) -> AudioOutcome | TextOutcome:
+    """Open the media stream at `ws_url` as Twilio does and play `caller` on it (typed over
+    RTVI in text mode) until one side hangs up."""
     try:
         websocket = await connect(ws_url, open_timeout=WS_OPEN_TIMEOUT_S, max_size=2**22,
                                   additional_headers=headers)

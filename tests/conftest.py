@@ -89,3 +89,13 @@ def writer() -> CollectingWriter:
 def session(writer: CollectingWriter) -> CallSession:
     """A phone call session recording into `writer`."""
     return make_session(writer)
+
+
+@pytest.fixture(autouse=True)
+async def empty_job_queue(request: pytest.FixtureRequest) -> None:
+    """A test on the session's database starts with no durable jobs queued: one left by
+    an earlier test would otherwise run in this test's service, in the middle of what the
+    test measures."""
+    if "db" in request.fixturenames:
+        database: Database = request.getfixturevalue("db")
+        await database.pool.execute("DELETE FROM pgqueuer")

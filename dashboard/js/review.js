@@ -1,5 +1,6 @@
-// Review queue: events the after-call verification flagged, and open escalations an
-// operator can acknowledge.
+// Review queue: events the after-call verification flagged and bookings the practice
+// system never took (with the action needed), and open escalations an operator can
+// acknowledge.
 
 import { api } from "./api.js";
 import { el, fmtClock, fmtDate, say, shortId, table } from "./dom.js";
@@ -68,9 +69,9 @@ export function mount(root) {
     "No open escalations.");
 
   const loadFlagged = () => loadTable(flagged, "/api/review-queue",
-    ["Call", "Type", "Summary", "Written by", "When", "Why flagged"],
+    ["Call", "Type", "Summary", "Written by", "When", "Why flagged", "Action needed"],
     (e) => [callLink(e.call_id), e.type, e.summary, e.written_by, fmtDate(e.occurred_at),
-      (e.notes ?? []).map(noteLine)],
+      (e.notes ?? []).map(noteLine), e.review_action ?? ""],
     "Nothing waits for review.");
 
   loadEscalations();

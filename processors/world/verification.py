@@ -17,7 +17,8 @@ The rules below are the offline judges, and always run: formats and impossibilit
 are decided deterministically. With a fast model configured (`ModelJudges`) the model
 classifies the call, judges each event and reviews coherence too; the stricter of the
 two verdicts stands, and a model failure leaves the rules' verdict (recorded).
-Only verified events may sync to a practice system; flagged ones form the review queue.
+Only verified events may sync to a practice system; flagged ones form the review queue
+(with the practice system's own items: a booking it never took).
 """
 
 from __future__ import annotations
@@ -483,8 +484,9 @@ async def gather_facts(pool: asyncpg.Pool, call_id: str, today: date, *,
     workspace_id = await world.call_workspace(pool, call_id)
     if workspace_id is None:
         return None
-    events = [e for e in await world.call_events(pool, call_id)
-              if not (e.type == "missing_data" and e.source == "verification")]
+    events = [e for e in await world.call_events(pool, call_id)  # the call's own writes
+              if not (e.type == "missing_data" and e.source == "verification")
+              and e.source != "practice"]
     patient_ids = sorted({e.patient_id for e in events if e.patient_id})
     patients = {p.id: p for p in await world.patients_by_ids(pool, patient_ids)}
     appointment_ids = [str(e.payload["appointment_id"]) for e in events

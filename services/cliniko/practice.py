@@ -6,6 +6,13 @@ so the slots offered carry our ids and a booking names Cliniko's. Patients and
 appointments written there are remembered in `external_refs` (system 'cliniko'): a
 second push of the same event finds them and changes nothing.
 
+A booking is written when the caller says yes: the slot is re-checked among Cliniko's
+available times, held in the world model (its `practice_push` job queued in the same
+transaction), then created there with our appointment's key in its notes. Cliniko has
+no idempotency header, so a retry looks for an appointment carrying the key before it
+creates one. Cliniko not answering within `booking_wait_s` at a step leaves the write
+to the job, which re-checks the slot first.
+
 The API as documented (github.com/redguava/cliniko-api, docs.api.cliniko.com): HTTP
 Basic with the key as user name and no password; `User-Agent: NAME (EMAIL)` and
 `Accept: application/json` on every request; the key's shard suffix picks
@@ -19,6 +26,7 @@ in logs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time as clock
 from collections.abc import Awaitable, Callable, Iterable
@@ -31,7 +39,7 @@ import asyncpg
 import httpx
 from loguru import logger
 
-from db import scheduling, world
+from db import practice_writes, scheduling, world
 from db.repositories import as_uuid
 from db.scheduling import AppointmentType
 from db.slots import PART_OF_DAY, Slot
@@ -40,8 +48,10 @@ from services.practice.base import (
     BookingMade,
     BookingOutcome,
     PMSError,
+    PMSRefused,
     SlotConflict,
     SyncOutcome,
+    TakenThere,
 )
 
 SYSTEM = "cliniko"
@@ -56,6 +66,11 @@ DEFAULT_SHARD = "au1"  # keys issued before sharding carry no suffix
 SHARD = re.compile(r"^[a-z]{2}\d{1,2}$")
 HONORIFICS = frozenset({"dr", "mr", "mrs", "ms", "miss", "mx", "prof"})
 PHONE_TYPE = "Mobile"
+# How long a booking waits for Cliniko at each step (the re-check, the write) before the
+# slot is held here and the write left to the job queue; two steps fit a tool's budget.
+BOOKING_WAIT_S = 1.2
+PUSH_DELAY = timedelta(seconds=20)  # the queued push waits this long for the first write
+KEY_PREFIX = "voice-agent-"  # an appointment's key in its Cliniko notes: prefix + our id
 
 
 class ClinikoRateLimited(PMSError):
@@ -167,6 +182,14 @@ class _Booking:
     type_name: str
     starts_at: datetime
     rescheduled_from: str | None
+    status: str = "booked"
+    practice_status: str = "local"
+    slot: Slot | None = None
+
+    @property
+    def key(self) -> str:
+        """The idempotency key a booking-time write leaves in the Cliniko notes."""
+        return f"{KEY_PREFIX}{self.id}"
 
 
 class ClinikoPractice:
@@ -175,8 +198,11 @@ class ClinikoPractice:
     def __init__(
         self, pool: asyncpg.Pool, *, api_key: str, user_agent: str,
         base_url: str | None = None, timeout_s: float = TIMEOUT_S,
+        booking_wait_s: float = BOOKING_WAIT_S, push_delay: timedelta = PUSH_DELAY,
     ) -> None:
         self._pool = pool
+        self._booking_wait_s = booking_wait_s
+        self._push_delay = push_delay
         self._base = httpx.URL((base_url or base_url_for(api_key)).rstrip("/") + "/")
         self._http = httpx.AsyncClient(
             auth=httpx.BasicAuth(api_key, ""), timeout=timeout_s, follow_redirects=False,
@@ -262,11 +288,13 @@ class ClinikoPractice:
     async def _our_places_and_people(
         self, service_id: str
     ) -> tuple[list[_Place], list[_Person]]:
-        service = as_uuid(service_id)
+        service = as_uuid(service_id)  # a retired place or person is never offered
         places = await self._pool.fetch(
-            "SELECT id, name, timezone FROM locations WHERE service_id = $1", service)
+            "SELECT id, name, timezone FROM locations WHERE service_id = $1 "
+            "AND retired_at IS NULL", service)
         people = await self._pool.fetch(
-            "SELECT id, name FROM practitioners WHERE service_id = $1", service)
+            "SELECT id, name FROM practitioners WHERE service_id = $1 AND retired_at IS NULL",
+            service)
         return ([_Place(str(r["id"]), r["name"], r["timezone"]) for r in places],
                 [_Person(str(r["id"]), r["name"], _person_keys([r["name"]])) for r in people])
 
@@ -302,21 +330,93 @@ class ClinikoPractice:
         self, slot: Slot, *, patient_id: str, call_id: str | None, replaces: str | None = None,
     ) -> BookingOutcome:
         """Cliniko is asked again whether the slot is still open (the front desk books
-        there too), then the world model holds it until the verified push."""
-        if not await self._still_open(slot):
+        there too); the world model holds it with its push queued; then it is written to
+        Cliniko (and a reschedule's old time cancelled there). Cliniko failing or slow at
+        either step leaves the write to the queued job: the slot is held all the same."""
+        deferred: str | None = None
+        try:
+            async with asyncio.timeout(self._booking_wait_s):
+                still_open = await self._still_open(slot)
+        except (PMSError, TimeoutError) as error:
+            still_open, deferred = True, _why(error)  # the job re-checks before it writes
+        if not still_open:
             logger.info("Cliniko no longer offers a slot picked on a call")
             return SlotConflict(slot, SYSTEM)
         try:
-            return BookingMade(await scheduling.book(
-                self._pool, slot, patient_id=patient_id, call_id=call_id, replaces=replaces))
+            appointment = await scheduling.book(
+                self._pool, slot, patient_id=patient_id, call_id=call_id, replaces=replaces,
+                push_after=self._push_delay)
         except scheduling.SlotTaken:
             return SlotConflict(slot, "world model")
+        if deferred is None:
+            try:
+                async with asyncio.timeout(self._booking_wait_s):
+                    await self._write(appointment.id, rechecked=True)
+            except (PMSError, TimeoutError) as error:
+                deferred = _why(error)
+            else:
+                await self._settled(appointment.id)
+                return BookingMade(appointment, "pushed")
+        logger.warning("Cliniko write of a booking left to the job queue: {}", deferred)
+        with contextlib.suppress(Exception):  # the job's own tries record theirs
+            await practice_writes.note_error(self._pool, appointment.id, deferred)
+        return BookingMade(appointment, "pending", deferred)
+
+    async def _settled(self, appointment_id: str) -> None:
+        """Written at booking time: the queued push is not needed (if this cannot be
+        recorded, the push runs, finds the booking by its key and records it)."""
+        try:
+            await practice_writes.mark_pushed(self._pool, appointment_id, cancel_queued=True)
+        except (asyncpg.PostgresError, OSError) as error:
+            logger.warning("booking written to Cliniko but not marked ({})",
+                           type(error).__name__)
+
+    async def write_booking(self, appointment_id: str) -> SyncOutcome:
+        """The `practice_push` job's write: the booking found by its key if an earlier try
+        got there, else the slot re-checked and the booking created; `TakenThere` when
+        the time went in Cliniko first. A booking cancelled before it got there is not
+        written (and an earlier try's appointment is cancelled)."""
+        return await self._write(appointment_id, rechecked=False)
+
+    async def _write(self, appointment_id: str, *, rechecked: bool) -> SyncOutcome:
+        booking = await self._booking_row(appointment_id)
+        if booking is None:
+            return SyncOutcome("unsupported", detail="no such appointment")
+        external_id = await self._ref("appointments", booking.id)
+        if external_id is None and not rechecked:
+            external_id = await self._keyed(booking)
+        wrote = False
+        if booking.status not in scheduling.LIVE:
+            if external_id:
+                wrote = await self._cancel(external_id, "Cancelled by phone")
+            return SyncOutcome("pushed" if wrote else "already_there", external_id)
+        if external_id is None:
+            external_id, wrote = await self._book(booking, keyed=True,
+                                                  recheck=not rechecked)
+        else:
+            await self._remember("appointments", booking.id, external_id)
+        wrote = await self._cancel_replaced(booking) or wrote
+        return SyncOutcome("pushed" if wrote else "already_there", external_id)
+
+    async def _keyed(self, booking: _Booking) -> str | None:
+        """The Cliniko appointment an earlier try of this booking created: at its start,
+        with its practitioner, carrying its key in the notes."""
+        practitioner = (await self._directory()).practitioner_named(booking.practitioner_name)
+        if practitioner is None:
+            return None
+        at = _utc(booking.starts_at)
+        rows = await self._list("individual_appointments", "individual_appointments", {
+            "q[]": [f"practitioner_id:={practitioner.id}", f"starts_at:>={at}",
+                    f"starts_at:<={at}"]})
+        found = next((row for row in rows if booking.key in str(row.get("notes") or "")), None)
+        return _id(found) if found else None
 
     async def _still_open(self, slot: Slot) -> bool:
-        """Whether Cliniko still lists the slot's start among the pair's available times."""
+        """Whether Cliniko still lists the slot's start among the pair's available times
+        (never for a retired type: it is offered no more)."""
         row = await self._pool.fetchrow(
             """SELECT t.name, p.service_id FROM appointment_types t
-               JOIN practitioners p ON p.id = $2 WHERE t.id = $1""",
+               JOIN practitioners p ON p.id = $2 WHERE t.id = $1 AND t.retired_at IS NULL""",
             as_uuid(slot.appointment_type_id), as_uuid(slot.practitioner_id))
         directory = await self._directory()
         kind = row and directory.kind_named(row["name"])
@@ -407,40 +507,56 @@ class ClinikoPractice:
         booking = await self._booking(event)
         if booking is None:
             return SyncOutcome("unsupported", detail="no such appointment of this patient")
+        if booking.practice_status == "pending":  # its own job writes it
+            return SyncOutcome("queued", detail="written by its practice_push job")
+        if booking.practice_status == "failed":
+            return SyncOutcome("unsupported", detail="its write failed at booking time; "
+                                                     "the clinic was told")
         external_id = await self._ref("appointments", booking.id)
         wrote = False
         if external_id is None:
             external_id, wrote = await self._book(booking)
-        replaced = booking.rescheduled_from and await self._booking_row(booking.rescheduled_from)
-        old = replaced and await self._twin(replaced)
-        if old:  # the time it replaces is freed in Cliniko too
-            wrote = await self._cancel(old, "Rescheduled") or wrote
+        wrote = await self._cancel_replaced(booking) or wrote
         return SyncOutcome("pushed" if wrote else "already_there", external_id)
 
-    async def _book(self, booking: _Booking) -> tuple[str, bool]:
-        """The Cliniko appointment for ours (found, else created); whether it was created."""
+    async def _cancel_replaced(self, booking: _Booking) -> bool:
+        """The time a reschedule replaces is freed in Cliniko too (False: nothing to do)."""
+        replaced = booking.rescheduled_from and await self._booking_row(booking.rescheduled_from)
+        old = replaced and await self._twin(replaced)
+        return bool(old) and await self._cancel(old, "Rescheduled")
+
+    async def _book(self, booking: _Booking, *, keyed: bool = False,
+                    recheck: bool = False) -> tuple[str, bool]:
+        """The Cliniko appointment for ours (found, else created); whether it was created.
+        `keyed`: its notes carry the booking's key; `recheck`: the slot must still be
+        open there before it is created (`TakenThere`)."""
         patient = await self._ref("patients", booking.patient_id)
         if patient is None:
             record = await world.patient_record(self._pool, booking.patient_id)
             patient = (await self._ensure_patient(booking.patient_id,
                                                   _patient_details(record, {}))).external_id
             if patient is None:
-                raise PMSError("the patient could not be matched in Cliniko")
+                raise PMSRefused("the patient could not be matched in Cliniko (several "
+                                 "share the name and date of birth)")
         directory = await self._directory()
         kind = directory.kind_named(booking.type_name)
         practitioner = directory.practitioner_named(booking.practitioner_name)
         business = directory.business_named(booking.location_name)
         if not (kind and practitioner and business):
-            raise PMSError("Cliniko has no appointment type, practitioner or business named "
-                           "like this appointment's")
+            raise PMSRefused("Cliniko has no appointment type, practitioner or business named "
+                             "like this appointment's")
         existing = await self._appointment_at(patient, booking.starts_at, practitioner.id)
         created = existing is None
         if existing is None:
-            existing = _id(await self._object("individual_appointments", method="POST", json={
-                "starts_at": _utc(booking.starts_at), "patient_id": patient,
-                "practitioner_id": practitioner.id, "appointment_type_id": kind.id,
-                "business_id": business.id,
-            }))
+            if recheck and booking.slot and not await self._still_open(booking.slot):
+                raise TakenThere("the time is no longer open in Cliniko")
+            body = {"starts_at": _utc(booking.starts_at), "patient_id": patient,
+                    "practitioner_id": practitioner.id, "appointment_type_id": kind.id,
+                    "business_id": business.id}
+            if keyed:
+                body["notes"] = f"Booked by phone with the clinic's voice agent ({booking.key})."
+            existing = _id(await self._object("individual_appointments", method="POST",
+                                              json=body))
         await self._remember("appointments", booking.id, existing)
         return existing, created
 
@@ -505,7 +621,9 @@ class ClinikoPractice:
 
     async def _booking_row(self, appointment_id: str) -> _Booking | None:
         row = await self._pool.fetchrow(
-            """SELECT a.id, a.patient_id, a.starts_at, a.rescheduled_from, pt.workspace_id,
+            """SELECT a.id, a.patient_id, a.starts_at, a.ends_at, a.rescheduled_from,
+                      a.status, a.practice_status, a.practitioner_id, a.location_id,
+                      a.appointment_type_id, pt.workspace_id, l.timezone,
                       p.name AS practitioner_name, l.name AS location_name,
                       t.name AS type_name
                FROM appointments a
@@ -516,10 +634,16 @@ class ClinikoPractice:
                WHERE a.id = $1""", as_uuid(appointment_id))
         if row is None:
             return None
+        zone = ZoneInfo(row["timezone"])
+        slot = Slot(str(row["practitioner_id"]), row["practitioner_name"],
+                    str(row["location_id"]), row["location_name"],
+                    str(row["appointment_type_id"]), row["starts_at"].astimezone(zone),
+                    row["ends_at"].astimezone(zone))
         return _Booking(str(row["id"]), str(row["patient_id"]), str(row["workspace_id"]),
                         row["practitioner_name"], row["location_name"], row["type_name"],
                         row["starts_at"],
-                        str(row["rescheduled_from"]) if row["rescheduled_from"] else None)
+                        str(row["rescheduled_from"]) if row["rescheduled_from"] else None,
+                        row["status"], row["practice_status"], slot)
 
     # --- external_refs ----------------------------------------------------------------
 
@@ -626,7 +750,7 @@ def _refusal(response: httpx.Response) -> PMSError:
         except (ValueError, AttributeError):
             errors = None
         fields = ", ".join(sorted(errors)[:5]) if isinstance(errors, dict) else "no detail"
-        return PMSError(f"Cliniko rejected the data (422: {fields})")
+        return PMSRefused(f"Cliniko rejected the data (422: {fields})")
     if status == 429:
         reset = response.headers.get("X-RateLimit-Reset", "")
         return ClinikoRateLimited(
@@ -634,6 +758,13 @@ def _refusal(response: httpx.Response) -> PMSError:
     if status >= 500:
         return PMSError(f"Cliniko server error ({status})")
     return PMSError(f"Cliniko refused the request ({status})")
+
+
+def _why(error: Exception) -> str:
+    """A failure as the record says it: no PHI (PMSError messages carry none)."""
+    if isinstance(error, TimeoutError):
+        return "Cliniko did not answer within the booking's wait"
+    return str(error)[:200]
 
 
 def _id(item: dict[str, Any]) -> str:

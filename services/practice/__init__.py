@@ -10,9 +10,11 @@ from services.practice.base import (
     BookingMade,
     BookingOutcome,
     PMSError,
+    PMSRefused,
     PracticeSystem,
     SlotConflict,
     SyncOutcome,
+    TakenThere,
 )
 from services.practice.builtin import BuiltinPractice
 
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
     from services.cliniko.practice import ClinikoPractice
 
 __all__ = ["BookingMade", "BookingOutcome", "BuiltinPractice", "ClinikoPractice", "PMSError",
-           "PracticeSystem", "SlotConflict", "SyncOutcome", "build_practice"]
+           "PMSRefused", "PracticeSystem", "SlotConflict", "SyncOutcome", "TakenThere",
+           "build_practice"]
 
 
 def __getattr__(name: str) -> Any:
@@ -46,5 +49,6 @@ def build_practice(settings: Settings, pool: asyncpg.Pool) -> PracticeSystem:
         return ClinikoPractice(
             pool, api_key=providers.cliniko_api_key.get_secret_value(),
             user_agent=providers.cliniko_user_agent, base_url=providers.cliniko_base_url,
+            booking_wait_s=providers.cliniko_booking_wait_s,
         )
     return BuiltinPractice(pool)

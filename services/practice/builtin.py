@@ -47,6 +47,10 @@ class BuiltinPractice:
         except scheduling.SlotTaken:
             return SlotConflict(slot, "world model")
 
+    async def write_booking(self, appointment_id: str) -> SyncOutcome:
+        """The booking is in the world model since it was held: nothing else to write."""
+        return SyncOutcome("already_there", appointment_id)
+
     async def push(self, event: ClinicalEvent) -> SyncOutcome:
         if event.type in APPLIED_AT_WRITE:
             return SyncOutcome("already_there", event.entity_id)

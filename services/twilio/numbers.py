@@ -71,15 +71,25 @@ class RebasedHttpClient(TwilioHttpClient):
         return super().request(method, url, *args, **kwargs)
 
 
+def rest_base(account: TwilioAccount) -> str:
+    """Where the account's REST API answers."""
+    return (account.base_url or TWILIO_API).rstrip("/")
+
+
+def rest_client(account: TwilioAccount) -> Client:
+    """The SDK client for the account, rebased when the API answers elsewhere."""
+    base = rest_base(account)
+    http = (RebasedHttpClient(base, account.timeout_s) if base != TWILIO_API
+            else TwilioHttpClient(timeout=account.timeout_s))
+    return Client(account.account_sid, account.auth_token, http_client=http)
+
+
 def connect_number(account: TwilioAccount, phone_number: str, *, voice_url: str,
                    status_url: str) -> ConnectedNumber:
     """Point the account's number `phone_number` (E.164) at `voice_url` and `status_url`.
     Blocking (the SDK is synchronous); raises TwilioNumberError."""
-    base = (account.base_url or TWILIO_API).rstrip("/")
-    http = (RebasedHttpClient(base, account.timeout_s) if base != TWILIO_API
-            else TwilioHttpClient(timeout=account.timeout_s))
-    client = Client(account.account_sid, account.auth_token, http_client=http)
-    numbers = client.api.v2010.accounts(account.account_sid).incoming_phone_numbers
+    base = rest_base(account)
+    numbers = rest_client(account).api.v2010.accounts(account.account_sid).incoming_phone_numbers
     try:
         found = numbers.list(phone_number=phone_number, limit=1)
         if not found:
@@ -103,7 +113,7 @@ def connect_number(account: TwilioAccount, phone_number: str, *, voice_url: str,
 def _explained(error: TwilioException, account: TwilioAccount,
                phone_number: str) -> TwilioNumberError:
     """What Twilio's refusal means for the operator."""
-    status, code, message = _refusal(error)
+    status, code, message = refusal(error)
     if status == 401 or code == TWILIO_AUTHENTICATE:
         return TwilioNumberError(
             "credentials", f"Twilio refused the credentials for account {account.account_sid} "
@@ -116,7 +126,7 @@ def _explained(error: TwilioException, account: TwilioAccount,
         "refused", f"Twilio refused the change (HTTP {status}, code {code}){detail}")
 
 
-def _refusal(error: TwilioException) -> tuple[int | None, int | None, str]:
+def refusal(error: TwilioException) -> tuple[int | None, int | None, str]:
     """HTTP status, Twilio error code and message of a refusal. A list the SDK could not
     page through carries Twilio's response instead of a parsed error."""
     if isinstance(error, TwilioRestException):

@@ -2,13 +2,15 @@
 each only for the key's own workspace."""
 
 import uuid
+from datetime import UTC, date, datetime, timedelta
 
 from fastapi.testclient import TestClient
 
 from api.app import create_app
 from config import Settings
+from db import practice_writes, scheduling, world
 from db import repositories as repo
-from db import world
+from db.seed import seed_clinic
 from db.world import EventDraft, Provenance
 
 
@@ -64,3 +66,31 @@ async def test_events_verification_and_review_queue_stay_in_their_workspace(
     assert [e["id"] for e in queue.json()] == [event_id]
     assert queue.json()[0]["verification"] == "flagged"
     assert their_queue.json() == []
+
+
+async def test_a_booking_the_practice_system_never_took_is_in_the_review_queue_with_what_to_do(
+        tmp_path, pg_dsn, db, workspace_id):
+    service = await repo.create_service(db.pool, workspace_id, f"clinic-{uuid.uuid4().hex[:6]}")
+    await seed_clinic(db.pool, workspace_id, service["id"], date.today())
+    priya = (await scheduling.patients_by_phone(db.pool, workspace_id, "+15550100204"))[0]
+    physio = next(t for t in await scheduling.appointment_types(db.pool, service["id"])
+                  if t.name == "Physiotherapy session")
+    slot = (await scheduling.available_slots(
+        db.pool, service["id"], appointment_type=physio, first_day=date.today(),
+        last_day=date.today() + timedelta(days=13), now=datetime.now(UTC)))[0]
+    booked = await scheduling.book(db.pool, slot, patient_id=priya.id, call_id=None)
+    action = "Book this appointment in Cliniko by hand (Cliniko server error (503))."
+    await practice_writes.flag_unwritten(
+        db.pool, await practice_writes.write_state(db.pool, booked.id), system="cliniko",
+        reason="Cliniko server error (503)", action=action)
+    key = await repo.create_api_key(db.pool, workspace_id, "test", role="operator")
+    settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
+
+    with TestClient(create_app(settings)) as client:
+        queue = client.get("/api/review-queue", headers={"Authorization": f"Bearer {key}"})
+
+    [item] = queue.json()
+    assert (item["type"], item["source"], item["review_action"]) == (
+        "practice_write_failed", "practice", action)
+    assert item["summary"].startswith("Not in Cliniko: Physiotherapy session with ")
+    assert item["notes"][-1]["reason"] == "Cliniko server error (503)"

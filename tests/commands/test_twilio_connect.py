@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import pytest
 
 from db import repositories as repo
+from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.api.clinics import add_clinic, new_number
 from tests.e2e.service_process import free_port
-from tests.fake_twilio_rest import FakeTwilioRest, serve_twilio_rest
 
 PUBLIC_URL = "https://agent.example.com"
 

@@ -83,6 +83,25 @@ async def test_two_callers_confirming_the_same_slot_get_it_once(db, clinic):
         db, service_id, "Annual physical", practitioner_id=slot.practitioner_id)]
 
 
+@pytest.mark.parametrize(("table", "column"), [("practitioners", "practitioner_id"),
+                                             ("locations", "location_id"),
+                                             ("appointment_types", "appointment_type_id")])
+async def test_a_slot_offered_before_its_practitioner_place_or_type_was_retired_is_not_booked(
+    db, clinic, table, column
+):
+    workspace_id, service_id = clinic
+    slot = (await fortnight(db, service_id, "Annual physical"))[0]
+    priya = (await sched.patients_by_phone(db.pool, workspace_id, "+15550100204"))[0]
+    await db.pool.execute(f"UPDATE {table} SET retired_at = now() WHERE id = $1",
+                          uuid.UUID(getattr(slot, column)))
+
+    with pytest.raises(sched.SlotTaken):  # the caller is offered the next open time
+        await sched.book(db.pool, slot, patient_id=priya.id, call_id=None)
+
+    assert slot.starts_at not in [a.starts_at for a in await sched.upcoming_appointments(
+        db.pool, priya.id, NOW)]
+
+
 async def test_a_patient_can_cancel_only_their_own_appointment(db, clinic):
     workspace_id, _ = clinic
     david = (await sched.patients_by_phone(db.pool, workspace_id, "+15550100203"))[0]

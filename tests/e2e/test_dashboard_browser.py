@@ -312,11 +312,12 @@ async def test_the_review_queue_shows_flagged_events_and_acknowledges_escalation
     summary = f"Phone changed to a number never said ({uuid.uuid4().hex[:6]})"
     await db.pool.execute(
         "INSERT INTO clinical_events (workspace_id, call_id, type, summary, source, written_by,"
-        " confidence, verification, verification_notes) VALUES ($1, $2, 'contact_updated', $3,"
-        " 'tool', 'tool:UpdatePatient', 'moderate', 'flagged', $4::jsonb)",
+        " confidence, verification, verification_notes, review_action) VALUES ($1, $2,"
+        " 'contact_updated', $3, 'tool', 'tool:UpdatePatient', 'moderate', 'flagged',"
+        " $4::jsonb, $5)",
         uuid.UUID(workspace_id), uuid.UUID(call_id), summary,
         '[{"stage": "event", "verdict": "flagged", "reason": "never said on the call",'
-        ' "judge": "rules"}]')
+        ' "judge": "rules"}]', "Check the patient's details in Cliniko: never said")
     escalation_id = await db.pool.fetchval(
         "INSERT INTO escalations (call_id, seq, concept, severity, reason, at_ms) "
         "VALUES ($1, 1, 'self_harm', 'hard', 'test escalation', 4200) RETURNING id",
@@ -330,6 +331,7 @@ async def test_the_review_queue_shows_flagged_events_and_acknowledges_escalation
     flagged = page.locator("#review-queue tr", has_text=summary)
     await flagged.wait_for()
     assert "event: flagged — never said on the call (rules)" in await flagged.inner_text()
+    assert "Check the patient's details in Cliniko: never said" in await flagged.inner_text()
     button = page.locator(f"#escalations button.ack[data-id='{escalation_id}']")
     await button.click()
     await button.wait_for(state="detached")

@@ -18,8 +18,8 @@ import yaml
 
 from runner.dev_credentials import twilio_auth_token
 from simulator.simulator import CallScript, simulate_call
+from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.api.clinics import new_number
-from tests.fake_twilio_rest import FakeTwilioRest, serve_twilio_rest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]

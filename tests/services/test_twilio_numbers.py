@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from services.twilio.numbers import TwilioAccount, TwilioNumberError, connect_number
+from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.e2e.service_process import free_port
-from tests.fake_twilio_rest import FakeTwilioRest, serve_twilio_rest
 
 NUMBER = "+15550107001"
 VOICE = "https://agent.example.com/voice/answer"

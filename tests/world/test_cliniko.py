@@ -571,3 +571,25 @@ async def test_a_slot_the_front_desk_took_in_cliniko_is_a_conflict_and_nothing_i
     assert outcome == SlotConflict(slot, "cliniko")
     assert await live_at(db, slot) == 0
     assert not fake.received("POST", "/v1/individual_appointments")  # nothing pushed either
+
+
+async def test_a_retired_practitioner_or_place_is_never_offered_or_booked_through_cliniko(
+    db, clinic, cliniko
+):
+    fake, _, practice = cliniko
+    okafor = clinic["people"]["Dr. James Okafor"]
+    his = next(s for s in await fortnight(practice, clinic, first_day=TODAY + timedelta(days=1))
+               if s.practitioner_id == okafor)
+    await db.pool.execute("UPDATE practitioners SET retired_at = now() WHERE id = $1",
+                          uuid.UUID(okafor))
+    await db.pool.execute("UPDATE locations SET retired_at = now() WHERE id = $1",
+                          uuid.UUID(clinic["places"]["Northside"]))
+    record, _ = await new_patient(db, clinic)
+
+    offered = await fortnight(practice, clinic)
+    outcome = await practice.book(his, patient_id=record.id, call_id=None)
+
+    assert offered and {s.practitioner_id for s in offered}.isdisjoint(
+        {okafor, clinic["people"]["Dr. Sofia Reyes"]})  # Reyes works only at Northside here
+    assert isinstance(outcome, SlotConflict) and await live_at(db, his) == 0
+    assert not fake.received("POST", "/v1/individual_appointments")

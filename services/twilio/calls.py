@@ -1,0 +1,164 @@
+"""Outbound calls through Twilio's REST API (twilio SDK): place one, find the ones placed to
+a number since a moment, hang one up.
+
+A call is placed with the TwiML URL Twilio requests once the callee answers and a status
+callback for every progress event (initiated, ringing, answered, completed). With
+machine detection on, detection is synchronous and waits for the end of a greeting
+(`DetectMessageEnd`): Twilio requests the URL only after it has decided, with
+`AnsweredBy` = human | machine_end_beep | machine_end_silence | machine_end_other | fax |
+unknown, so a message left on a machine starts after the beep.
+
+The SDK is synchronous: each request runs in a worker thread, bounded by the account's
+timeout. A refusal is a TwilioCallError that says whether trying again can help. Its
+message names the HTTP status and Twilio's code only: Twilio's own message can quote the
+number dialled, and these errors end up in logs.
+
+Placing a call that timed out may still have placed it: `since` finds out before dialling
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from twilio.base.exceptions import TwilioException
+
+from services.twilio.numbers import TwilioAccount, refusal, rest_base, rest_client
+
+# The progress events a placed call reports to its status callback.
+PROGRESS_EVENTS = ("initiated", "ringing", "answered", "completed")
+# Wait for the end of an answering machine's greeting before requesting the TwiML URL.
+MACHINE_DETECTION = "DetectMessageEnd"
+# The most calls `since` reads; a number is never dialled this often in a day.
+SINCE_LIMIT = 50
+# Room for the worker thread beyond the HTTP timeout before the wait gives up.
+THREAD_MARGIN_S = 2.0
+# Twilio: the call is not in a state that can be changed (it has already ended).
+CALL_ALREADY_ENDED = 21220
+# Twilio error codes a person can act on, named without Twilio's message.
+EXPLAINED = {
+    20003: "the account SID or auth token is wrong",
+    20404: "no such resource",
+    20429: "too many requests",
+    21201: "no To number",
+    21205: "the TwiML URL is not valid",
+    21210: "the From number is not verified for this account",
+    21211: "the To number is not a valid phone number",
+    21212: "the From number is not one of the account's numbers",
+    21213: "no From number",
+    21214: "the To number cannot be reached",
+    21215: "the account may not call that region",
+    21216: "the account may not call that number",
+    21217: "the To number is not a valid phone number",
+}
+
+
+@dataclass(frozen=True)
+class PlacedCall:
+    """A call as Twilio reports it."""
+
+    sid: str
+    status: str
+    to: str
+    from_: str
+    start_time: datetime | None
+
+
+class TwilioCallError(Exception):
+    """Twilio did not do what was asked. `retryable`: the same request may succeed later
+    (network, timeout, 429, 5xx); False for credentials, a bad number and other 4xx.
+    `code`: Twilio's error code, when it sent one; `status`: the HTTP status."""
+
+    def __init__(self, message: str, *, retryable: bool, code: int | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.code = code
+        self.status = status
+
+
+class TwilioCalls:
+    """The account's Calls resource."""
+
+    def __init__(self, account: TwilioAccount) -> None:
+        self._account = account
+
+    async def create(self, *, to: str, from_: str, url: str, status_callback: str,
+                     machine_detection: bool = True) -> PlacedCall:
+        """Place a call from `from_` (one of the account's numbers) to `to`; Twilio POSTs
+        `url` for the TwiML once answered, and every progress event to `status_callback`."""
+        options: dict[str, Any] = {
+            "to": to, "from_": from_, "url": url, "method": "POST",
+            "status_callback": status_callback, "status_callback_method": "POST",
+            "status_callback_event": list(PROGRESS_EVENTS),
+        }
+        if machine_detection:
+            options["machine_detection"] = MACHINE_DETECTION
+
+        def place() -> Any:
+            return self._calls().create(**options)
+
+        return _placed(await self._run("place a call", place))
+
+    async def since(self, *, to: str, from_: str, after: datetime) -> list[PlacedCall]:
+        """Calls from `from_` to `to` that started at or after `after`, newest first. Twilio
+        filters by day (`StartTime>=` takes a date), the rest is filtered here; a call not
+        dialled yet has no start time and is listed too."""
+        after = after.astimezone(UTC) if after.tzinfo else after.replace(tzinfo=UTC)
+
+        def listed() -> list[Any]:
+            return self._calls().list(to=to, from_=from_,
+                                      start_time_after=after.strftime("%Y-%m-%d"),
+                                      limit=SINCE_LIMIT)
+
+        calls = [_placed(call) for call in await self._run("list calls", listed)]
+        return [call for call in calls if call.start_time is None or call.start_time >= after]
+
+    async def hang_up(self, sid: str) -> None:
+        """End the call whatever its state; one that has already ended is left as it is."""
+
+        def end() -> Any:
+            return self._calls()(sid).update(status="completed")
+
+        try:
+            await self._run("hang up a call", end)
+        except TwilioCallError as error:
+            if error.code != CALL_ALREADY_ENDED:
+                raise
+
+    def _calls(self) -> Any:
+        """A fresh client per request: the SDK's HTTP session is not shared across threads."""
+        return rest_client(self._account).api.v2010.accounts(self._account.account_sid).calls
+
+    async def _run(self, doing: str, request: Any) -> Any:
+        timeout = self._account.timeout_s + THREAD_MARGIN_S
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(request), timeout)
+        except TimeoutError as error:
+            raise TwilioCallError(f"Twilio did not answer in {timeout:g} s ({doing})",
+                                  retryable=True) from error
+        except requests.RequestException as error:
+            raise TwilioCallError(
+                f"cannot reach Twilio at {rest_base(self._account)} to {doing} "
+                f"({type(error).__name__})", retryable=True) from error
+        except TwilioException as error:
+            raise _classified(error, doing) from error
+
+
+def _classified(error: TwilioException, doing: str) -> TwilioCallError:
+    status, code, _message = refusal(error)
+    retryable = status is not None and (status == 429 or status >= 500)
+    why = EXPLAINED.get(code or 0) or ("Twilio is unavailable" if retryable
+                                       else "the request was refused")
+    return TwilioCallError(f"Twilio refused to {doing}: {why} (HTTP {status}, code {code})",
+                           retryable=retryable, code=code, status=status)
+
+
+def _placed(call: Any) -> PlacedCall:
+    start = call.start_time if isinstance(call.start_time, datetime) else None
+    return PlacedCall(sid=call.sid, status=call.status, to=call.to,
+                      from_=getattr(call, "_from", None) or "", start_time=start)
