@@ -8,8 +8,6 @@ import asyncio
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-import pytest
-
 from db import jobs, outbound, scheduling, waitlist
 from db.pool import Database
 from runner.job_kinds import job_kinds
@@ -17,13 +15,6 @@ from runner.job_worker import JobKind, JobWorker, periodic_key
 from tests.db.small_clinic import CHICAGO, small_clinic
 
 NOW = datetime(2027, 1, 4, 10, 0, tzinfo=CHICAGO)
-
-
-@pytest.fixture
-async def clean_queue(db: Database):
-    await db.pool.execute("DELETE FROM pgqueuer")
-    yield
-    await db.pool.execute("DELETE FROM pgqueuer")
 
 
 def _worker(db: Database, kinds: dict[str, JobKind]) -> JobWorker:
@@ -45,7 +36,7 @@ async def test_the_service_runs_waitlist_offers_and_a_periodic_reminder_sweep(se
 
 
 async def test_a_cancellation_s_offer_is_made_by_the_job_worker(
-        db, settings, workspace_id, clean_queue):
+        db, settings, workspace_id):
     clinic = await small_clinic(db, workspace_id)
     ada, ben = await clinic.patient("Ada"), await clinic.patient("Ben")
     await clinic.waits(ada, clinic.physio, NOW - timedelta(days=7))
@@ -68,7 +59,7 @@ async def test_a_cancellation_s_offer_is_made_by_the_job_worker(
 
 
 async def test_a_periodic_job_is_one_across_processes_and_outlives_a_failed_run(
-        db, clean_queue):
+        db):
     runs: list[int] = []
 
     async def sweep(payload: dict) -> None:
