@@ -27,6 +27,20 @@ def engine_problems(graph: ContextGraph) -> list[str]:
     return problems
 
 
+# What every graph an outbound call runs must have (graphs/parts/outbound.yaml).
+OUTBOUND_STATES = ("checking_person", "about_the_call", "opting_out")
+
+
+def outbound_problems(graph: ContextGraph) -> list[str]:
+    """Why `graph` cannot carry a call the clinic makes (empty: it can): without the
+    right-person check in front, a stored version made before it would talk about the
+    patient's care to whoever answers."""
+    problems = [f"no state {name!r}" for name in OUTBOUND_STATES if name not in graph.states]
+    if "right_person_confirmed" not in graph.state_requires.get("about_the_call", ()):
+        problems.append("about_the_call does not require right_person_confirmed")
+    return problems
+
+
 def runnable_graph(graph_id: str) -> ContextGraph:
     """The bundled graph, checked against this engine (GraphError naming every problem)."""
     graph = bundled_graph(graph_id)

@@ -48,6 +48,10 @@ class EngageNodes:
             facts=json.dumps(engine.session.facts()), emergency_number=engine.emergency_number,
             clinic_name=engine.clinic_name,
         )
+        callee = engine.session.callee
+        if callee is not None:  # a call the clinic made: what may be said before the check
+            task += "\n\n" + render_prompt(
+                "navigator/outbound.md", callee=callee.first_name or "someone who asked for a call")
         node = NodeConfig(
             name=decision.state,
             task_messages=[{"role": "developer", "content": task}],

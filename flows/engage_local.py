@@ -31,11 +31,11 @@ FIELDS = frozenset({
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
     "full_name", "birth_date", "service_names", "locations", "next_step", "callback_number",
-    "lookup_result", "call_time", "clinic_number",
+    "lookup_result", "callee", "call_reason", "reminder_appointment", "call_us", "call_time",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow", "slot_taken",
-                      "slot_taken_none", "callback_failed", "callback_failed_no_number",
+                      "slot_taken_none", "slot_gone", "callback_failed",
                       "emergency_callback_failed", "crisis_callback_failed"})
 # When the call from the team an action promises was not arranged: what it says instead.
 CALL_NOT_ARRANGED = {"red_flag_emergency_redirect": "emergency_callback_failed",
@@ -48,6 +48,7 @@ class ActionLines(BaseModel):
     next_steps: dict[str, str]
     lookups: dict[str, str]
     outcomes: dict[str, str]
+    clinic_numbers: dict[str, str]  # known ({clinic_number}) / unknown: the field `call_us`
 
     @model_validator(mode="after")
     def _fields_are_known(self) -> ActionLines:
@@ -65,6 +66,8 @@ class ActionLines(BaseModel):
             problems.append(f"next_steps must be exactly {sorted(NEXT_STEPS)}")
         if set(self.lookups) != {"found", "not_found"}:
             problems.append("lookups must be exactly found and not_found")
+        if set(self.clinic_numbers) != {"known", "unknown"}:
+            problems.append("clinic_numbers must be exactly known and unknown")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -162,9 +165,10 @@ class Engaged:
 
 async def engage(
     action: str, state: str, session: GraphSession, tools: GraphTools, *, caller_text: str,
-    clinic: str, emergency_number: str,
+    clinic: str, emergency_number: str, clinic_number: str | None = None,
 ) -> Engaged:
-    """Run the action's tool (if any) in `state`, then say its line or what went wrong."""
+    """Run the action's tool (if any) in `state`, then say its line or what went wrong.
+    `clinic_number`: the clinic's own number on this call, for "you can reach us on ..."."""
     lines = action_lines()
     result: ToolResult | None = None
     planned = ACTION_TOOLS.get(action)
@@ -178,23 +182,23 @@ async def engage(
     fields["next_step"] = lines.next_steps[_next_step(session)]
     found = "found" if session.patient is not None else "not_found"
     fields["lookup_result"] = lines.lookups[found].format_map(fields)
+    fields["call_us"] = (lines.clinic_numbers["known"].format(clinic_number=say_phone(clinic_number))
+                         if clinic_number else lines.clinic_numbers["unknown"])
     if result is not None and not result.ok:
-        outcome = (_call_not_arranged(action, fields) if call and call[0] in PROMISE_TOOLS
+        outcome = (_call_not_arranged(action) if call and call[0] in PROMISE_TOOLS
                    else _failure(result, session))
         return Engaged(lines.outcomes[outcome].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
     line = line_for(action, session, lines)
     if "{call_time}" in line and not session.call_time:  # no call arranged: never promised
-        line = lines.outcomes[_call_not_arranged(action, fields)]
+        line = lines.outcomes[_call_not_arranged(action)]
     return Engaged(line.format_map(fields), result)
 
 
-def _call_not_arranged(action: str, fields: dict[str, str]) -> str:
+def _call_not_arranged(action: str) -> str:
     """The outcome line for a call from the team that was not arranged."""
-    if action in CALL_NOT_ARRANGED:
-        return CALL_NOT_ARRANGED[action]
-    return "callback_failed" if fields["clinic_number"] else "callback_failed_no_number"
+    return CALL_NOT_ARRANGED.get(action, "callback_failed")
 
 
 def _failure(result: ToolResult, session: GraphSession) -> str:
@@ -204,6 +208,8 @@ def _failure(result: ToolResult, session: GraphSession) -> str:
     if result.error_class == "timeout":  # the write may have gone through: the team checks
         return "system_slow"
     if result.error_class == "conflict":  # the tool offered the next free slot, if any
+        if session.callee is not None and session.callee.slot_gone:
+            return "slot_gone"  # a waitlist offer someone else said yes to first
         return "slot_taken" if session.picked_slot else "slot_taken_none"
     return "system_down"
 
@@ -268,13 +274,31 @@ def _fields(
         "summary": _check_in_summary(session),
         "callback_number": say_phone(session.callback_phone or session.caller_number or ""),
         "call_time": session.call_time or "",
-        "clinic_number": say_phone(tools.clinic_number() or ""),
         "service_names": say_list([_lower_first(t.name) for t in session.services], "or"),
         "locations": say_list([loc.name for loc in session.locations], "or"),
         "full_name": " ".join(n for n in (session.new_patient.first_name,
                                           session.new_patient.last_name) if n),
         "birth_date": say_date(session.new_patient.date_of_birth)
         if session.new_patient.date_of_birth else "",
+        **_callee_fields(session),
+    }
+
+
+def _callee_fields(session: GraphSession) -> dict[str, str]:
+    """An outbound call's fields: the first name to ask for, and (once the person is
+    confirmed as the patient, never before) why the clinic calls."""
+    callee = session.callee
+    if callee is None:
+        return {"callee": "", "call_reason": "", "reminder_appointment": ""}
+    confirmed = callee.confirmed
+    booking = callee.appointment if confirmed else None
+    return {
+        "callee": callee.first_name,
+        "call_reason": callee.reason if confirmed else "",
+        "reminder_appointment": (
+            f"{_lower_first(booking.type_name)} with {booking.practitioner_name} at our "
+            f"{booking.location_name} clinic on {say_time(booking.local_start)}"
+            if booking is not None else ""),
     }
 
 

@@ -15,6 +15,11 @@ cut off), `offer_callback` (the caller chooses a call back or carrying on) or `e
 Tool lists are written as entries: a tool name, a named tool set, or `-Name` to remove
 a tool (`[BASE_TOOLS, -CreatePatient]`). A state without `tools` inherits its
 super-state's set; a state with `tools` may only narrow it.
+
+A state (or super-state, for all its children) may `require` guards: no navigator
+enters it while one of them refuses (flows/guards.py), whatever the words or the model
+say. A graph may be built from others (`include`, `omit`, `guard_all`:
+flows/graph_compose.py).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from flows.graph_compose import CompositionError, compose
 from processors.conversation.time_limit import DEFAULT_TIME_LIMIT, TimeLimitPolicy
 
 GRAPHS_DIR = Path(__file__).parent / "graphs"
@@ -121,6 +127,7 @@ class SuperStateSpec(_Strict):
     parent: str | None = None
     tools: list[str] = Field(default_factory=list)
     side_loop: bool = False  # children may exit to @return (back to where the loop began)
+    requires: list[str] = Field(default_factory=list)  # guards every child needs to be entered
 
 
 class StateSpec(_Strict):
@@ -135,6 +142,7 @@ class StateSpec(_Strict):
     tool: str | None = None  # tool_call: the designated tool
     recall: str | None = None  # recall: what to look up
     thought: str | None = None  # annotation: the inner thought
+    requires: list[str] = Field(default_factory=list)  # guards that must pass to enter it
 
     @model_validator(mode="after")
     def _fits_its_type(self) -> StateSpec:
@@ -196,6 +204,16 @@ class ContextGraph(_Strict):
     def state_tools(self) -> dict[str, frozenset[str]]:
         """Every state's concrete tool set, inheritance and narrowing applied."""
         return {name: self._tools_of_state(name) for name in self.states}
+
+    @cached_property
+    def state_requires(self) -> dict[str, tuple[str, ...]]:
+        """Every state's guards to be entered: its own, then its super-states'."""
+        return {
+            name: tuple(dict.fromkeys([*spec.requires, *(
+                guard for parent in self.ancestors(name)
+                for guard in self.super_states[parent].requires)]))
+            for name, spec in self.states.items()
+        }
 
     @cached_property
     def terminal_states(self) -> frozenset[str]:
@@ -358,7 +376,12 @@ def _reachable(graph: ContextGraph) -> set[str]:
 
 
 def parse_graph(data: Any, source: str = "<graph>") -> ContextGraph:
-    """Validate already-parsed YAML; errors name the source and the offending state."""
+    """Validate already-parsed YAML (its includes resolved from the bundled graphs); errors
+    name the source and the offending state."""
+    try:
+        data = compose(data, _raw_graph)
+    except CompositionError as error:
+        raise GraphError(f"{source}: {error}") from None
     try:
         return ContextGraph.model_validate(data)
     except ValidationError as error:
@@ -376,6 +399,20 @@ def load_graph(path: Path) -> ContextGraph:
     except (OSError, yaml.YAMLError) as error:
         raise GraphError(f"{path}: cannot read graph ({error})") from None
     return parse_graph(data, str(path))
+
+
+def _raw_graph(name: str) -> dict[str, Any]:
+    """A bundled graph file or fragment (`parts/outbound`), as YAML data, for includes."""
+    if not re.fullmatch(r"(?:parts/)?[a-z0-9_]{1,64}", name):
+        raise CompositionError(f"{name!r} is not a bundled graph or part name")
+    path = GRAPHS_DIR / f"{name}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise CompositionError(f"cannot read included {name!r} ({error})") from None
+    if not isinstance(data, dict):
+        raise CompositionError(f"included {name!r} is not a mapping")
+    return data
 
 
 def bundled_graph(graph_id: str) -> ContextGraph:

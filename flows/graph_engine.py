@@ -21,8 +21,10 @@ import asyncpg
 from loguru import logger
 
 from call.call_session import CallLog
+from call.outbound_call import OutboundCall
 from db.deadline import within
 from flows.ambient import ambient_context
+from flows.callee import Callee
 from flows.engage_local import engage
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
@@ -34,10 +36,11 @@ from flows.navigator import (
     NavDecision,
     NavigationError,
     Navigator,
+    opening,
     settle,
-    took_action,
     understand_targets,
 )
+from flows.outbound_tools import finish
 from flows.recalls import RECALLS, load_chart
 from processors.world.index import WorldIndex
 from services.practice.base import PracticeSystem
@@ -68,8 +71,15 @@ class GraphEngine:
         index: WorldIndex | None = None, practice: PracticeSystem | None = None,
         dialled_number: str | None = None, country_code: str = "1",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        outbound: OutboundCall | None = None,
     ) -> None:
+        """`outbound`: the clinic placed this call for a task (flows/callee.py): the
+        callee is loaded at start but identified only by the right-person check, and
+        the task is closed when the call reaches its end. `dialled_number`: the clinic's
+        number on this call (the one dialled, or the one an outbound call comes from)."""
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
+        if outbound is not None and session.callee is None:
+            session.callee = Callee(outbound)
         self.navigator = navigator or DeterministicNavigator(graph)
         self.tools = GraphTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
@@ -95,11 +105,9 @@ class GraphEngine:
         The state moves to the greeting first, so a caller who speaks before the
         prefetch ends is answered from there (with less context), never from `init`.
         """
-        greeting = self.graph.states[self.graph.initial_state].exits[0]
-        entry = self.graph.entry_state(greeting.to)
-        self._record([Hop(self.state, entry, greeting.name)])
-        self.state = entry
-        took_action(self.session, self.graph.states[entry].actions[0])
+        first = opening(self.graph, self.session)
+        self._record(first.hops)
+        self.state = first.state
         try:
             await within(self._prefetch(), PREFETCH_TIMEOUT_S, what="call prefetch")
         except Exception as error:  # noqa: BLE001 - the call goes on without the context
@@ -147,6 +155,7 @@ class GraphEngine:
         nav_s = time.perf_counter() - started - tool_s  # the navigator's time, not the tools'
         self._record(decision.hops)
         self.state = decision.state
+        await self._arrived()
         return decision, nav_s * 1000
 
     async def _through_tool_states(self, decision: NavDecision) -> tuple[NavDecision, float]:
@@ -179,7 +188,25 @@ class GraphEngine:
             after, _ = await self._through_tool_states(after)
             self._record(after.hops)
             self.state = after.state
+            await self._arrived()
         return after
+
+    async def _arrived(self) -> None:
+        """An outbound call that reached its end closes its task (before the goodbye plays:
+        what the call found is known by then)."""
+        if self.session.callee is not None and self.state in self.graph.terminal_states:
+            await self.finish_outbound()
+
+    async def finish_outbound(self) -> None:
+        """Close an outbound call's task with what the call found, once (also when the
+        call ends before its last state: the callee hung up). Never raises."""
+        await finish(self.session, self.pool, self.log)
+
+    @property
+    def clinic_number(self) -> str | None:
+        """The clinic's own number on this call, for "call us on ..." (never one made up)."""
+        return self.dialled_number or next(
+            (loc.phone_number for loc in self.session.locations if loc.phone_number), None)
 
     async def turn(self, caller_text: str, *, filler: FillerSink | None = None) -> Reply:
         """Answer one caller turn with the offline lines (raises nothing: a broken graph
@@ -220,6 +247,7 @@ class GraphEngine:
         engaged = await engage(
             decision.action, decision.state, self.session, self.tools, caller_text=caller_text,
             clinic=self.clinic_name, emergency_number=self.emergency_number,
+            clinic_number=self.clinic_number,
         )
         return engaged.text
 

@@ -18,6 +18,7 @@ from db.opening import Closure
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.slots import Slot
 from db.world import ClinicalContext
+from flows.callee import Callee
 from flows.router import TaskKind
 
 
@@ -111,6 +112,8 @@ class GraphSession:
     delivered: list[str] = field(default_factory=list)  # reminder ids read out this call
     noted: list[str] = field(default_factory=list)  # details saved this call
     acknowledged: list[Reminder] = field(default_factory=list)
+    # an outbound call: who it is for and why (None: the caller rang the clinic)
+    callee: Callee | None = None
     started: float = field(default_factory=time.monotonic)
 
     def offer(self, slots: list[Slot]) -> list[tuple[str, Slot]]:
@@ -156,7 +159,14 @@ class GraphSession:
         return {appointment.id for appointment in self.upcoming or []}
 
     def facts(self) -> dict[str, Any]:
-        """What the call has settled so far, for a model's prompt (references, no ids)."""
+        """What the call has settled so far, for a model's prompt (references, no ids). An
+        outbound call's callee not yet confirmed as the patient: who to ask for, only."""
+        if self.callee is not None and not self.callee.confirmed:
+            return self.callee.facts()
+        outbound = self.callee.facts() if self.callee is not None else {}
+        return {**self._facts(), **outbound}
+
+    def _facts(self) -> dict[str, Any]:
         refs = {a.id: ref for ref, a in self.appointment_refs.items()}
         if self.memories or self.reminders or self.noted:  # a companion check-in call
             focus = {r.id: ref for ref, r in self.reminder_refs.items()}

@@ -35,6 +35,7 @@ from flows.clinic_calendar import answer, place_named, understand, week_hours
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.navigator import took_action
+from flows.outbound_tools import OutboundRefused, OutboundTools
 from flows.promised_calls import plan_call
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
@@ -111,6 +112,7 @@ class GraphTools:
         self.practice = practice or BuiltinPractice(pool)
         self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today,
                                 country_code, now, dialled_number)
+        self.outbound = OutboundTools(session, pool, log, self.practice, now)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._part_of_day: str | None = None  # what the last search was narrowed to
         self._handlers: dict[str, Handler] = {
@@ -185,7 +187,7 @@ class GraphTools:
         try:
             text = await within(self._handlers[name](args), self._timeout_s, what=f"tool {name}")
             return ToolResult(text)
-        except (Refused, WorldRefused) as refusal:
+        except (Refused, WorldRefused, OutboundRefused) as refusal:
             return ToolResult(f"blocked: {refusal}", "guard")
         except PMSError as error:
             logger.warning(f"tool {name}: practice system error ({str(error)[:120]})")
@@ -456,10 +458,21 @@ class GraphTools:
     async def _offer_instead(self, tool: str, conflict: SlotConflict) -> str:
         """The slot just went to someone else: the next free one from the same search (the
         caller's type, days, part of day, practitioner and location) is read back in its
-        place for a fresh yes; what happened is in the call record."""
+        place for a fresh yes (a waitlist offer's slot: none, they stay on the waitlist);
+        what happened is in the call record."""
         session, taken = self.session, conflict.slot
         session.confirmation = None
         session.picked_slot = None
+        callee = session.callee
+        if callee is not None and callee.offer is not None and callee.offer.key == taken.key:
+            # a waitlist offer: another waitlisted patient said yes first; this one stays
+            # on the waitlist (no other time is pressed on them)
+            callee.slot_gone = True
+            session.last_offer = []
+            self.log.event("slot_taken", tool=tool, found_by=conflict.where,
+                           next_offered=False, waitlist_offer=True)
+            return ("That time was just taken by someone else; they stay on the waitlist "
+                    "for the next opening.")
         instead = next_free(await self._same_search(taken), taken)
         self.log.event("slot_taken", tool=tool, found_by=conflict.where,
                        next_offered=instead is not None)
@@ -499,6 +512,7 @@ class GraphTools:
         session.upcoming = None
         session.confirmation = None
         session.outcome = "booked"
+        self._did("rescheduled" if replaces else "booked")
         said = (f"{appointment.type_name} with {appointment.practitioner_name} at "
                 f"{appointment.location_name}, {say_time(appointment.local_start)}")
         await self._record_write(tool, EventDraft(
@@ -539,6 +553,7 @@ class GraphTools:
         self.session.targets = []
         self.session.upcoming = await db.upcoming_appointments(self.pool, patient.id, self._now())
         self.session.outcome = "cancelled"
+        self._did("cancelled")
         said = say_list([f"{a.type_name} on {say_time(a.local_start)}" for a in cancelled])
         for appointment in cancelled:
             await self._record_write(tool, EventDraft(
@@ -557,6 +572,7 @@ class GraphTools:
         said = f"{appointment.type_name} on {say_date(appointment.local_start.date())}"
         self.session.confirmation = None
         self.session.outcome = "confirmed"
+        self._did("confirmed")
         await self._record_write("ConfirmAppointment", EventDraft(
             "appointment_confirmed", f"Confirmed: {said}.",
             {"appointment_id": appointment.id}, appointment.patient_id, "appointments",
@@ -666,6 +682,11 @@ class GraphTools:
         session.confirmation = None
         return f"Marked done: {reminder.text}."
 
+    def _did(self, what: str) -> None:
+        """What an outbound call did for its task (the task's outcome detail)."""
+        if self.session.callee is not None:
+            self.session.callee.done.append(what)
+
     def _patient(self) -> db.Patient:
         if self.session.patient is None:
             raise Refused("the caller is not identified")
@@ -723,6 +744,9 @@ HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] =
     "CreateInsurance": _on_world(WorldTools.create_insurance),
     "SetContactPreference": _on_world(WorldTools.set_preference),
     "ScheduleOutboundCall": _on_world(WorldTools.schedule_outbound),
+    # outbound calls (flows/outbound_tools.py)
+    "SetDoNotCall": lambda tools, args: tools.outbound.set_do_not_call(args),
+    "CheckOfferedSlot": lambda tools, args: tools.outbound.check_offered_slot(args),
     # companion check-in calls
     "search_memories": GraphTools._search_memories,
     "save_important_detail": GraphTools._save_detail,

@@ -106,20 +106,51 @@ def person_confirmed(session: GraphSession, args: Mapping[str, Any]) -> str | No
     return None
 
 
+def right_person_confirmed(session: GraphSession, args: Mapping[str, Any]) -> str | None:
+    """On an outbound call nothing about the patient's care is said or done until the
+    person on the line is confirmed as the patient (a call the caller made: always)."""
+    if session.callee is not None and not session.callee.confirmed:
+        return "the person on the line has not been confirmed as the patient"
+    return None
+
+
+def callee_asked_not_to_be_called(session: GraphSession, args: Mapping[str, Any]
+                                  ) -> str | None:
+    if session.callee is None:
+        return "only an outbound call records a request not to be called"
+    if not session.callee.opt_out_words:
+        return "the person has not asked not to be called again"
+    return None
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
         slot_from_availability, caller_confirmed_slot, identified_patient,
         appointment_was_loaded, appointments_were_loaded, caller_confirmed_cancel,
         name_and_dob_given, caller_confirmed_details, caller_confirmed_attendance,
-        destination_configured, person_confirmed,
+        destination_configured, person_confirmed, right_person_confirmed,
+        callee_asked_not_to_be_called,
     )
 }
 
 
 def unknown_guards(graph: ContextGraph) -> list[str]:
-    """Guards the graph names that this engine does not have (empty: all known)."""
-    return sorted({g for spec in graph.tools.values() for g in spec.guards if g not in GUARDS})
+    """Guards the graph names (on tools, and states' requirements) that this engine does
+    not have (empty: all known)."""
+    named = {g for spec in graph.tools.values() for g in spec.guards}
+    named |= {g for spec in graph.states.values() for g in spec.requires}
+    named |= {g for spec in graph.super_states.values() for g in spec.requires}
+    return sorted(named - set(GUARDS))
+
+
+def entry_refused(graph: ContextGraph, state: str, session: GraphSession) -> str | None:
+    """Why no navigator may enter `state` now (None: it may): its required guards."""
+    for name in graph.state_requires.get(state, ()):
+        reason = GUARDS[name](session, {})
+        if reason is not None:
+            return reason
+    return None
 
 
 def check(

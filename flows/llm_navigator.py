@@ -32,6 +32,7 @@ from flows.navigator import (
     NavDecision,
     NavigationError,
     Turn,
+    may_enter,
     read_turn,
     take_exit,
     took_action,
@@ -141,7 +142,11 @@ class LLMNavigator:
                                    filler=filler.text, filler_said=filler.said,
                                    pending_tool=spec.tool, turn=turn)
             if spec.type in (StateType.ANNOTATION, StateType.RECALL):
-                exit_ = spec.exits[0]  # nothing to decide: they pass straight on
+                # nothing to decide: they pass straight on (where the call may go)
+                exit_ = next((e for e in spec.exits if may_enter(self.graph, session, state, e.to)),
+                             None)
+                if exit_ is None:
+                    raise NavigationError(f"state {state!r}: no way on may be entered")
             else:
                 choice = await self.choose(session, state, turn, filler)
                 verify = verify or choice.verify_audio
@@ -164,8 +169,13 @@ class LLMNavigator:
     ) -> Choice:
         """Ask the model, validate, retry; the first valid option if every attempt fails."""
         spec = self.graph.states[state]
-        exits = [e.name for e in self.graph.exits_of(state)]
+        # an exit into a state whose required guards refuse is no option (the model reads
+        # descriptions, not conditions: this is what keeps it out)
+        exits = [e.name for e in self.graph.exits_of(state)
+                 if may_enter(self.graph, session, state, e.to)]
         valid = [*spec.actions, *exits] if spec.type is StateType.ACTION else exits
+        if not valid:
+            raise NavigationError(f"state {state!r}: no way on may be entered")
         prompt = self._prompt(session, state, turn, valid)
         filler = filler or Filler(None)
         for attempt in range(1, self.attempts + 1):
@@ -186,7 +196,7 @@ class LLMNavigator:
 
     def _prompt(self, session: GraphSession, state: str, turn: Turn, valid: list[str]) -> str:
         spec = self.graph.states[state]
-        exits = {e.name: e for e in self.graph.exits_of(state)}
+        exits = {e.name: e for e in self.graph.exits_of(state) if e.name in valid}
         options = "\n".join(
             f"- {name} (exit to {exits[name].to}): {exits[name].description}" if name in exits
             else f"- {name} (action): {self.graph.actions[name].description}"

@@ -23,6 +23,7 @@ from datetime import date
 from typing import Any, Protocol
 
 from db.slots import Slot
+from flows.callee import CALLEE_STATUSES
 from flows.graph import RETURN, ContextGraph, StateType
 from flows.graph_session import (
     Confirmation,
@@ -32,6 +33,8 @@ from flows.graph_session import (
     cancel_subject,
     reminder_subject,
 )
+from flows.guards import entry_refused
+from flows.right_person import ASK_CALLEE_BIRTH_DATE, understand_callee
 from flows.router import (
     CRISIS_ROUTE,
     NO_ROUTE,
@@ -72,12 +75,14 @@ STUCK_EXIT = "stuck"
 # A check-in call winds down after nine minutes.
 LATE_IN_CALL_S = 9 * 60
 
-FINAL_READBACK = frozenset({"final_slot_confirmation", "reconfirm_selected_slot"})
+# A slot read back for a yes (a waitlist offer reads its slot back the same way).
+FINAL_READBACK = frozenset({"final_slot_confirmation", "reconfirm_selected_slot",
+                            "offer_waitlist_slot"})
 CANCEL_READBACK = frozenset({
     "confirm_current_booking_cancellation", "confirm_all_current_bookings_cancellation",
     "confirm_just_booked_cancellation",
 })
-ATTENDANCE_READBACK = frozenset({"ask_to_confirm_appointment"})
+ATTENDANCE_READBACK = frozenset({"ask_to_confirm_appointment", "read_reminder"})
 CALLBACK_NUMBER_QUESTIONS = frozenset({
     "ask_callback_contact_details", "confirm_callback_contact_details",
 })
@@ -104,7 +109,7 @@ NAME_QUESTIONS = frozenset({
 })
 BIRTH_DATE_QUESTIONS = frozenset({
     "ask_date_of_birth", "ask_shared_phone_dob", "reask_shared_phone_dob",
-})
+}) | ASK_CALLEE_BIRTH_DATE
 # The caller's details read back before registering, and the question after a "no".
 DETAILS_READBACK = frozenset({
     "confirm_new_patient_details", "ask_details_correction", "confirm_corrected_details",
@@ -196,6 +201,14 @@ PREDICATES: dict[str, Predicate] = {
     "escalated": lambda s, t: s.crisis_escalated,
     "targets_just_booked": lambda s, t: bool(s.targets) and set(s.targets) <= {
         b.id for b in s.booked},
+    # outbound calls (flows/callee.py)
+    "outbound": lambda s, t: s.callee is not None,
+    "outbound_kind": lambda s, t: s.callee.kind if s.callee is not None else None,
+    "callee": lambda s, t: s.callee.status if s.callee is not None else "none",
+    "callee_on_file": lambda s, t: s.callee is not None and s.callee.on_file,
+    "callee_retry": lambda s, t: s.callee is not None and s.callee.misses > 0,
+    "declined_as": lambda s, t: s.callee.declined_as if s.callee is not None else None,
+    "slot_gone": lambda s, t: s.callee is not None and s.callee.slot_gone,
 }
 
 
@@ -222,7 +235,10 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
     "bookings": {"unknown", "none", "one", "many"},
     "targets": {"none", "one", "many"},
     "outcome": {"booked", "cancelled", "patient_created", "slots_offered", "handed_off",
-                "confirmed", "corrected", "identified"},
+                "confirmed", "corrected", "identified", "slot_gone"},
+    "outbound_kind": {"callback", "scheduled", "waitlist_offer", "reminder", "checkin", None},
+    "callee": {*CALLEE_STATUSES, "none"},
+    "declined_as": {"wrong_number", "not_available", "no", None},
     **{name: {True, False} for name in (
         "identified", "services_read", "service_known", "days_known", "offered",
         "slot_picked", "confirmed", "has_first_name", "has_last_name", "details_complete",
@@ -230,6 +246,7 @@ PREDICATE_VALUES: dict[str, set[Any]] = {
         "task_changed", "at_start", "reminder_due", "memory_to_follow", "late_in_call",
         "stuck", "reason_given", "location_named", "callback_number_given", "settled_new",
         "record_differs", "targets_just_booked", "time_changed", "in_crisis", "escalated",
+        "outbound", "callee_on_file", "callee_retry", "slot_gone",
     )},
 }
 
@@ -313,6 +330,7 @@ def _understand(session: GraphSession, turn: Turn, today: date) -> None:
             if session.task is None and turn.route.route not in QUESTIONS:
                 session.task = TaskKind.BOOK
     _understand_identity(session, turn, today)
+    understand_callee(session, text, turn.route.route, turn.answer, last, today)
     if last not in BIRTH_DATE_QUESTIONS | DETAILS_READBACK:  # not a day to come in
         session.days = (
             preferred_days(text, today) or flexible_days(text, today) or session.days
@@ -526,12 +544,15 @@ def walk(
         here = replace(turn, at_start=not hops)
         chosen = next(
             (e for e in graph.exits_of(state) if holds(e.when, session, here)
-             and _target(graph, session, state, e.to) not in visited - reopen),
+             and _target(graph, session, state, e.to) not in visited - reopen
+             and may_enter(graph, session, state, e.to)),
             None,
         )
         if chosen is None and spec.type is not StateType.ACTION:
-            chosen = spec.exits[0]  # passed through: the first exit is the default
-            if _target(graph, session, state, chosen.to) in visited:
+            # passed through: the first exit is the default (the first that may be entered)
+            chosen = next((e for e in spec.exits if may_enter(graph, session, state, e.to)),
+                          None)
+            if chosen is None or _target(graph, session, state, chosen.to) in visited:
                 raise NavigationError(f"state {state!r}: every way on was already taken")
         if chosen is None:
             break
@@ -543,12 +564,8 @@ def walk(
     spec = graph.states[state]
     if spec.type is not StateType.ACTION:
         raise NavigationError(f"no action state within {MAX_HOPS} hops (stopped in {state!r})")
-    conditional = [a for a in spec.actions if a in spec.action_when]
-    action = next(
-        (a for a in conditional if holds(spec.action_when[a], session, turn)),
-        next((a for a in spec.actions if a not in spec.action_when), spec.actions[0]),
-    )
-    if _asked_too_often(graph, session, action) and not turn.stuck:
+    action = choose_action(graph, state, session, turn)
+    if _asked_too_often(graph, session, action, state) and not turn.stuck:
         exit_ = next(e for e in graph.global_exits if e.name == STUCK_EXIT)
         target = take_exit(graph, session, state, exit_.to)
         hops.append(Hop(state, target, exit_.name))
@@ -562,12 +579,52 @@ def walk(
     )
 
 
-def _asked_too_often(graph: ContextGraph, session: GraphSession, action: str) -> bool:
-    """Saying `action` now would repeat it past the limit (graphs with a `stuck` exit)."""
+def choose_action(graph: ContextGraph, state: str, session: GraphSession, turn: Turn) -> str:
+    """The action state's first action whose `action_when` holds, else its first
+    unconditional one."""
+    spec = graph.states[state]
+    conditional = [a for a in spec.actions if a in spec.action_when]
+    return next(
+        (a for a in conditional if holds(spec.action_when[a], session, turn)),
+        next((a for a in spec.actions if a not in spec.action_when), spec.actions[0]),
+    )
+
+
+def opening(graph: ContextGraph, session: GraphSession) -> NavDecision:
+    """Where the call starts speaking, before anyone has: the initial state's first exit,
+    on through states nobody speaks in (by their conditions on what the call knows), to
+    the first action state and its action. Its exits wait for the first turn."""
+    turn = Turn("", NEUTRAL, Answer.UNCLEAR)
+    state = graph.initial_state
+    exit_ = graph.states[graph.entry_state(state)].exits[0]
+    hops: list[Hop] = []
+    for _ in range(MAX_HOPS):
+        target = take_exit(graph, session, state, exit_.to)
+        hops.append(Hop(state, target, exit_.name))
+        state = target
+        spec = graph.states[state]
+        if spec.type is StateType.ACTION:
+            action = choose_action(graph, state, session, turn)
+            took_action(session, action)
+            return NavDecision(state=state, action=action, route=NEUTRAL, hops=hops,
+                               terminal=spec.is_terminal, turn=turn)
+        ways = [e for e in spec.exits if may_enter(graph, session, state, e.to)]
+        exit_ = next((e for e in ways if holds(e.when, session, turn)), ways[0] if ways else None)
+        if exit_ is None:
+            break
+    raise NavigationError(f"no action state to open the call with (stopped in {state!r})")
+
+
+def _asked_too_often(graph: ContextGraph, session: GraphSession, action: str,
+                     state: str) -> bool:
+    """Saying `action` now would repeat it past the limit (graphs with a `stuck` exit the
+    call may take from here)."""
     repeated = (action == session.last_action and not session.progressed
                 and session.asked_in_a_row >= MAX_SAME_QUESTION)
     looping = session.asked_since_outcome.get(action, 0) >= MAX_ASKED_BETWEEN_OUTCOMES
-    return (repeated or looping) and any(e.name == STUCK_EXIT for e in graph.global_exits)
+    return (repeated or looping) and any(
+        e.name == STUCK_EXIT and may_enter(graph, session, state, e.to)
+        for e in graph.global_exits)
 
 
 def took_action(session: GraphSession, action: str) -> None:
@@ -592,6 +649,11 @@ def take_exit(graph: ContextGraph, session: GraphSession, state: str, to: str) -
     elif graph.in_side_loop(target) and not graph.in_side_loop(state):
         session.return_to.append(state)
     return target
+
+
+def may_enter(graph: ContextGraph, session: GraphSession, state: str, to: str) -> bool:
+    """The state an exit from `state` lands in passes the guards it requires."""
+    return entry_refused(graph, _target(graph, session, state, to), session) is None
 
 
 def _target(graph: ContextGraph, session: GraphSession, state: str, to: str) -> str:
@@ -619,7 +681,8 @@ def settle(graph: ContextGraph, session: GraphSession, state: str) -> NavDecisio
         session.progressed = False  # what the turn settled is used up by the write
         chosen = next(
             (e for e in graph.exits_of(state)
-             if e.when and "outcome" in e.when and holds(e.when, session, turn)),
+             if e.when and "outcome" in e.when and holds(e.when, session, turn)
+             and may_enter(graph, session, state, e.to)),
             None,
         )
     session.outcome = None

@@ -5,17 +5,25 @@ that number: identified; several: the graph asks who is calling). Then the graph
 recall runs: a booking call loads the clinic's services, locations, closures and the
 caller's upcoming bookings; a companion check-in loads what the person said on earlier calls
 and their open reminders. A graph naming an unknown recall does not load.
+
+An outbound call identifies nobody by number: the person who answers is only the
+callee once the right-person check passes (flows/right_person.py). Its recall loads the
+callee's record and what the call is about into `session.callee`, held apart until then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import asyncpg
+from loguru import logger
 
 from db import companion, world
 from db import scheduling as db
+from db.slots import Slot
+from flows.callee import Callee
 from flows.graph import ContextGraph, StateType
 from flows.graph_session import GraphSession
 
@@ -23,6 +31,8 @@ Recall = Callable[[GraphSession, asyncpg.Pool], Awaitable[None]]
 
 
 async def identify_by_phone(session: GraphSession, pool: asyncpg.Pool) -> None:
+    if session.callee is not None:  # an outbound call: the right-person check decides
+        return
     if session.caller_number:
         session.phone_matches = await db.patients_by_phone(
             pool, session.workspace_id, session.caller_number
@@ -32,6 +42,17 @@ async def identify_by_phone(session: GraphSession, pool: asyncpg.Pool) -> None:
 
 
 async def caller_context(session: GraphSession, pool: asyncpg.Pool) -> None:
+    await clinic_context(session, pool)
+    await identify_by_phone(session, pool)
+    if session.patient is not None:
+        session.upcoming = await db.upcoming_appointments(
+            pool, session.patient.id, datetime.now().astimezone()
+        )
+        await load_chart(session, pool)
+
+
+async def clinic_context(session: GraphSession, pool: asyncpg.Pool) -> None:
+    """The clinic's services, locations, closures and practitioners."""
     session.services = await db.appointment_types(pool, session.service_id)
     session.services_read = bool(session.services)
     session.locations = await db.locations(pool, session.service_id)
@@ -39,12 +60,6 @@ async def caller_context(session: GraphSession, pool: asyncpg.Pool) -> None:
     session.closures = await db.closures(pool, session.service_id,
                                          date.today() - timedelta(days=1))
     session.practitioners = await db.practitioner_names(pool, session.service_id)
-    await identify_by_phone(session, pool)
-    if session.patient is not None:
-        session.upcoming = await db.upcoming_appointments(
-            pool, session.patient.id, datetime.now().astimezone()
-        )
-        await load_chart(session, pool)
 
 
 async def load_chart(session: GraphSession, pool: asyncpg.Pool) -> None:
@@ -55,15 +70,86 @@ async def load_chart(session: GraphSession, pool: asyncpg.Pool) -> None:
 
 
 async def person_memories(session: GraphSession, pool: asyncpg.Pool) -> None:
+    """A check-in: the person's earlier words and open reminders (an outbound check-in's
+    are the callee's, kept out of every prompt until they are confirmed)."""
     await identify_by_phone(session, pool)
-    if session.patient is not None:
-        session.memories = await companion.recent_memories(pool, session.patient.id)
-        session.reminders = await companion.open_reminders(pool, session.patient.id)
+    await load_callee(session, pool)
+    person = session.patient or (session.callee.patient if session.callee else None)
+    if person is not None:
+        session.memories = await companion.recent_memories(pool, person.id)
+        session.reminders = await companion.open_reminders(pool, person.id)
+
+
+async def outbound_callee(session: GraphSession, pool: asyncpg.Pool) -> None:
+    """An outbound call: the clinic's context, and the callee with what the call is about."""
+    await clinic_context(session, pool)
+    await load_callee(session, pool)
+
+
+async def load_callee(session: GraphSession, pool: asyncpg.Pool) -> None:
+    """The task's patient (in this workspace only), their upcoming bookings, the
+    reminder's appointment (theirs only) and the waitlist slot on offer."""
+    callee = session.callee
+    if callee is None or callee.call.patient_id is None:
+        return
+    records = await world.patients_by_ids(pool, [callee.call.patient_id])
+    record = next((r for r in records if r.workspace_id == session.workspace_id), None)
+    if record is None:
+        logger.warning(f"call {session.call_id}: the outbound task's patient is not on file")
+        return
+    callee.patient = record.as_patient()
+    now = datetime.now().astimezone()
+    callee.upcoming = await db.upcoming_appointments(pool, record.id, now)
+    if callee.call.appointment_id is not None:
+        appointment = await db.get_appointment(pool, callee.call.appointment_id)
+        if appointment is not None and appointment.patient_id == record.id:
+            callee.appointment = appointment
+    if callee.call.offer:
+        await _load_offer(session, callee, pool, now)
+
+
+async def _load_offer(session: GraphSession, callee: Callee, pool: asyncpg.Pool,
+                      now: datetime) -> None:
+    """The offered slot as the clinic's schedule has it (its practitioner and place by
+    name); not among the open times any more: it is gone already."""
+    offer = callee.call.offer or {}
+    callee.offer_type = next(
+        (t for t in session.services if t.id == str(offer.get("appointment_type_id"))), None)
+    try:
+        starts = datetime.fromisoformat(str(offer["starts_at"]))
+    except (KeyError, ValueError):
+        logger.warning(f"call {session.call_id}: the waitlist offer has no start time")
+        callee.slot_gone = True
+        return
+    place = next((loc for loc in session.locations if loc.id == str(offer.get("location_id"))),
+                 None)
+    if callee.offer_type is None or place is None:
+        callee.slot_gone = True
+        return
+    day = starts.astimezone(ZoneInfo(place.timezone)).date()
+    slots = await db.available_slots(
+        pool, session.service_id, appointment_type=callee.offer_type, first_day=day,
+        last_day=day, now=now, location_id=place.id,
+        practitioner_id=str(offer.get("practitioner_id")))
+    callee.offer = next((s for s in slots if offered(s, offer)), None)
+    callee.slot_gone = callee.offer is None
+
+
+def offered(slot: Slot, offer: dict) -> bool:
+    """`slot` is the one the waitlist offer names."""
+    try:
+        starts = datetime.fromisoformat(str(offer["starts_at"]))
+    except (KeyError, ValueError):
+        return False
+    return (slot.practitioner_id, slot.location_id, slot.appointment_type_id,
+            slot.starts_at) == (str(offer.get("practitioner_id")), str(offer.get("location_id")),
+                                str(offer.get("appointment_type_id")), starts)
 
 
 RECALLS: dict[str, Recall] = {
     "caller_context": caller_context,
     "person_memories": person_memories,
+    "outbound_callee": outbound_callee,
 }
 
 

@@ -1,8 +1,10 @@
 """A caller talking to the booking graph's engine directly (no audio, no pipeline), on
-the demo clinic's data; what they hear and the tools that ran are kept."""
+the demo clinic's data; what they hear and the tools that ran are kept. `call_to` is the
+other way round: the clinic calls someone for an outbound task."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import date, datetime
 
@@ -52,3 +54,63 @@ async def call_from(db, clinic, phone: str | None, *, graph: ContextGraph = GRAP
     )
     await engine.start()
     return Caller(engine, writer)
+
+
+# --- Calls the clinic makes ------------------------------------------------------------
+
+CLINIC_NUMBER = "+15550100100"  # the number an outbound call comes from
+
+
+class Callee(Caller):
+    """The person who answers a call the clinic placed: `heard` starts with the greeting
+    the runner plays (the right-person question); `task_id` is the task it carries out."""
+
+    def __init__(self, engine: GraphEngine, writer: CollectingWriter, greeting: str,
+                 task_id: str) -> None:
+        super().__init__(engine, writer)
+        self.heard.append(greeting)
+        self.task_id = task_id
+
+    @property
+    def agent_said(self) -> str:
+        """Everything the agent said on the call, in one string."""
+        return " ".join(self.heard)
+
+
+async def call_to(db, clinic, phone: str, *, kind: str, patient_id: str | None,
+                  reason: str = "the test results they asked about",
+                  goal: str = "answer their question", appointment_id: str | None = None,
+                  offer: dict | None = None, graph: ContextGraph | None = None,
+                  navigator=None) -> Callee:
+    """The clinic calls `phone` for a task of `kind` (written to the database with its dial
+    job), the engine started on the graph the kind runs; the greeting is the one the
+    runner would play."""
+    from call.outbound_call import OutboundCall
+    from db import outbound
+    from flows.catalog import runnable_graph
+    from flows.outbound_greeting import outbound_greeting
+
+    workspace_id, service_id = clinic
+    async with db.pool.acquire() as conn, conn.transaction():
+        task_id = await outbound.create_task(conn, outbound.TaskSpec(
+            workspace_id=workspace_id, service_id=service_id, kind=kind, reason=reason,
+            goal=goal, timezone="America/Chicago", not_before=datetime.now().astimezone(),
+            patient_id=patient_id, phone=phone, appointment_id=appointment_id, offer=offer))
+    call_id = await repo.create_call(
+        db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
+        direction="outbound", from_number=CLINIC_NUMBER, to_number=phone, status="in_progress",
+    )
+    call = OutboundCall(
+        task_id=task_id, attempt_id=str(uuid.uuid4()), kind=kind, workspace_id=workspace_id,
+        service_id=service_id, patient_id=patient_id, phone=phone, reason=reason, goal=goal,
+        appointment_id=appointment_id, offer=offer)
+    writer = CollectingWriter()
+    session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
+    engine = GraphEngine(
+        graph or runnable_graph(call.graph_id), session, db.pool,
+        CallLog(call_id, writer), clinic_name="Demo Family Clinic", emergency_number="911",
+        dialled_number=CLINIC_NUMBER, outbound=call, navigator=navigator,
+    )
+    greeting = await outbound_greeting(db.pool, call, "Demo Family Clinic")
+    await engine.start()
+    return Callee(engine, writer, greeting, task_id)

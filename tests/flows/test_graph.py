@@ -1,6 +1,7 @@
 """Context graphs load from YAML only when they can run; errors name the offending state."""
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -160,7 +161,9 @@ def test_the_companion_graph_runs_on_the_same_engine():
     assert graph.entry_state(graph.initial_state) == "remember"
     assert graph.entry_state("conversation") == "opening"
     assert graph.states["reminders_note"].type is StateType.ANNOTATION
-    assert graph.terminal_states == {"closing"}
+    # the goodbye, and the ends of a call the clinic made that never got to the check-in
+    assert graph.terminal_states == {"closing", "wrong_number_end", "not_available_end",
+                                     "unconfirmed_end", "opted_out_end"}
     in_order = ("opening", "main", "winding_down", "closing")
     assert [phase for state in in_order for phase in graph.states[state].phases] == list(in_order)
 
@@ -186,3 +189,102 @@ def test_each_graph_says_what_happens_at_the_time_limit_and_clinic_calls_are_nev
 def test_an_unknown_time_limit_policy_is_refused_at_load(policy):
     error = rejected({**tiny(), "time_limit": policy})
     assert error.startswith("tiny.yaml: time_limit:")
+
+
+# --- Graphs built from others ---------------------------------------------------------
+
+
+def parts(**files: dict):
+    def load(name: str) -> dict:
+        return copy.deepcopy(files[name])
+    return load
+
+
+def test_an_included_graph_is_merged_by_name_and_the_including_file_wins():
+    from flows.graph_compose import compose
+
+    base = tiny()
+    base["global_exits"] = [{"name": "bye", "to": "goodbye", "description": "base"}]
+    data = {
+        "include": ["tiny"], "id": "bigger",
+        "actions": {"greet": {"description": "say hello warmly"}},
+        "states": {"hello": {**base["states"]["hello"], "description": "warm hello"}},
+        "global_exits": [{"name": "bye", "to": "goodbye", "description": "mine"},
+                         {"name": "new", "to": "hello", "description": "added"}],
+    }
+
+    merged = parse_graph(compose(data, parts(tiny=base)))
+
+    assert merged.id == "bigger" and merged.initial_state == "hello"
+    assert merged.actions["greet"].description == "say hello warmly"
+    assert merged.actions["bye"].description == "say bye"  # kept from the include
+    assert merged.states["hello"].description == "warm hello"
+    assert [(e.name, e.description) for e in merged.global_exits] == [
+        ("bye", "mine"), ("new", "added")]
+
+
+def test_omit_drops_included_states_and_guard_all_guards_every_other_tool_and_state():
+    from flows.graph_compose import compose
+
+    base = tiny()
+    base["states"]["spare"] = {"type": "action", "description": "x", "actions": ["bye"]}
+    base["tools"]["Open"] = {"kind": "read", "description": "open"}
+    data = {"include": ["tiny"], "omit": ["spare"],
+            "guard_all": {"guard": "identified_patient", "except_states": ["hello"],
+                          "except_tools": ["Open"]}}
+
+    merged = parse_graph(compose(data, parts(tiny=base)))
+
+    assert "spare" not in merged.states
+    assert merged.tools["Lookup"].guards == ["identified_patient"]
+    assert merged.tools["Open"].guards == []
+    assert merged.states["goodbye"].requires == ["identified_patient"]
+    assert merged.states["hello"].requires == []
+
+
+@pytest.mark.parametrize(("data", "files", "message"), [
+    ({"include": ["a"]}, {"a": {"include": ["a"]}}, "include cycle: a -> a"),
+    ({"include": ["tiny"], "omit": ["nowhere"]}, {"tiny": tiny()}, "'nowhere' is not a state"),
+    ({"include": ["tiny"], "guard_all": {"guard": "g", "except_states": ["nowhere"]}},
+     {"tiny": tiny()}, "['nowhere'] are not states or tools"),
+])
+def test_includes_that_cannot_be_resolved_are_refused_by_name(data, files, message):
+    from flows.graph_compose import CompositionError, compose
+
+    with pytest.raises(CompositionError, match=re.escape(message)):
+        compose(data, parts(**files))
+
+
+def test_an_unknown_bundled_include_names_the_file():
+    assert "cannot read included 'parts/nothing'" in rejected({"include": ["parts/nothing"]})
+
+
+def test_the_outbound_graphs_reuse_the_booking_graph_behind_the_right_person_check():
+    booking = bundled_graph("clinic_booking")
+    for graph_id in ("outbound_callback", "waitlist_offer", "appointment_reminder"):
+        graph = bundled_graph(graph_id)
+        assert graph.entry_state(graph.initial_state) == "outbound_start"
+        assert graph.states["outbound_start"].exits[0].to == "checking_person"
+        assert {"init", "greeting"}.isdisjoint(graph.states)
+        assert set(booking.states) - {"init", "greeting"} <= set(graph.states)
+        # nothing about care before the check: every tool but these needs it, every state
+        # but these requires it
+        open_tools = {t for t, spec in graph.tools.items()
+                      if "right_person_confirmed" not in spec.guards}
+        assert open_tools == {"SetDoNotCall", "EscalateToHuman", "TransferCall"}, graph_id
+        open_states = {s for s, r in graph.state_requires.items()
+                       if "right_person_confirmed" not in r}
+        assert open_states == {
+            "outbound_start", "checking_person", "opting_out", "opted_out_end",
+            "wrong_number_end", "not_available_end", "unconfirmed_end", "handoff_prep",
+            "crisis_support", "closing"}, graph_id
+        assert graph.global_exits[-1].name == "opted_out" and graph.global_exits[-1].first
+
+
+def test_only_graphs_with_the_right_person_check_may_carry_outbound_calls():
+    from call.outbound_call import OUTBOUND_GRAPHS
+    from flows.catalog import outbound_problems
+
+    for graph_id in set(OUTBOUND_GRAPHS.values()):
+        assert outbound_problems(bundled_graph(graph_id)) == [], graph_id
+    assert "no state 'checking_person'" in outbound_problems(bundled_graph("clinic_booking"))

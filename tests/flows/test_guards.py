@@ -6,9 +6,11 @@ from zoneinfo import ZoneInfo
 from call.identity import CallIdentity
 from db.scheduling import Appointment, Patient
 from db.slots import Slot
-from flows.graph import bundled_graph
+from flows.catalog import engine_problems
+from flows.graph import bundled_graph, parse_graph
 from flows.graph_session import Confirmation, GraphSession, NewPatientDetails, cancel_subject
 from flows.guards import check, unknown_guards
+from flows.navigator import read_turn, walk
 
 GRAPH = bundled_graph("clinic_booking")
 START = datetime(2026, 11, 24, 9, 0, tzinfo=ZoneInfo("America/Chicago"))
@@ -112,3 +114,26 @@ def test_offering_the_same_time_again_keeps_its_reference():
     session, ref = session_with_offer()
     again = session.offer([slot()])
     assert again[0][0] == ref and len(session.offered) == 2
+
+
+def guarded_tiny(requires: list[str]):
+    from tests.flows.test_graph import tiny
+
+    data = tiny()
+    data["states"]["hello"]["exits"][0]["when"] = {}
+    data["states"]["goodbye"]["requires"] = requires
+    return parse_graph(data)
+
+
+def test_no_walk_enters_a_state_whose_required_guard_refuses():
+    graph = guarded_tiny(["identified_patient"])
+    stranger = GraphSession(identity=CallIdentity("c", "w", "s"))
+    turn = read_turn(stranger, "hello there")
+
+    assert walk(graph, stranger, "hello", turn).state == "hello"
+    known = GraphSession(identity=CallIdentity("c", "w", "s"), patient=PRIYA)
+    assert walk(graph, known, "hello", read_turn(known, "hello there")).state == "goodbye"
+
+
+def test_a_state_requiring_a_guard_the_engine_lacks_does_not_load():
+    assert "unknown guard 'vibes_check'" in engine_problems(guarded_tiny(["vibes_check"]))

@@ -146,3 +146,54 @@ def test_goodbye_in_another_sense_does_not_end_the_call(said):
 def test_a_farewell_because_they_mean_to_harm_themselves_is_a_crisis_not_a_goodbye():
     decision = route_turn("I just wanted to say this is goodbye, I won't be around much longer")
     assert decision.route == "crisis" and decision.task is TaskKind.HANDOFF
+
+
+@pytest.mark.parametrize("said", [
+    "Please don't call me again.",
+    "Take me off your list.",
+    "Could you take me off your calling list?",
+    "Stop calling me!",
+    "just stop calling.",
+    "please stop phoning me",
+    "quit ringing me",
+    "Can you remove my number please",
+    "lose my number",
+    "I don't want any more calls from you",
+    "I don't want you to call me again.",
+    "Never call this number again",
+    "do not contact me again",
+    "Put me on your do not call list",
+    "no more calls, thanks",
+    "Yes I'll come, but stop calling me with these reminders",
+    "unsubscribe",
+])
+def test_please_do_not_call_me_again_is_heard_in_its_paraphrases_anywhere(said):
+    for after in (None, "ask_for_callee", "final_slot_confirmation", "offer_waitlist_slot",
+                  "read_reminder", "confirm_current_booking_cancellation"):
+        assert route_turn(said, after).route == "do_not_call", (said, after)
+
+
+@pytest.mark.parametrize(("said", "route"), [
+    ("Don't call me back, I'll ring you tomorrow", "callback_request"),
+    ("Please don't call me before ten", "unknown"),
+    ("Take me off the Tuesday appointment", "cancel_request"),
+    ("Can you remove my number from the file, I have a new one", "unknown"),
+    ("I need to cancel my appointment", "cancel_request"),
+])
+def test_words_that_only_sound_like_do_not_call_are_not(said, route):
+    assert route_turn(said).route == route
+
+
+@pytest.mark.parametrize(("said", "route"), [
+    ("Yes, speaking.", "callee_speaking"),
+    ("This is she.", "callee_speaking"),
+    ("Sorry, wrong number.", "wrong_number"),
+    ("There's no Margaret here", "wrong_number"),
+    ("No one here by that name.", "wrong_number"),
+    ("She's not here right now.", "callee_unavailable"),
+    ("He's at work, can I take a message?", "callee_unavailable"),
+    ("This is her husband.", "callee_unavailable"),
+])
+def test_answers_to_may_i_speak_with_are_read_only_after_that_question(said, route):
+    assert route_turn(said, "ask_for_callee").route == route
+    assert route_turn(said, "ask_how_can_help").route != route
