@@ -25,7 +25,7 @@ import asyncpg
 from loguru import logger
 
 from call.call_session import CallLog
-from db import companion, outbound, world
+from db import companion, outbound, waitlist, world
 from db import scheduling as db
 from db.deadline import DatabaseUnavailable, within
 from db.slots import Slot, spread
@@ -37,6 +37,7 @@ from flows.graph_session import GraphSession
 from flows.navigator import took_action
 from flows.outbound_tools import OutboundRefused, OutboundTools
 from flows.promised_calls import plan_call
+from flows.recalls import offered
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
 from language.spoken import say_date, say_list, say_phone, say_price, say_time
@@ -453,7 +454,27 @@ class GraphTools:
         if outcome.practice_status == "pending":  # held here; the job queue writes it there
             self.log.event("practice_write_deferred", tool=tool, practice=self.practice.name,
                            reason=outcome.deferred)
+        await self._settle_waitlist_offer(slot)
         return await self._booked(outcome.appointment, tool, replaces=replaces)
+
+    async def _settle_waitlist_offer(self, slot: Slot) -> None:
+        """On a waitlist offer's call, booking the offered slot settles the offer: the
+        slot's other offers still waiting are called off and the callee leaves the
+        waitlist. The booking stands if that fails (the other calls hear the slot is gone
+        when they try to book it); the call's record says so."""
+        callee = self.session.callee
+        offer = callee.call.offer if callee is not None else None
+        if callee is None or callee.kind != "waitlist_offer" or not offer or not offered(
+                slot, offer):
+            return
+        try:
+            cancelled = await waitlist.settle_offer(self.pool, offer,
+                                                    patient_id=self._patient().id)
+        except (asyncpg.PostgresError, OSError) as error:
+            logger.warning(f"waitlist offer not settled ({type(error).__name__})")
+            self.log.event("waitlist_offer_unsettled", error=type(error).__name__)
+            return
+        self.log.event("waitlist_offer_settled", others_called_off=cancelled)
 
     async def _offer_instead(self, tool: str, conflict: SlotConflict) -> str:
         """The slot just went to someone else: the next free one from the same search (the
