@@ -18,7 +18,10 @@ from api import (
     keys,
     media_stream,
     observe,
+    patients,
     recordings,
+    reminders,
+    tasks,
     transcripts,
     voice,
     workspaces,
@@ -44,9 +47,11 @@ def create_app(settings: Settings) -> FastAPI:
             await app.state.runtime.close()
 
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
-    # observe before calls: its /api/calls/active must not be read as a call id.
+    # observe before calls: its /api/calls/active must not be read as a call id; reminders
+    # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
     for module in (health, voice, media_stream, observe, calls, recordings, transcripts, world,
-                   control, insights, keys, workspaces, audit, clinics, dashboard):
+                   control, insights, keys, workspaces, audit, reminders, clinics, tasks,
+                   patients, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

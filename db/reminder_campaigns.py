@@ -1,17 +1,31 @@
-"""Reminder campaigns, one per clinic: on or off, how many hours before an appointment
-the reminder call may come, and which appointment types it covers (none listed: all).
-The reminder sweep (`db/reminders.py`) reads the enabled ones."""
+"""Reminder campaigns: per clinic, whether its patients get a reminder call, how many
+hours before the appointment, and for which appointment types (none listed: every type).
+
+A clinic with no stored campaign has none running. A campaign only ever names the
+clinic's own appointment types, and only a clinic of the workspace that sets it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
 from dataclasses import dataclass
 
 import asyncpg
 
 from db.repositories import as_uuid
 
+Executor = asyncpg.Pool | asyncpg.Connection
+MIN_LEAD_HOURS = 1
+MAX_LEAD_HOURS = 336  # two weeks
 DEFAULT_LEAD_HOURS = 24
+
+
+class CampaignRefused(ValueError):
+    """The campaign cannot be stored as asked; the message says why."""
+
+
+class ClinicNotFound(CampaignRefused):
+    """The clinic is unknown, or belongs to another workspace."""
 
 
 @dataclass(frozen=True)
@@ -20,57 +34,77 @@ class Campaign:
     workspace_id: str
     enabled: bool
     lead_hours: int
-    appointment_type_ids: tuple[str, ...]  # empty: every type
+    appointment_type_ids: tuple[str, ...]  # empty: every type of the clinic
 
 
 def _campaign(row: asyncpg.Record) -> Campaign:
-    return Campaign(str(row["service_id"]), str(row["workspace_id"]), row["enabled"],
-                    row["lead_hours"], tuple(str(t) for t in row["appointment_type_ids"]))
+    return Campaign(service_id=str(row["service_id"]), workspace_id=str(row["workspace_id"]),
+                    enabled=row["enabled"], lead_hours=row["lead_hours"],
+                    appointment_type_ids=tuple(str(t) for t in row["appointment_type_ids"]))
 
 
-async def get_campaign(pool: asyncpg.Pool, workspace_id: str, service_id: str) -> Campaign:
-    """The clinic's campaign; a clinic that never set one has it off, 24 hours ahead, for
-    every type."""
+async def get_campaign(pool: Executor, workspace_id: str, service_id: str) -> Campaign | None:
+    """The clinic's campaign; None when none is stored (or the clinic is not the
+    workspace's)."""
     row = await pool.fetchrow(
         "SELECT * FROM reminder_campaigns WHERE service_id = $1 AND workspace_id = $2",
         as_uuid(service_id), as_uuid(workspace_id))
-    if row is None:
-        return Campaign(service_id, workspace_id, False, DEFAULT_LEAD_HOURS, ())
+    return _campaign(row) if row else None
+
+
+async def put_campaign(pool: Executor, workspace_id: str, service_id: str, *, enabled: bool,
+                       lead_hours: int, appointment_type_ids: tuple[str, ...] | list[str],
+                       ) -> Campaign:
+    """Store the clinic's campaign (created or replaced). Raises `ClinicNotFound` for a
+    clinic that is not the workspace's, `CampaignRefused` for a lead time out of range or
+    a type that is not one of the clinic's live types. Given a connection, it writes in
+    the caller's transaction."""
+    if isinstance(pool, asyncpg.Pool):
+        async with pool.acquire() as conn, conn.transaction():
+            return await _put(conn, workspace_id, service_id, enabled, lead_hours,
+                              appointment_type_ids)
+    return await _put(pool, workspace_id, service_id, enabled, lead_hours, appointment_type_ids)
+
+
+async def _put(conn: asyncpg.Connection, workspace_id: str, service_id: str, enabled: bool,
+               lead_hours: int, type_ids: tuple[str, ...] | list[str]) -> Campaign:
+    if not MIN_LEAD_HOURS <= lead_hours <= MAX_LEAD_HOURS:
+        raise CampaignRefused(f"the lead time is {MIN_LEAD_HOURS} to {MAX_LEAD_HOURS} hours, "
+                              f"not {lead_hours}")
+    service = as_uuid(service_id)
+    workspace = as_uuid(workspace_id)
+    # Locked so a campaign is never written for a clinic being deleted.
+    if service is None or not await conn.fetchval(
+            "SELECT true FROM services WHERE id = $1 AND workspace_id = $2 FOR SHARE",
+            service, workspace):
+        raise ClinicNotFound("no such clinic in this workspace")
+    wanted = _as_ids(type_ids)
+    live = {row["id"] for row in await conn.fetch(
+        """SELECT id FROM appointment_types
+           WHERE service_id = $1 AND id = ANY($2::uuid[]) AND retired_at IS NULL FOR SHARE""",
+        service, [t for t in wanted if t is not None])}
+    foreign = [str(given) for given, t in zip(type_ids, wanted, strict=True) if t not in live]
+    if foreign:
+        raise CampaignRefused("not appointment types of this clinic: " + ", ".join(foreign))
+    row = await conn.fetchrow(
+        """INSERT INTO reminder_campaigns (service_id, workspace_id, enabled, lead_hours,
+               appointment_type_ids)
+           VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (service_id) DO UPDATE
+               SET enabled = EXCLUDED.enabled, lead_hours = EXCLUDED.lead_hours,
+                   appointment_type_ids = EXCLUDED.appointment_type_ids, updated_at = now()
+           RETURNING *""",
+        service, workspace, enabled, lead_hours, list(dict.fromkeys(wanted)))
     return _campaign(row)
 
 
-async def put_campaign(
-    pool: asyncpg.Pool, workspace_id: str, service_id: str, *, enabled: bool, lead_hours: int,
-    appointment_type_ids: Sequence[str],
-) -> Campaign:
-    """Set the clinic's campaign (the clinic must be the workspace's; its listed types
-    must be the clinic's own). Raises LookupError for another workspace's clinic and
-    ValueError for a lead time out of 1 to 336 hours or a type the clinic does not offer."""
-    if not 1 <= lead_hours <= 336:
-        raise ValueError("lead_hours must be 1 to 336")
-    types = list(dict.fromkeys(as_uuid(t) for t in appointment_type_ids))
-    async with pool.acquire() as conn, conn.transaction():
-        if not await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM services WHERE id = $1 AND workspace_id = $2)",
-                as_uuid(service_id), as_uuid(workspace_id)):
-            raise LookupError("no such clinic in this workspace")
-        if None in types or await conn.fetchval(
-                """SELECT count(*) FROM appointment_types
-                   WHERE service_id = $1 AND id = ANY($2::uuid[])""",
-                as_uuid(service_id), types) != len(types):
-            raise ValueError("an appointment type is not one this clinic offers")
-        row = await conn.fetchrow(
-            """INSERT INTO reminder_campaigns (service_id, workspace_id, enabled, lead_hours,
-                                               appointment_type_ids)
-               VALUES ($1, $2, $3, $4, $5)
-               ON CONFLICT (service_id) DO UPDATE
-               SET enabled = $3, lead_hours = $4, appointment_type_ids = $5, updated_at = now()
-               RETURNING *""",
-            as_uuid(service_id), as_uuid(workspace_id), enabled, lead_hours, types)
-    return _campaign(row)
+def _as_ids(type_ids: tuple[str, ...] | list[str]) -> list[uuid.UUID | None]:
+    """Each given type as a UUID (None: not an id at all)."""
+    return [as_uuid(str(t)) for t in type_ids]
 
 
-async def enabled_campaigns(pool: asyncpg.Pool) -> list[Campaign]:
-    """Every clinic's campaign that is on."""
-    rows = await pool.fetch("SELECT * FROM reminder_campaigns WHERE enabled ORDER BY service_id")
-    return [_campaign(r) for r in rows]
+async def enabled_campaigns(pool: Executor) -> list[Campaign]:
+    """Every clinic's campaign that is on, in every workspace."""
+    rows = await pool.fetch(
+        "SELECT * FROM reminder_campaigns WHERE enabled ORDER BY workspace_id, service_id")
+    return [_campaign(row) for row in rows]

@@ -10,6 +10,7 @@ import * as history from "./history.js";
 import * as live from "./live.js";
 import * as review from "./review.js";
 import * as role from "./role.js";
+import * as tasks from "./tasks.js";
 
 const ROUTES = [
   [/^#\/live$/, "live", (root) => live.mountList(root)],
@@ -18,6 +19,8 @@ const ROUTES = [
   [/^#\/calls\/([\w-]+)$/, "calls", (root, id) => detail.mount(root, id)],
   [/^#\/guide$/, "guide", (root) => guide.mount(root)],
   [/^#\/review$/, "review", (root) => review.mount(root)],
+  [/^#\/tasks$/, "tasks", (root) => tasks.mount(root)],
+  [/^#\/tasks\/([\w-]+)$/, "tasks", (root, id) => tasks.mount(root, id)],
   [/^#\/clinic$/, "clinic", (root) => clinic.mount(root)],
   [/^#\/clinic\/([\w-]+)$/, "clinic", (root, id) => clinic.mount(root, id)],
 ];

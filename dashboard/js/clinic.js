@@ -8,6 +8,7 @@
 
 import { ApiError, api, apiText } from "./api.js";
 import { append, el, say, table } from "./dom.js";
+import { remindersSection } from "./reminders.js";
 import * as role from "./role.js";
 
 export const DAYS = [["mon", "Monday"], ["tue", "Tuesday"], ["wed", "Wednesday"],
@@ -510,6 +511,7 @@ async function showClinic(page, clinicId, alive) {
       el("div", { class: "actions" }, exportLink),
       note, status,
       headerSection(),
+      remindersSection(clinicId, names(file.appointment_types), canWrite),
       SECTIONS.map(listSection)]);
   }
 

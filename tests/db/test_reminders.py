@@ -1,15 +1,14 @@
-"""Reminder campaigns: each clinic sets one (on or off, how long before, which types),
-and the sweep makes one reminder call per covered appointment, however often it runs."""
+"""The reminder sweep: one reminder call per appointment an enabled campaign covers,
+however often it runs, due its lead time before the appointment."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, time, timedelta
 
 import pytest
 
 from db import outbound, scheduling
-from db.reminder_campaigns import enabled_campaigns, get_campaign, put_campaign
+from db.reminder_campaigns import put_campaign
 from db.reminders import sweep_reminders
 from tests.db.small_clinic import CHICAGO, SmallClinic, small_clinic
 
@@ -26,32 +25,6 @@ async def reminders_of(db, clinic: SmallClinic) -> dict[str, outbound.OutboundTa
     """The clinic's reminder tasks by appointment."""
     tasks = await outbound.list_tasks(db.pool, clinic.workspace_id, kind="reminder")
     return {t.appointment_id: t for t in tasks if t.service_id == clinic.service_id}
-
-
-async def test_a_clinic_without_a_campaign_has_it_off_and_can_turn_it_on(db, clinic):
-    off = await get_campaign(db.pool, clinic.workspace_id, clinic.service_id)
-    assert (off.enabled, off.lead_hours, off.appointment_type_ids) == (False, 24, ())
-
-    on = await put_campaign(db.pool, clinic.workspace_id, clinic.service_id, enabled=True,
-                            lead_hours=48, appointment_type_ids=[clinic.physio])
-
-    assert on == await get_campaign(db.pool, clinic.workspace_id, clinic.service_id)
-    assert (on.enabled, on.lead_hours, on.appointment_type_ids) == (True, 48, (clinic.physio,))
-    assert on in await enabled_campaigns(db.pool)
-
-
-async def test_a_campaign_names_only_the_workspace_s_clinic_and_its_own_types(db, clinic):
-    other = str(await db.pool.fetchval(
-        "INSERT INTO workspaces (name) VALUES ($1) RETURNING id", f"ws-{uuid.uuid4().hex[:8]}"))
-    with pytest.raises(LookupError):
-        await put_campaign(db.pool, other, clinic.service_id, enabled=True, lead_hours=24,
-                           appointment_type_ids=[])
-    with pytest.raises(ValueError):
-        await put_campaign(db.pool, clinic.workspace_id, clinic.service_id, enabled=True,
-                           lead_hours=24, appointment_type_ids=[str(uuid.uuid4())])
-    with pytest.raises(ValueError):
-        await put_campaign(db.pool, clinic.workspace_id, clinic.service_id, enabled=True,
-                           lead_hours=0, appointment_type_ids=[])
 
 
 async def test_the_sweep_reminds_each_covered_appointment_once(db, clinic):
