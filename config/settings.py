@@ -11,6 +11,7 @@ from config.features import (
     CallSettings,
     ConversationSettings,
     EmotionSettings,
+    FollowThroughSettings,
     SafetySettings,
     TurnSettings,
     WorldSettings,
@@ -38,6 +39,7 @@ class Settings(BaseSettings):
     safety: SafetySettings = Field(default_factory=SafetySettings)
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     world: WorldSettings = Field(default_factory=WorldSettings)
+    follow_through: FollowThroughSettings = Field(default_factory=FollowThroughSettings)
 
     @classmethod
     def settings_customise_sources(
