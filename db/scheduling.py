@@ -8,13 +8,13 @@ the second write finds the overlap and raises `SlotTaken`.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from db import practice_writes
+from db import outbound, practice_writes, waitlist
 from db.opening import Closure
 from db.repositories import as_uuid
 from db.slots import Booked, Slot, WeeklyHours, open_slots
@@ -335,6 +335,8 @@ async def _set_status(
     )
     if changed is None:
         raise NotFound(appointment_id)
+    if status == "cancelled":  # its reminder is called off, its slot offered to the waitlist
+        await waitlist.slot_freed(connection, str(changed))
     return await _fetch_appointment(connection, changed)
 
 
@@ -356,15 +358,24 @@ async def add_to_waitlist(
 async def request_callback(
     pool: asyncpg.Pool, *, service_id: str | None, call_id: str | None, patient_id: str | None,
     phone: str | None, reason: str, message: str, urgent: bool,
-) -> str:
-    entry = await pool.fetchval(
-        """INSERT INTO callback_requests (service_id, call_id, patient_id, phone, reason,
-                                          message, urgent)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id""",
-        as_uuid(service_id), as_uuid(call_id), as_uuid(patient_id), phone,
-        reason, message, urgent,
-    )
-    return str(entry)
+    task: outbound.TaskSpec | None = None,
+) -> tuple[str, str | None]:
+    """Log a callback request for the clinic team and, given `task`, the task that calls
+    them back (its `callback_request_id` filled in), in one transaction: both are written
+    or neither is. (request id, task id or None)."""
+    async with pool.acquire() as connection, connection.transaction():
+        entry = await connection.fetchval(
+            """INSERT INTO callback_requests (service_id, call_id, patient_id, phone, reason,
+                                              message, urgent)
+               VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id""",
+            as_uuid(service_id), as_uuid(call_id), as_uuid(patient_id), phone,
+            reason, message, urgent,
+        )
+        task_id = None
+        if task is not None:
+            task_id = await outbound.create_task(
+                connection, replace(task, callback_request_id=str(entry)))
+    return str(entry), task_id
 
 
 def _day_start(day: date) -> datetime:

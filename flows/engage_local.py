@@ -21,7 +21,7 @@ from db.scheduling import Appointment
 from db.slots import Slot
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
-from flows.graph_tools import GraphTools, ToolResult
+from flows.graph_tools import PROMISE_TOOLS, GraphTools, ToolResult
 from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from lib.prompts import PROMPTS_DIR
 
@@ -31,11 +31,15 @@ FIELDS = frozenset({
     "prices",
     "hours", "service_info", "emergency_number", "memory", "reminder", "summary",
     "full_name", "birth_date", "service_names", "locations", "next_step", "callback_number",
-    "lookup_result", "callee", "call_reason", "reminder_appointment", "call_us",
+    "lookup_result", "callee", "call_reason", "reminder_appointment", "call_us", "call_time",
 })
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow", "slot_taken",
-                      "slot_taken_none", "slot_gone"})
+                      "slot_taken_none", "slot_gone", "callback_failed",
+                      "emergency_callback_failed", "crisis_callback_failed"})
+# When the call from the team an action promises was not arranged: what it says instead.
+CALL_NOT_ARRANGED = {"red_flag_emergency_redirect": "emergency_callback_failed",
+                     "crisis_support_first": "crisis_callback_failed"}
 
 
 class ActionLines(BaseModel):
@@ -181,10 +185,20 @@ async def engage(
     fields["call_us"] = (lines.clinic_numbers["known"].format(clinic_number=say_phone(clinic_number))
                          if clinic_number else lines.clinic_numbers["unknown"])
     if result is not None and not result.ok:
-        return Engaged(lines.outcomes[_failure(result, session)].format_map(fields), result)
+        outcome = (_call_not_arranged(action) if call and call[0] in PROMISE_TOOLS
+                   else _failure(result, session))
+        return Engaged(lines.outcomes[outcome].format_map(fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
-    return Engaged(line_for(action, session, lines).format_map(fields), result)
+    line = line_for(action, session, lines)
+    if "{call_time}" in line and not session.call_time:  # no call arranged: never promised
+        line = lines.outcomes[_call_not_arranged(action)]
+    return Engaged(line.format_map(fields), result)
+
+
+def _call_not_arranged(action: str) -> str:
+    """The outcome line for a call from the team that was not arranged."""
+    return CALL_NOT_ARRANGED.get(action, "callback_failed")
 
 
 def _failure(result: ToolResult, session: GraphSession) -> str:
@@ -259,6 +273,7 @@ def _fields(
         if session.reminder_in_focus else "",
         "summary": _check_in_summary(session),
         "callback_number": say_phone(session.callback_phone or session.caller_number or ""),
+        "call_time": session.call_time or "",
         "service_names": say_list([_lower_first(t.name) for t in session.services], "or"),
         "locations": say_list([loc.name for loc in session.locations], "or"),
         "full_name": " ".join(n for n in (session.new_patient.first_name,

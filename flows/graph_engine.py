@@ -84,6 +84,7 @@ class GraphEngine:
         self.tools = GraphTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
             index=index, practice=practice, country_code=country_code, now=now,
+            dialled_number=dialled_number,
         )
         self._now = now
         self.dialled_number = dialled_number

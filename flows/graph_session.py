@@ -94,12 +94,14 @@ class GraphSession:
     problem_duration: str | None = None  # how long it has been going on, in their words
     callback_message: str | None = None  # what to pass on to the team
     callback_phone: str | None = None  # a number they gave for the call back (E.164)
+    call_time: str | None = None  # when the clinic's promised call comes, as told
     confirmation: Confirmation | None = None
     booked: list[Appointment] = field(default_factory=list)
     registered: list[str] = field(default_factory=list)  # patient ids this call created
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
     handoff_to: str | None = None  # the number TransferCall chose; dialled after the goodbye
     in_crisis: bool = False  # the caller spoke of ending their life: never hang up on them
+    red_flag: bool = False  # the caller's words raised a medical red flag (or a crisis)
     crisis_escalated: bool = False  # the team was asked, urgently, to take this call
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
     # companion check-in calls: what earlier calls left, and what this one has done

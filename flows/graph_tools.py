@@ -25,7 +25,7 @@ import asyncpg
 from loguru import logger
 
 from call.call_session import CallLog
-from db import companion, world
+from db import companion, outbound, waitlist, world
 from db import scheduling as db
 from db.deadline import DatabaseUnavailable, within
 from db.slots import Slot, spread
@@ -36,9 +36,11 @@ from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.navigator import took_action
 from flows.outbound_tools import OutboundRefused, OutboundTools
+from flows.promised_calls import plan_call
+from flows.recalls import offered
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
-from language.spoken import say_date, say_list, say_price, say_time
+from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from processors.world.index import WorldIndex
 from processors.world.write_safety import WriteDeduplicator, target_outside_scope
 from services.embeddings import LocalEmbedder
@@ -53,6 +55,10 @@ SEARCH_DAYS = 14
 # What the agent says when a taken slot's replacement is offered: a read-back, so the
 # caller's next yes confirms exactly the new time.
 READ_BACK_ACTION = "final_slot_confirmation"
+# The tools whose success is a promise that the clinic will call: their failure says so.
+PROMISE_TOOLS = frozenset({"EscalateToHuman", "ScheduleOutboundCall", "AddToWaitlist"})
+# Callback task priorities (1-10): a red flag's urgent call back first.
+CALLBACK_PRIORITY, URGENT_PRIORITY, RED_FLAG_PRIORITY = 5, 9, 10
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,11 @@ class ToolResult:
 
 class Refused(Exception):
     """The handler found the request unsafe or impossible (classified `guard`)."""
+
+
+class NoCallBack(Refused):
+    """No call back can be arranged (the caller asked not to be called, or there is no
+    number to call); the message says why."""
 
 
 class SlotWasTaken(Exception):
@@ -91,15 +102,17 @@ class GraphTools:
         timeout_s: float = TOOL_TIMEOUT_S, index: WorldIndex | None = None,
         practice: PracticeSystem | None = None, clock: Callable[[], float] = time.monotonic,
         country_code: str = "1", now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        dialled_number: str | None = None,
     ) -> None:
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self._today = today
         self._wall_clock = now
         self._transfer_number = clinic_transfer_number
+        self._dialled_number = dialled_number
         self._timeout_s = timeout_s
         self.practice = practice or BuiltinPractice(pool)
         self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today,
-                                country_code, now)
+                                country_code, now, dialled_number)
         self.outbound = OutboundTools(session, pool, log, self.practice, now)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._part_of_day: str | None = None  # what the last search was narrowed to
@@ -160,6 +173,18 @@ class GraphTools:
         return result
 
     async def _run(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        result = await self._attempt(name, args)
+        if result.ok or name not in PROMISE_TOOLS or result.error_class == "timeout":
+            return result
+        # A promise that failed is said to have failed: never "the clinic will call".
+        self.log.event("call_not_arranged", tool=name, error_class=result.error_class)
+        number = self.clinic_number()
+        instead = (f"offer the clinic's number, {say_phone(number)}, to call instead"
+                   if number else "ask them to call the clinic again later")
+        return ToolResult(f"{result.text} No call from the clinic was arranged: do not say "
+                          f"the clinic will call; {instead}.", result.error_class)
+
+    async def _attempt(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         try:
             text = await within(self._handlers[name](args), self._timeout_s, what=f"tool {name}")
             return ToolResult(text)
@@ -396,7 +421,14 @@ class GraphTools:
             "waitlist_added", f"Waitlist: {kind.name if kind else 'any appointment'}.",
             {"appointment_type": kind.name if kind else None, "note": str(args.get("note", ""))},
             patient.id, "waitlist_entries", entry))
-        return "Added to the waitlist; the clinic will call if a time opens up."
+        what = f"a {kind.name.lower()}" if kind else "an appointment"
+        if not await outbound.may_call(self.pool, self.session.workspace_id,
+                                       patient_id=patient.id, phone=None):
+            return (f"Added to the waitlist for {what}, but they asked not to be called, so "
+                    "the clinic will not call when a time opens: tell them to call and ask.")
+        return (f"Added to the waitlist for {what}. This is not a booking: only if such a time "
+                "opens up (someone cancels) will the clinic call them, during its opening "
+                "hours, to offer it.")
 
     async def _create_patient(self, args: Mapping[str, Any]) -> str:
         said = await self.world.create_patient(args)
@@ -422,7 +454,27 @@ class GraphTools:
         if outcome.practice_status == "pending":  # held here; the job queue writes it there
             self.log.event("practice_write_deferred", tool=tool, practice=self.practice.name,
                            reason=outcome.deferred)
+        await self._settle_waitlist_offer(slot)
         return await self._booked(outcome.appointment, tool, replaces=replaces)
+
+    async def _settle_waitlist_offer(self, slot: Slot) -> None:
+        """On a waitlist offer's call, booking the offered slot settles the offer: the
+        slot's other offers still waiting are called off and the callee leaves the
+        waitlist. The booking stands if that fails (the other calls hear the slot is gone
+        when they try to book it); the call's record says so."""
+        callee = self.session.callee
+        offer = callee.call.offer if callee is not None else None
+        if callee is None or callee.kind != "waitlist_offer" or not offer or not offered(
+                slot, offer):
+            return
+        try:
+            cancelled = await waitlist.settle_offer(self.pool, offer,
+                                                    patient_id=self._patient().id)
+        except (asyncpg.PostgresError, OSError) as error:
+            logger.warning(f"waitlist offer not settled ({type(error).__name__})")
+            self.log.event("waitlist_offer_unsettled", error=type(error).__name__)
+            return
+        self.log.event("waitlist_offer_settled", others_called_off=cancelled)
 
     async def _offer_instead(self, tool: str, conflict: SlotConflict) -> str:
         """The slot just went to someone else: the next free one from the same search (the
@@ -549,19 +601,66 @@ class GraphTools:
         return f"Confirmed the {said}."
 
     async def _escalate(self, args: Mapping[str, Any]) -> str:
-        session = self.session
-        await db.request_callback(
+        """A callback request for the clinic team, and the callback task that calls the
+        caller back in the next calling window, written together; the caller is told
+        when. No task (they asked not to be called, or there is no number): no promise."""
+        session, now = self.session, self._now()
+        urgent, stay = bool(args.get("urgent", False)), bool(args.get("stay"))
+        reason = str(args.get("reason", "caller asked for a person"))
+        message = str(args.get("message", ""))
+        patient_id = session.identified_patient_id()
+        phone = session.callback_phone or (None if patient_id else session.caller_number)
+        plan = await plan_call(session, self.pool, now, dialled_number=self._dialled_number)
+        why_not = await self._why_no_call_back(patient_id, phone)
+        task = None if why_not else outbound.TaskSpec(
+            workspace_id=session.workspace_id, service_id=session.service_id or None,
+            kind="callback", reason=reason, goal=message or reason, timezone=plan.timezone,
+            not_before=plan.not_before(now), priority=self._callback_priority(urgent),
+            patient_id=patient_id, phone=phone, window_start=plan.window.start,
+            window_end=plan.window.end, window_days=plan.window.days,
+            written_by="tool:EscalateToHuman", confidence="high", source_call=session.call_id)
+        _request, task_id = await db.request_callback(
             self.pool, service_id=session.service_id, call_id=session.call_id,
-            patient_id=session.patient.id if session.patient else None,
-            phone=session.callback_phone or session.caller_number,
-            reason=str(args.get("reason", "caller asked for a person")),
-            message=str(args.get("message", "")), urgent=bool(args.get("urgent", False)),
+            patient_id=patient_id, phone=session.callback_phone or session.caller_number,
+            reason=reason, message=message, urgent=urgent, task=task,
         )
-        if args.get("stay"):  # a person is fetched while the agent stays on the line
+        if task_id is not None:
+            session.call_time = plan.when(now)
+            self.log.event("call_back_promised", task_id=task_id, priority=task.priority,
+                           at=plan.at.isoformat() if plan.at else None)
+        if stay:  # a person is fetched while the agent stays on the line
             session.crisis_escalated = True
-            return "Urgent request logged; stay with the caller until a person takes over."
+            also = f" The team will also call them back {session.call_time}." if task_id else ""
+            return f"Urgent request logged; stay with the caller until a person takes over.{also}"
+        if why_not:
+            raise NoCallBack(f"the request is logged for the team, but {why_not}")
         session.outcome = "handed_off"
-        return "Callback request logged for the clinic team."
+        return f"Callback request logged: the clinic team will call them back {session.call_time}."
+
+    async def _why_no_call_back(self, patient_id: str | None, phone: str | None) -> str | None:
+        """Why no call back can be promised (None: one can)."""
+        session = self.session
+        if not session.workspace_id or (patient_id is None and not phone):
+            return "there is no number to call them back on"
+        if not await outbound.may_call(self.pool, session.workspace_id, patient_id=patient_id,
+                                       phone=phone or session.caller_number):
+            return "they asked not to be called, so no call back can be arranged"
+        return None
+
+    def _callback_priority(self, urgent: bool) -> int:
+        if not urgent:
+            return CALLBACK_PRIORITY
+        return RED_FLAG_PRIORITY if self.session.red_flag else URGENT_PRIORITY
+
+    def clinic_number(self) -> str | None:
+        """The clinic's own number for a caller to ring: the front desk's, else the
+        dialled location's, else any location's (None: none on record)."""
+        locations = self.session.locations
+        dialled = next((loc for loc in locations
+                        if self._dialled_number and loc.phone_number == self._dialled_number),
+                       None)
+        return self._transfer_number or (dialled.phone_number if dialled else None) or next(
+            (loc.phone_number for loc in locations if loc.phone_number), None)
 
     async def _transfer(self, args: Mapping[str, Any]) -> str:
         session = self.session

@@ -288,6 +288,8 @@ def _understand(session: GraphSession, turn: Turn, today: date) -> None:
     session.heard.append(text)
     if turn.route.route == CRISIS_ROUTE:
         session.in_crisis = True
+    if turn.route.route in (RED_FLAG_ROUTE, CRISIS_ROUTE):
+        session.red_flag = True
     if turn.route.task is not None:
         if turn.route.task is not session.task or session.task_quote is None:
             session.task_quote = text

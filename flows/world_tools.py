@@ -20,9 +20,10 @@ import asyncpg
 import dateparser
 
 from call.call_session import CallLog
-from db import world
+from db import outbound, world
 from db.world import CoverageSpec, OutboundTaskSpec, PatientRecord, Provenance
 from flows.graph_session import GraphSession
+from flows.promised_calls import plan_call
 from language.carriers import default_carriers, match_carrier
 from language.fields import (
     normalize_email,
@@ -86,6 +87,7 @@ class WorldTools:
     today: Callable[[], date]
     country_code: str = "1"
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    dialled_number: str | None = None
 
     # --- provenance --------------------------------------------------------------
 
@@ -327,6 +329,8 @@ class WorldTools:
         return f"Noted: {kind.replace('_', ' ')} is {value}."
 
     async def schedule_outbound(self, args: Mapping[str, Any]) -> str:
+        """The outbound task, dialled from the first calling time on the day asked for
+        (today) in the caller's timezone; the caller is told when the call will come."""
         patient_id = self._identified_id()
         reason = " ".join(str(args.get("reason") or "").split())
         goal = " ".join(str(args.get("goal") or "").split())
@@ -338,38 +342,35 @@ class WorldTools:
             priority = 0
         if not 1 <= priority <= 10:
             raise WorldRefused("priority is 1 (lowest) to 10 (most urgent)")
-        zone_name = self._patient_timezone()
-        zone = ZoneInfo(zone_name)
-        now = self.now().astimezone(zone)
+        if not await outbound.may_call(self.pool, self.session.workspace_id,
+                                       patient_id=patient_id, phone=None):
+            raise WorldRefused("they asked not to be called, so no call can be scheduled")
         window = PART_OF_DAY_WINDOWS.get(str(args.get("part_of_day") or ""), BUSINESS_HOURS)
+        now = self.now()
+        plan = await plan_call(self.session, self.pool, now, dialled_number=self.dialled_number,
+                               hours=(window[0], window[1], BUSINESS_DAYS))
+        zone = ZoneInfo(plan.timezone)
         not_before = now
         if args.get("on_date"):
-            day = _future_date(str(args["on_date"]), now.date())
+            day = _future_date(str(args["on_date"]), now.astimezone(zone).date())
             if day is None:
                 raise WorldRefused("that day is not a date from today on")
             not_before = max(now, datetime.combine(day, window[0], zone))
+            plan = plan.from_(not_before)
         attempts = max(1, min(10, int(args.get("max_attempts") or DEFAULT_MAX_ATTEMPTS)))
         spec = OutboundTaskSpec(
-            reason=reason, goal=goal, priority=priority, timezone=zone_name,
+            reason=reason, goal=goal, priority=priority, timezone=plan.timezone,
             window_start=window[0], window_end=window[1], window_days=BUSINESS_DAYS,
-            not_before=not_before, max_attempts=attempts,
+            not_before=plan.not_before(not_before), max_attempts=attempts,
             retry_backoff_minutes=DEFAULT_BACKOFF_MIN,
         )
         _task_id, event_id = await world.schedule_outbound(
             self.pool, self.session.workspace_id, patient_id, spec,
-            self.provenance("ScheduleOutboundCall"))
+            self.provenance("ScheduleOutboundCall"), service_id=self.session.service_id or None)
         self.wrote(event_id=event_id)
-        when = say_date(not_before.date()) if not_before.date() != now.date() else "from today"
-        return (f"Call back scheduled {when}, between {window[0]:%H:%M} and {window[1]:%H:%M} "
-                f"their time, on weekdays, up to {attempts} attempts.")
-
-    def _patient_timezone(self) -> str:
-        caller = self._caller()
-        if caller is not None and caller.timezone:
-            return caller.timezone
-        if self.session.locations:
-            return self.session.locations[0].timezone
-        return "UTC"
+        self.session.call_time = plan.when(now)
+        return (f"Call back scheduled: the clinic will call them {self.session.call_time} "
+                f"their time, up to {attempts} attempts if unanswered.")
 
 
 def _future_date(text: str, today: date) -> date | None:

@@ -47,6 +47,29 @@ def say_opening(moment: datetime, now: datetime) -> str:
     return f"{say_day(moment.date(), today)} at {say_clock(moment)}"
 
 
+# A call due this soon is said to come "shortly".
+SOON = timedelta(minutes=10)
+
+
+def say_calling_time(moment: datetime, now: datetime) -> str:
+    """When the clinic's call will come, as the caller hears it, in `moment`'s own
+    timezone: 'shortly', 'later today after 2 PM', 'tomorrow morning
+    from 9 AM', 'on Monday from 9 AM', 'on Monday, December 7 from 9 AM'."""
+    if moment - now <= SOON:
+        return "shortly"
+    today = now.astimezone(moment.tzinfo).date() if moment.tzinfo else now.date()
+    day = moment.date()
+    if day == today:  # "after" the quarter hour it falls in: still true, easier to hear
+        return f"later today after {say_clock(moment.replace(minute=moment.minute // 15 * 15))}"
+    if day == today + timedelta(days=1):
+        return f"tomorrow {_part_of_day(moment)} from {say_clock(moment)}"
+    return f"on {say_day(day, today)} from {say_clock(moment)}"
+
+
+def _part_of_day(moment: datetime) -> str:
+    return "morning" if moment.hour < 12 else "afternoon" if moment.hour < 17 else "evening"
+
+
 def say_days(first: date, last: date) -> str:
     """'December 24', 'December 24 to 26', 'December 30 to January 2'."""
     if first == last:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from db import reminders, waitlist
 from db.outbound import DIAL_JOB
 from runner import post_call, practice_push
+from runner.follow_through_jobs import offer_freed_slot, sweep_interval, sweep_reminders
 from runner.job_worker import JobKind
 from runner.outbound.dispatcher import outbound_dial
 from runner.post_call import AfterCall, run_post_call
@@ -37,6 +39,11 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
         practice_push.RETRIES.kind(practice_push.ENTRYPOINT, bind(_push_booking)),
         # Verify what a call wrote, then sync it: 3 retries, 30 s doubling.
         post_call.RETRIES.kind(post_call.ENTRYPOINT, bind(_post_call)),
+        # A cancelled appointment's slot, offered to the waitlist.
+        JobKind(waitlist.OFFER_JOB, bind(offer_freed_slot)),
+        # Reminder calls for every enabled campaign: one job across processes, every few minutes.
+        JobKind(reminders.SWEEP_JOB, bind(sweep_reminders),
+                every=sweep_interval(runtime.settings)),
     ]
     return {kind.entrypoint: kind for kind in kinds}
 

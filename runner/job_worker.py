@@ -4,7 +4,9 @@ Each kind of job names its handler and its retry policy: a handler that raises i
 again after a backoff (1 s, 2 s, 4 s … up to `max_delay`) until its attempts are spent,
 then held as `failed` for a person to retry. Every process runs one worker; the queue
 hands each job to exactly one of them, and a job whose worker died (its heartbeat went
-stale) goes to another. The worker has its own connection (it listens for new jobs);
+stale) goes to another. A periodic kind is one job across every process: each worker
+queues it at start (skipped while it is queued or running), and each run queues it
+again for `every` later, even when it failed, so it survives restarts and never stops. The worker has its own connection (it listens for new jobs);
 when that connection drops it reconnects with a backoff, and no call waits on it.
 """
 
@@ -19,10 +21,17 @@ from typing import Any
 
 import asyncpg
 from loguru import logger
-from pgqueuer import AsyncpgDriver, DatabaseRetryEntrypointExecutor, Job, Queries, QueueManager
+from pgqueuer import (
+    AsyncpgDriver,
+    DatabaseRetryEntrypointExecutor,
+    Job,
+    Queries,
+    QueueManager,
+    RetryRequested,
+)
 from pgqueuer.core.executors import EntrypointExecutorParameters
 
-from db.jobs import decode
+from db.jobs import decode, enqueue
 from db.pool import init_connection
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
@@ -45,6 +54,12 @@ class JobKind:
     initial_delay: timedelta = timedelta(seconds=1)
     max_delay: timedelta = timedelta(minutes=5)
     concurrency_limit: int = 0  # across every worker; 0: no limit
+    every: timedelta | None = None  # periodic: run again this long after each run
+
+
+def periodic_key(entrypoint: str) -> str:
+    """The dedupe key that keeps one job of a periodic kind across every process."""
+    return f"periodic:{entrypoint}"
 
 
 class JobWorker:
@@ -105,6 +120,10 @@ class JobWorker:
             # The same JSON codecs as the pool's connections, so a job's headers written
             # through the pool read back as the library wrote them.
             await init_connection(connection)
+            for kind in self.kinds.values():
+                if kind.every is not None:
+                    await enqueue(connection, kind.entrypoint, {},
+                                  dedupe_key=periodic_key(kind.entrypoint))
             manager = QueueManager(Queries(AsyncpgDriver(connection)))
             for kind in self.kinds.values():
                 self._register(manager, kind)
@@ -129,7 +148,16 @@ class JobWorker:
                 initial_delay=kind.initial_delay, max_delay=kind.max_delay)
 
         async def run(job: Job) -> None:
-            await kind.handler(decode(job.payload))
+            if kind.every is None:
+                await kind.handler(decode(job.payload))
+                return
+            try:
+                await kind.handler(decode(job.payload))
+            except Exception as error:  # noqa: BLE001 - the next run tries again
+                logger.opt(exception=error).warning(
+                    f"periodic job {kind.entrypoint} failed ({type(error).__name__}); "
+                    f"next run in {kind.every}")
+            raise RetryRequested(delay=kind.every, reason="periodic")
 
         manager.entrypoint(kind.entrypoint, concurrency_limit=kind.concurrency_limit,
                            on_failure="hold", executor_factory=executor)(run)

@@ -5,7 +5,9 @@ facts, in the persona's way of talking.
 the caller's next line, or None to hang up. It reads the agent's turn with
 `questions.classify`, keeps track of where the caller is in their tasks, and says it
 with the persona's phrase bank (seeded: a run repeats). It never looks at the server:
-like a person on the phone, it only knows what it heard and what it wants.
+like a person on the phone, it only knows what it heard and what it wants. An outbound
+persona answers the clinic's call instead of opening one: `callee.CalleeRules` reads
+each turn first (who the clinic asks for, what it calls about).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
+from simulator.personas.callee import PASS, CalleeRules
 from simulator.personas.model import DobStyle, Persona, Task
 from simulator.personas.phrase_bank import PhraseBank, Style
 from simulator.personas.questions import AgentAsk, Offer, answers, classify
 from simulator.personas.spoken import say_date_of_birth, say_phone, spell
 
-BOOKING_TASKS = ("book", "reschedule")
+BOOKING_TASKS = ("book", "reschedule", "move_reminder")
+CANCEL_TASKS = ("cancel", "cancel_reminder")
 HAND_OVER_TASKS = ("callback", "person")
 # How many times in a row the caller says "sorry?" or repeats themselves before giving up.
 STUCK_LIMIT = 3
@@ -88,6 +92,7 @@ class RuleCaller:
             "returned_call": self._returned_call, "anything_else": self._anything_else,
             "how_can_help": self._how_can_help, "other": self._other,
         }
+        self.callee = CalleeRules(self) if persona.outbound else None
 
     # -- the turn ----------------------------------------------------------------
 
@@ -111,22 +116,23 @@ class RuleCaller:
             progress.finished = True
             return None
         progress.lines += 1
-        ask = classify(" ".join(heard))
+        ask = classify(" ".join(heard), outbound=self.persona.outbound)
         progress.asked[ask.kind] += 1
         # The greeting answers nothing the caller has yet to ask, and what it says about
         # emergencies (a clinic that is closed says whom to call) is general, not a redirect.
-        greeting = progress.lines == 1
+        # (The clinic's own call opens with a question for whoever answers.)
+        greeting = progress.lines == 1 and not self.persona.outbound
         if not greeting:
             self._move_on_if_answered(ask)
         looping = self._heard_again(ask.text) and ask.kind != "crisis_hold"  # holding is no loop
         if progress.lines > self.persona.max_lines or looping:
-            return self._finish(self.phrases.say("give_up_stuck"))
+            return self.finish(self.phrases.say("give_up_stuck"))
         slipped = progress.to_correct  # a slip on the line before, to put right on this one
         if greeting and ask.kind != "crisis_hold":
             line = self._opening(ask)
         else:
-            line = self._replies[ask.kind](ask)
-            if ask.kind != "other" and line is not None:
+            line, kind = self._reply(ask)
+            if kind != "other" and line is not None:
                 progress.stuck = 0
         if line is None:
             progress.finished = True
@@ -136,6 +142,16 @@ class RuleCaller:
             line = f"{self._correction_next_line()} {line}"
         return self.phrases.around(line, rambling=self.persona.has("rambling"),
                                    interrupting=interrupting)
+
+    def _reply(self, ask: AgentAsk) -> tuple[str | None, str]:
+        """The answer to `ask` (the callee's first, on the clinic's call), and the kind of
+        question it answered."""
+        if self.callee is not None:
+            said = self.callee.reply(ask)
+            if said is not PASS:
+                return said, ask.kind  # type: ignore[return-value]  # str | None here
+            ask = classify(ask.text)  # not about the clinic's call: as on any call
+        return self._replies[ask.kind](ask), ask.kind
 
     def _heard_again(self, text: str) -> bool:
         """Whether the agent has now said the very same thing SAME_TURN_LIMIT times running."""
@@ -151,7 +167,7 @@ class RuleCaller:
         return task.kind in BOOKING_TASKS or (task.kind in ("emergency", "crisis")
                                               and task.service is not None)
 
-    def _finish(self, line: str) -> str:
+    def finish(self, line: str) -> str:
         self.progress.finished = True
         return line
 
@@ -164,7 +180,7 @@ class RuleCaller:
 
     # -- what the caller says ---------------------------------------------------------
 
-    def _values(self, task: Task | None = None) -> dict[str, str]:
+    def values(self, task: Task | None = None) -> dict[str, str]:
         task = task or self.task
         facts = self.persona.caller
         return {
@@ -183,9 +199,9 @@ class RuleCaller:
         key = "clause_book_when" if task.kind == "book" and task.when else f"clause_{task.kind}"
         if not self.phrases.has(key):
             key = "clause_book"
-        return self.phrases.say(key, sentence=False, **self._values(task))
+        return self.phrases.say(key, sentence=False, **self.values(task))
 
-    def _clauses(self, tasks: list[Task]) -> str:
+    def clauses(self, tasks: list[Task]) -> str:
         said = [self._clause(task) for task in tasks]
         if len(said) == 1:
             return said[0]
@@ -201,24 +217,28 @@ class RuleCaller:
         if self.persona.opening:
             return prefix + self.persona.opening
         if first.kind in ("emergency", "crisis") and first.say_at == 1:
-            return prefix + self.phrases.say(f"opening_{first.kind}", **self._values(first))
+            return prefix + self.phrases.say(f"opening_{first.kind}", **self.values(first))
         if first.kind in ("emergency", "crisis"):  # the words come later
-            return prefix + (self.phrases.say("opening_book", **self._values(first))
+            return prefix + (self.phrases.say("opening_book", **self.values(first))
                              if first.service else self.phrases.say("generic_booking"))
         if self.persona.has("front_loads") and first.kind == "book":
-            values = self._values(first)
+            values = self.values(first)
             values["last"] = self._given("last_name", values["last"])
             values["full"] = f"{values['first']} {values['last']}"
             values["dob"] = self._given("date_of_birth", values["dob"])
             return prefix + self.phrases.say("opening_front_loaded", **values)
         if len(tasks) > 1:
-            return prefix + self.phrases.say("opening_tasks", clauses=self._clauses(tasks))
-        return prefix + self.phrases.say(f"opening_{first.kind}", **self._values(first))
+            return prefix + self.phrases.say("opening_tasks", clauses=self.clauses(tasks))
+        return prefix + self.phrases.say(f"opening_{first.kind}", **self.values(first))
+
+    def remaining_tasks(self) -> list[Task]:
+        """The tasks not done yet, in order."""
+        return [t for t, done in zip(self.persona.tasks, self.progress.done, strict=True)
+                if not done]
 
     def _restate(self) -> str:
-        remaining = [t for t, done in zip(self.persona.tasks, self.progress.done, strict=True)
-                     if not done]
-        return self.phrases.say("restate", clauses=self._clauses(remaining or [self.task]))
+        return self.phrases.say("restate",
+                                clauses=self.clauses(self.remaining_tasks() or [self.task]))
 
     # -- corrections ------------------------------------------------------------------
 
@@ -274,16 +294,16 @@ class RuleCaller:
 
     def _on_emergency_advice(self, ask: AgentAsk) -> str | None:
         self._mark_done("emergency")
-        return self._finish(self.phrases.say("emergency_ack"))
+        return self.finish(self.phrases.say("emergency_ack"))
 
     def _on_goodbye(self, ask: AgentAsk) -> str | None:
         self._mark_answered(ask)
-        return self._finish(self.phrases.say("goodbye"))
+        return self.finish(self.phrases.say("goodbye"))
 
     def _keep_move_cancel(self, ask: AgentAsk) -> str | None:
         kind = self.task.kind
-        key = "move_it" if kind == "reschedule" else "cancel_it" if kind in (
-            "cancel", "cancel_all") else "keep_it"
+        key = "move_it" if kind in ("reschedule", "move_reminder") else "cancel_it" if kind in (
+            "cancel", "cancel_all", "cancel_reminder") else "keep_it"
         return self.phrases.say(key)
 
     def _confirm_cancel(self, ask: AgentAsk) -> str | None:
@@ -291,10 +311,10 @@ class RuleCaller:
         if task.kind == "cancel_all":
             self._mark_current_done()
             return self.phrases.say("yes_cancel_all")
-        if task.kind != "cancel":
+        if task.kind not in CANCEL_TASKS:
             return self._refuse()
         if task.appointment and not _mentions(ask.text, task.appointment):
-            return f"No. {self.phrases.say('which_booking', **self._values())}"
+            return f"No. {self.phrases.say('which_booking', **self.values())}"
         self._mark_current_done()
         return self.phrases.say("yes_cancel")
 
@@ -305,7 +325,7 @@ class RuleCaller:
         if self.persona.has("changes_mind") and not progress.changed_mind:
             progress.changed_mind = True
             if self.persona.changes_mind == "gives_up":
-                return self._finish(self.phrases.say("gives_up"))
+                return self.finish(self.phrases.say("gives_up"))
             return self.phrases.say("not_that_one")
         wanted, avoided = task.prefer.day, task.prefer.not_day
         heard_days = {offer.weekday for offer in ask.offers}
@@ -350,9 +370,9 @@ class RuleCaller:
         task = self.task
         if task.kind == "cancel_all":
             return self.phrases.say("yes_cancel_all")
-        if task.kind not in ("cancel", "reschedule"):
+        if task.kind not in (*CANCEL_TASKS, "reschedule", "move_reminder"):
             return self._restate()
-        return self.phrases.say("which_booking", **self._values())
+        return self.phrases.say("which_booking", **self.values())
 
     def _choose_slot(self, ask: AgentAsk) -> str | None:
         task, progress = self.task, self.progress
@@ -394,7 +414,7 @@ class RuleCaller:
         return self.rng.choice(ways)
 
     def _spell_name(self, ask: AgentAsk) -> str | None:
-        return self.phrases.say("spelling", **self._values())
+        return self.phrases.say("spelling", **self.values())
 
     def _first_name(self, ask: AgentAsk) -> str | None:
         first = self._given("first_name", self.persona.caller.first_name)
@@ -402,7 +422,7 @@ class RuleCaller:
         return self._volunteer(line, "last_name")
 
     def _last_name(self, ask: AgentAsk) -> str | None:
-        values = self._values()
+        values = self.values()
         values["last"] = self._given("last_name", values["last"])
         key = "last_name_spelled" if self.persona.has("spells_name") else "last_name"
         if values["last"] != self.persona.caller.last_name:
@@ -410,7 +430,7 @@ class RuleCaller:
         return self._volunteer(self.phrases.say(key, **values), "date_of_birth")
 
     def _full_name(self, ask: AgentAsk) -> str | None:
-        values = self._values()
+        values = self.values()
         values["last"] = self._given("last_name", values["last"])
         values["full"] = f"{values['first']} {values['last']}"
         own = values["last"] == self.persona.caller.last_name  # a slip is not spelled out
@@ -430,7 +450,7 @@ class RuleCaller:
         """An over-answering caller adds the next thing they expect to be asked."""
         if not self.persona.has("over_answers") or self.rng.random() < 0.3:
             return line
-        values = self._values()
+        values = self.values()
         if detail == "last_name":
             return f"{line} {self.phrases.say('full_name', **values)}"
         if detail == "date_of_birth":
@@ -441,15 +461,15 @@ class RuleCaller:
 
     def _callback_number(self, ask: AgentAsk) -> str | None:
         if self.persona.caller.phone and self.persona.caller.phone != self.persona.from_number:
-            return self.phrases.say("callback_number_no", **self._values())
+            return self.phrases.say("callback_number_no", **self.values())
         return self.phrases.say("callback_number_yes")
 
     def _phone_number(self, ask: AgentAsk) -> str | None:
-        return self.phrases.say("phone", **self._values())
+        return self.phrases.say("phone", **self.values())
 
     def _message(self, ask: AgentAsk) -> str | None:
         if self.task.kind in HAND_OVER_TASKS or self.task.message:
-            return self.phrases.say("message", **self._values())
+            return self.phrases.say("message", **self.values())
         return self._restate()
 
     def _transfer_offer(self, ask: AgentAsk) -> str | None:
@@ -464,12 +484,12 @@ class RuleCaller:
     def _service(self, ask: AgentAsk) -> str | None:
         if not self._books() and self.task.kind != "price":
             return self._restate()
-        return self.phrases.say("service", **self._values())
+        return self.phrases.say("service", **self.values())
 
     def _reason(self, ask: AgentAsk) -> str | None:
         if ask.question and "how long" in ask.question.lower():
             return self.phrases.say("duration")
-        return self.phrases.say("reason", **self._values())
+        return self.phrases.say("reason", **self.values())
 
     def _time_preference(self, ask: AgentAsk) -> str | None:
         task = self.task
@@ -487,7 +507,7 @@ class RuleCaller:
             return self.phrases.say("correction_same_line", wrong=slip,
                                     right=wanted.capitalize()) + "."
         if task.when:
-            return self.phrases.say("when", **self._values())
+            return self.phrases.say("when", **self.values())
         if wanted:
             return self.phrases.say("when_day", day=wanted.capitalize())
         return self.phrases.say("when_any")
@@ -506,7 +526,7 @@ class RuleCaller:
     def _anything_else(self, ask: AgentAsk) -> str | None:
         self._mark_answered(ask)
         if not self.progress.done[self.progress.task_index] and (
-                self._books() or self.task.kind in ("cancel", "cancel_all")):
+                self._books() or self.task.kind in (*CANCEL_TASKS, "cancel_all")):
             return self._restate()
         return self._next_or_done()
 
@@ -522,7 +542,7 @@ class RuleCaller:
             return self._next_or_done()
         progress.stuck += 1
         if progress.stuck >= STUCK_LIMIT:
-            return self._finish(self.phrases.say("give_up_stuck"))
+            return self.finish(self.phrases.say("give_up_stuck"))
         return self.phrases.say("pardon") if progress.stuck == 1 else self._restate()
 
     # -- tasks ------------------------------------------------------------------------
@@ -561,7 +581,7 @@ class RuleCaller:
             return self.phrases.say("next_task", clauses=self._clause(self.task))
         if not progress.done[progress.task_index]:
             return self._restate()
-        return self._finish(self.phrases.say("done"))
+        return self.finish(self.phrases.say("done"))
 
 
 def _mentions(text: str, words: str) -> bool:

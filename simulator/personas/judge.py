@@ -10,7 +10,10 @@ The record (GET /api/calls/{id}) says what was written (tool calls), what was sa
   their own name and date of birth; an identified caller is the persona);
 - every booking write came right after the caller's explicit yes to the agent's
   read-back of it;
-- the call ended the way it should (the agent closing it, by default).
+- the call ended the way it should (the agent closing it, by default);
+- on a call the clinic placed (an outbound persona), who is on the line was checked
+  before anything about the patient's care was said, and the task was closed with what
+  the callee's goal ended in (outbound_judge.py).
 
 It also counts what the bench reports: caller turns, turns per task, and the agent's
 repeated questions as the record counts them.
@@ -30,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from language.phrases import normalize, phrase_pattern
 from simulator.personas.model import Outcome, Persona, Task
+from simulator.personas.outbound_judge import outbound_problems
 from simulator.personas.questions import answers, classify, offers_in
 
 EXPLICIT_YES_FILE = Path(__file__).resolve().parent / "data" / "explicit_yes.yaml"
@@ -37,9 +41,14 @@ EXPLICIT_YES_FILE = Path(__file__).resolve().parent / "data" / "explicit_yes.yam
 BOOKING_WRITES = ("CreateAppointment", "RescheduleAppointment", "CancelAppt",
                   "CancelAppointments", "ConfirmAppointment")
 HAND_OVER_WRITES = ("EscalateToHuman", "TransferCall")
+DO_NOT_CALL_WRITE = "SetDoNotCall"
 READ_BACKS = ("confirm_booking", "confirm_cancel")
+# On the clinic's own call, the offer of a waitlisted slot and the reminder of an
+# appointment are read-backs too: a yes to them books the slot, confirms the visit.
+OUTBOUND_READ_BACKS = (*READ_BACKS, "offer_slot", "reminder")
 WRITES_FOR: dict[Outcome, tuple[str, ...]] = {
     "booked": ("CreateAppointment",),
+    "confirmed": ("ConfirmAppointment",),
     "rescheduled": ("RescheduleAppointment",),
     "cancelled": ("CancelAppt", "CancelAppointments"),
     "cancelled_all": ("CancelAppointments", "CancelAppt"),
@@ -93,7 +102,7 @@ def judge(persona: Persona, record: dict[str, Any] | None, *, problem: str | Non
     events = record.get("events") or []
     caller_turns = sum(1 for t in turns if t.get("speaker_role") == "caller")
     reasons = [problem] if problem else []
-    unconfirmed = unconfirmed_writes(turns, tools)
+    unconfirmed = unconfirmed_writes(turns, tools, outbound=persona.outbound)
     reasons += unconfirmed
     reasons += [f"the agent tried {name} and a guard refused it {blocked.count(name)} time(s) "
                 "(it took something else for a yes, or wrote out of turn)"
@@ -101,6 +110,8 @@ def judge(persona: Persona, record: dict[str, Any] | None, *, problem: str | Non
     reasons += outcome_problems(persona, record, tools)
     reasons += patient_problems(persona, tools)
     reasons += ending_problems(persona, record.get("completion_reason"))
+    if persona.outbound:
+        reasons += outbound_problems(persona, record)
     repeats, longest = repeated_questions(events)
     return Verdict(
         persona=persona.name, call_id=record.get("id"), success=not reasons, reasons=reasons,
@@ -108,7 +119,7 @@ def judge(persona: Persona, record: dict[str, Any] | None, *, problem: str | Non
         repeated_questions=repeats, longest_repeat=longest,
         unconfirmed_writes=len(unconfirmed), completion_reason=record.get("completion_reason"),
         writes=[t["name"] for t in tools if t["name"] in BOOKING_WRITES + HAND_OVER_WRITES
-                + ("CreatePatient",)],
+                + ("CreatePatient", DO_NOT_CALL_WRITE)],
         blocked_writes=len(blocked),
     )
 
@@ -142,8 +153,11 @@ def explicit_yes(text: str) -> bool:
     return bool(yes.search(spoken)) and not not_yes.search(spoken)
 
 
-def unconfirmed_writes(turns: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[str]:
-    """Each booking write not right after an explicit caller yes to the agent's read-back."""
+def unconfirmed_writes(turns: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                       outbound: bool = False) -> list[str]:
+    """Each booking write not right after an explicit caller yes to the agent's read-back
+    (`outbound`: on the clinic's own call, where an offer or a reminder is one too)."""
+    read_backs = OUTBOUND_READ_BACKS if outbound else READ_BACKS
     problems = []
     for tool in (t for t in tools if t["name"] in BOOKING_WRITES):
         caller = _caller_turn_before(turns, tool.get("started_ms"))
@@ -152,7 +166,8 @@ def unconfirmed_writes(turns: list[dict[str, Any]], tools: list[dict[str, Any]])
             continue
         agent = next((t for t in reversed(turns) if t.get("speaker_role") == "agent"
                       and t["seq"] < caller["seq"]), None)
-        read_back = agent is not None and classify(agent.get("text") or "").kind in READ_BACKS
+        read_back = agent is not None and classify(
+            agent.get("text") or "", outbound=outbound).kind in read_backs
         if not read_back:
             problems.append(f"{tool['name']} was written without a read-back to the caller")
         elif not explicit_yes(caller.get("text") or ""):
@@ -214,7 +229,7 @@ def _outcome_problem(persona: Persona, task: Task, outcome: Outcome, record: dic
                      tools: list[dict[str, Any]], agent_turns: list[str]) -> str | None:
     names = [t["name"] for t in tools]
     service = task.type
-    if outcome in ("booked", "rescheduled", "cancelled", "cancelled_all"):
+    if outcome in ("booked", "rescheduled", "cancelled", "cancelled_all", "confirmed"):
         done = [t for t in tools if t["name"] in WRITES_FOR[outcome]]
         if not done:
             return f"expected {outcome}: no {' or '.join(WRITES_FOR[outcome])} succeeded"
@@ -233,9 +248,18 @@ def _outcome_problem(persona: Persona, task: Task, outcome: Outcome, record: dic
         if not any(e.get("type") == "escalation" for e in record.get("events") or []):
             return "expected a safety escalation: none in the record"
         return None
-    if outcome == "nothing_written":
+    if outcome in ("nothing_written", "wrong_person"):
         wrote = [n for n in names if n in BOOKING_WRITES + HAND_OVER_WRITES]
         return f"expected nothing written: {', '.join(wrote)}" if wrote else None
+    if outcome in ("offer_declined", "slot_gone"):
+        return (f"expected {outcome}: the offered slot was booked"
+                if "CreateAppointment" in names else None)
+    if outcome == "opted_out":
+        recorded = DO_NOT_CALL_WRITE in names or any(
+            e.get("type") == "do_not_call" for e in record.get("events") or [])
+        if recorded:
+            return None
+        return "expected the callee's \"don't call me again\" recorded: it was not"
     if outcome in ("told_upcoming", "answered"):
         asked = task.kind if task.kind in ("price", "hours") else "upcoming"
         if not any(answers(asked, text) for text in agent_turns):

@@ -96,6 +96,8 @@ class LlmCaller:
             f"Phone: {say_phone(persona.own_phone)}",
             "You are new to this clinic." if facts.new else "You are a patient of this clinic.",
         ]
+        if persona.goal is not None and persona.goal.kind == "wrong_person":
+            described[-1] = "You are not the person the clinic is calling for."
         if persona.description:
             described.append(persona.description)
         tasks = []
@@ -105,7 +107,8 @@ class LlmCaller:
             tasks.append(f"{number}. {task.kind}" + (f": {details}" if details else ""))
         habits = "; ".join(HABIT_WORDS[h] for h in persona.habits) or "plainly and politely"
         return render_prompt(
-            "personas/caller.md", facts="\n".join(described), tasks="\n".join(tasks),
+            "personas/callee.md" if persona.outbound else "personas/caller.md",
+            facts="\n".join(described), tasks="\n".join(tasks),
             habits=habits, transcript="\n".join(self._transcript[-TRANSCRIPT_TURNS:]) or "(none)",
             suggestion=suggestion)
 

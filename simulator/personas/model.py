@@ -4,6 +4,11 @@ Personas are YAML validated by these models at the file boundary; `load_persona`
 names every bad key in one line. A persona states facts (name, date of birth, phone),
 one or more tasks in the order the caller wants them done, habits of speech, and the
 outcome the call record must show.
+
+An `outbound` persona answers a call the clinic places: `to` is their own number (the
+one the clinic dials), `from` the clinic's, and their first task is their goal as the
+callee (`OUTBOUND_GOALS`): what they do with the clinic's call. Tasks after it are
+things they then ask for, as any caller would.
 """
 
 from __future__ import annotations
@@ -22,7 +27,18 @@ DEMO_CLINIC_NUMBER = "+15550100100"
 TaskKind = Literal[
     "book", "reschedule", "cancel", "cancel_all", "upcoming", "price", "hours", "emergency",
     "crisis", "callback", "person",
+    # a callee's goal on a call the clinic places (the first task of an outbound persona)
+    "take_callback",     # confirms who they are, hears why the clinic called back, goes on
+    "accept_offer",      # says yes to the waitlisted slot the clinic offers
+    "decline_offer",     # says no to it (they stay on the waitlist)
+    "confirm_reminder",  # says they will come to the appointment they are reminded of
+    "cancel_reminder",   # cannot come: cancels it
+    "move_reminder",     # cannot come then: moves it (`when`, `prefer`)
+    "opt_out",           # asks not to be called again (`words`, `say_at`)
+    "wrong_person",      # is not the person the clinic asks for (`words`)
+    "checkin",           # chats through a check-in call
 ]
+Direction = Literal["inbound", "outbound"]
 Habit = Literal[
     "front_loads",     # says name, date of birth, what and when in the first sentence
     "corrects_self",   # says a wrong value first (see `corrections`), then puts it right
@@ -39,7 +55,21 @@ Habit = Literal[
 Outcome = Literal[
     "booked", "rescheduled", "cancelled", "cancelled_all", "told_upcoming", "answered",
     "emergency_redirect", "crisis_escalation", "callback_logged", "nothing_written",
+    # what a call the clinic places ends with (see GOAL_OUTCOMES)
+    "callback_returned", "confirmed", "offer_declined", "slot_gone", "opted_out",
+    "wrong_person", "checked_in",
 ]
+# What each callee goal may end with (an offer accepted is booked, unless another
+# waitlisted patient said yes first).
+GOAL_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "take_callback": ("callback_returned",), "accept_offer": ("booked", "slot_gone"),
+    "decline_offer": ("offer_declined",), "confirm_reminder": ("confirmed",),
+    "cancel_reminder": ("cancelled",), "move_reminder": ("rescheduled",),
+    "opt_out": ("opted_out",), "wrong_person": ("wrong_person",), "checkin": ("checked_in",),
+}
+OUTBOUND_GOALS: tuple[str, ...] = tuple(GOAL_OUTCOMES)
+# Goals that end the call: nothing comes after them.
+LAST_GOALS = ("opt_out", "wrong_person")
 DobStyle = Literal["long", "ordinal_of", "slashes", "bare_numbers", "month_words_short_year"]
 PartOfDay = Literal["morning", "afternoon", "evening"]
 Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
@@ -55,8 +85,9 @@ class _Strict(BaseModel):
 
 
 class CallerFacts(_Strict):
-    """Who is calling. `new`: the clinic has never seen them (they must be registered
-    under exactly this name and date of birth)."""
+    """Who is calling (outbound: who answers). `new`: the clinic has never seen them (they
+    must be registered under exactly this name and date of birth; outbound: the clinic
+    calls back a number with no record)."""
 
     first_name: str = Field(min_length=1, max_length=40)
     last_name: str = Field(min_length=1, max_length=40)
@@ -111,11 +142,14 @@ class Task(_Strict):
     message: str | None = Field(default=None, description="What to pass on (callback, person).")
     words: str | None = Field(
         default=None,
-        description="What they say about the emergency or how they feel (emergency, crisis).",
+        description="Their own words: about the emergency or how they feel (emergency, "
+        "crisis, checkin), asking not to be called (opt_out), saying the clinic has the wrong "
+        "person (wrong_person). Default: said from the phrase bank.",
     )
     say_at: int = Field(
         default=1, ge=1, le=10,
-        description="Emergency or crisis words come in this caller line (1: the opening).",
+        description="Emergency, crisis or opt-out words come in this caller line (1: the "
+        "opening, or on a call the clinic places, the first answer).",
     )
 
     @model_validator(mode="after")
@@ -147,6 +181,12 @@ class PersonaExpectation(_Strict):
     completion_reason: list[str] | None = Field(
         default=None, description="Acceptable completion reasons (default: by outcome)."
     )
+    private: list[str] = Field(
+        default_factory=list,
+        description="On a call the clinic places: words about the patient's care (their "
+        "surname, why the clinic calls) the agent must not say before the person is "
+        "confirmed, nor at all to a wrong person; the judge adds its own general list.",
+    )
 
     @field_validator("outcome", "completion_reason", mode="before")
     @classmethod
@@ -159,6 +199,10 @@ class Persona(_Strict):
 
     name: str = Field(min_length=1, pattern=r"^[a-z0-9_]+$")
     description: str = ""
+    direction: Direction = Field(
+        default="inbound",
+        description="inbound: they call the clinic; outbound: they answer the clinic's call.",
+    )
     from_number: str = Field(alias="from", pattern=E164)
     to_number: str = Field(default=DEMO_CLINIC_NUMBER, alias="to", pattern=E164)
     seed: int | None = Field(default=None, description="Default: derived from the name.")
@@ -179,6 +223,15 @@ class Persona(_Strict):
     max_lines: int = Field(default=18, ge=2, le=40, description="Then they give up.")
     expect: PersonaExpectation
 
+    @model_validator(mode="before")
+    @classmethod
+    def _clinic_calls_from_its_number(cls, data: object) -> object:
+        """A call the clinic places comes from the clinic's number unless `from` says."""
+        if (isinstance(data, dict) and data.get("direction") == "outbound"
+                and "from" not in data and "from_number" not in data):
+            return {**data, "from": DEMO_CLINIC_NUMBER}
+        return data
+
     @field_validator("from_number", "to_number", mode="before")
     @classmethod
     def _quoted_number(cls, value: object) -> object:
@@ -197,15 +250,50 @@ class Persona(_Strict):
             raise ValueError("the hangs_up_early habit needs `hang_up_after` (caller lines)")
         if "terse" in self.habits and "rambling" in self.habits:
             raise ValueError("a caller cannot be both terse and rambling")
+        self._consistent_direction()
         return self
+
+    def _consistent_direction(self) -> None:
+        goals = [task.kind for task in self.tasks if task.kind in OUTBOUND_GOALS]
+        if self.direction == "inbound":
+            if goals:
+                raise ValueError(f"{goals[0]} is a goal on a call the clinic places: "
+                                 "give the persona `direction: outbound`")
+            return
+        if self.tasks[0].kind not in OUTBOUND_GOALS:
+            raise ValueError(f"an outbound persona's first task is their goal as the callee, "
+                             f"one of {', '.join(OUTBOUND_GOALS)}")
+        if len(goals) > 1:
+            raise ValueError("an outbound persona has one goal (the first task); what they "
+                             "ask for after it are ordinary tasks")
+        goal = self.tasks[0].kind
+        if goal in LAST_GOALS and len(self.tasks) > 1:
+            raise ValueError(f"{goal} ends the call: nothing can come after it")
+        if self.expect.outcome[0] not in GOAL_OUTCOMES[goal]:
+            raise ValueError(f"a {goal} callee's outcome is "
+                             f"{' or '.join(GOAL_OUTCOMES[goal])}, not {self.expect.outcome[0]}")
+        if self.to_number == self.from_number:
+            raise ValueError("an outbound persona's `to` is their own number (the one the "
+                             "clinic dials), not the clinic's")
 
     @property
     def random_seed(self) -> int:
         return self.seed if self.seed is not None else zlib.crc32(self.name.encode())
 
     @property
+    def outbound(self) -> bool:
+        """They answer a call the clinic places."""
+        return self.direction == "outbound"
+
+    @property
+    def goal(self) -> Task | None:
+        """An outbound persona's goal as the callee (their first task); None inbound."""
+        return self.tasks[0] if self.outbound else None
+
+    @property
     def own_phone(self) -> str:
-        return self.caller.phone or self.from_number
+        """Their own number: the one they call from, or the one the clinic dials."""
+        return self.caller.phone or (self.to_number if self.outbound else self.from_number)
 
     def has(self, habit: Habit) -> bool:
         return habit in self.habits

@@ -23,6 +23,7 @@ _SENTENCE_START = re.compile(r"([.!?] +)([a-z])")
 PLACEHOLDERS = frozenset({
     "first", "last", "full", "dob", "service", "reason", "when", "appointment", "message",
     "words", "phone", "spelled", "choice", "day", "wrong", "right", "clauses", "side",
+    "asked",
 })
 
 

@@ -31,8 +31,15 @@ AskKind = Literal[
     "date_of_birth", "callback_number", "phone_number", "message", "transfer_offer",
     "callback_offer", "location", "service", "reason", "time_preference", "carry_on",
     "returned_call", "anything_else", "how_can_help", "other",
+    # on a call the clinic places (the data file's `outbound` section)
+    "opted_out", "slot_gone", "requester", "right_person", "checkin_task", "checkin_memory",
+    "checkin_chat", "checkin_greeting", "offer_slot", "reminder", "calling_about",
 ]
 STATEMENTS: tuple[AskKind, ...] = ("crisis_hold", "emergency_advice", "goodbye")
+# What the clinic's own call says about what it is for, read on the whole turn.
+ABOUT_KINDS: tuple[AskKind, ...] = ("checkin_task", "checkin_memory", "checkin_chat",
+                                    "checkin_greeting", "offer_slot", "reminder",
+                                    "calling_about")
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
 _ABBREVIATION = re.compile(r"\b(Dr|Mr|Mrs|Ms|St)\.")
@@ -47,6 +54,25 @@ _OFFER = re.compile(
 )
 # A list of the caller's own bookings, not of times on offer.
 _OWN_BOOKINGS = re.compile(r"\b(?:you have|you've got|your (?:appointments|bookings))\b")
+# The person a right-person question asks for, as written (a name starts with a capital).
+_NAME = r"((?:(?:Mr|Mrs|Ms|Miss|Dr)\.? )?[A-Z][a-z'’-]+(?: [A-Z][a-z'’-]+)?)"
+_ASKED_FOR = re.compile(
+    rf"\b(?:speak|talk)(?:ing)? (?:with|to) {_NAME}"
+    rf"|\b[Ii]s (?:this|that) {_NAME}"
+    rf"|\b[Ii]s {_NAME} (?:there|available|home|around|in)\b"
+    rf"|\b(?:reach|get hold of|contact|get in touch with|looking for) {_NAME}"
+    rf"|\b[Aa]re you {_NAME}"
+)
+
+
+class OutboundPatterns(BaseModel):
+    """What a call the clinic places says: its purpose ended, who it asks for, what about."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    said: dict[str, list[str]] = Field(min_length=1)
+    check: dict[str, list[str]] = Field(min_length=1)
+    about: dict[str, list[str]] = Field(min_length=1)
 
 
 class QuestionPatterns(BaseModel):
@@ -57,9 +83,11 @@ class QuestionPatterns(BaseModel):
     statements: dict[str, list[str]] = Field(min_length=1)
     answers: dict[str, list[str]] = Field(min_length=1)
     questions: dict[str, list[str]] = Field(min_length=1)
+    outbound: OutboundPatterns
 
     def kinds(self) -> list[str]:
-        return [*self.statements, *self.questions]
+        out = self.outbound
+        return [*self.statements, *self.questions, *out.said, *out.check, *out.about]
 
 
 @dataclass(frozen=True)
@@ -98,6 +126,7 @@ class AgentAsk:
     text: str
     question: str | None  # the question left for the caller, as said
     offers: list[Offer] = field(default_factory=list)
+    asked_for: str | None = None  # the name a right-person question asks for, if it says one
 
 
 class PatternError(ValueError):
@@ -128,6 +157,15 @@ def _data() -> QuestionPatterns:
 def _patterns() -> tuple[Patterns, Patterns]:
     data = _data()
     return _compiled(data.statements), _compiled(data.questions)
+
+
+@lru_cache(maxsize=1)
+def _outbound_patterns() -> tuple[Patterns, Patterns, Patterns]:
+    """(said, check, about); `check` also holds the date-of-birth question."""
+    data = _data()
+    check = {**data.outbound.check, "date_of_birth": data.questions["date_of_birth"]}
+    return (_compiled(data.outbound.said), _compiled(check),
+            _compiled(data.outbound.about))
 
 
 @lru_cache(maxsize=1)
@@ -164,8 +202,18 @@ def offers_in(text: str) -> list[Offer]:
     return found
 
 
-def classify(text: str) -> AgentAsk:
-    """What one agent turn asks of the caller."""
+def asked_for(question: str) -> str | None:
+    """The name a right-person question asks for ("May I speak with Margaret?" →
+    'Margaret', "Is Mrs. Chen there?" → 'Mrs. Chen'); None when it names nobody."""
+    match = _ASKED_FOR.search(question)
+    if match is None:
+        return None
+    return next(group for group in match.groups() if group).replace("’", "'")
+
+
+def classify(text: str, *, outbound: bool = False) -> AgentAsk:
+    """What one agent turn asks of the caller; `outbound`: on a call the clinic placed,
+    where the agent first makes sure who is on the line and says what it calls about."""
     statements, questions = _patterns()
     spoken = normalize(text)
     asked = [s for s in sentences(text) if s.endswith("?")]
@@ -176,6 +224,11 @@ def classify(text: str) -> AgentAsk:
             continue
         if pattern.search(spoken):
             return AgentAsk(kind, text, question, offers)
+    if outbound:
+        found = _outbound_kind(text, spoken, question)
+        if found is not None:
+            kind, name = found
+            return AgentAsk(kind, text, question, offers, name)
     for scope in ([normalize(question)] if question else []) + [spoken]:
         for kind, pattern in questions:
             if pattern.search(scope):
@@ -183,3 +236,29 @@ def classify(text: str) -> AgentAsk:
                     kind = "which_booking"
                 return AgentAsk(kind, text, question, offers)
     return AgentAsk("other", text, question, offers)
+
+
+def _outbound_kind(text: str, spoken: str, question: str | None
+                   ) -> tuple[AskKind, str | None] | None:
+    """What a turn of the clinic's own call is, before it is read as any call's question."""
+    said, check, about = _outbound_patterns()
+    for kind, pattern in said:
+        if pattern.search(spoken):
+            return kind, None
+    scope = question or text
+    for kind, pattern in check:
+        if pattern.search(normalize(scope)):
+            named = asked_for(scope) or asked_for(text) if kind == "right_person" else None
+            return kind, named
+    if question is not None and _asks_anything_else(question):
+        return None  # the call's purpose is behind it: "anything else?" is what is asked
+    for kind, pattern in about:
+        if pattern.search(spoken):
+            return kind, None
+    return None
+
+
+def _asks_anything_else(question: str) -> bool:
+    _, questions = _patterns()
+    pattern = next(p for kind, p in questions if kind == "anything_else")
+    return bool(pattern.search(normalize(question)))

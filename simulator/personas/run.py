@@ -47,6 +47,8 @@ PAUSE_S = 0.6  # a person's pause before answering
 WAIT_S = 20.0  # the longest a caller waits for the agent before speaking anyway
 BARGE_IN_CHANCE = 0.5  # an interrupting caller talks over this share of the agent's turns
 OBSERVER_WAIT_S = 2.0  # how long an audio caller waits for the agent's words to arrive
+OUTBOUND_ONLY = ("an outbound persona answers a call the clinic places: register it with the "
+                 "Twilio stand-in as a person:FILE callee instead of placing a call with it")
 
 
 class Responder(Protocol):
@@ -223,6 +225,8 @@ async def run_persona(
     account_sid: str | None = None,
 ) -> PersonaRun:
     """Place one persona's call and judge it (a call that could not be placed fails)."""
+    if persona.outbound:
+        return PersonaRun(persona, judge(persona, None, problem=OUTBOUND_ONLY))
     responder = responder or RuleResponder(RuleCaller(persona))
     if not text_mode and voice is None:
         voice = espeak_voice

@@ -96,6 +96,9 @@ async def call_to(db, clinic, phone: str, *, kind: str, patient_id: str | None,
             workspace_id=workspace_id, service_id=service_id, kind=kind, reason=reason,
             goal=goal, timezone="America/Chicago", not_before=datetime.now().astimezone(),
             patient_id=patient_id, phone=phone, appointment_id=appointment_id, offer=offer))
+        # being dialled: the dispatcher marks the task in progress before it places the call
+        await conn.execute("UPDATE outbound_tasks SET status = 'in_progress' WHERE id = $1",
+                           uuid.UUID(task_id))
     call_id = await repo.create_call(
         db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
         direction="outbound", from_number=CLINIC_NUMBER, to_number=phone, status="in_progress",

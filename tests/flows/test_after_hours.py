@@ -98,7 +98,12 @@ async def test_after_hours_an_emergency_gets_the_same_guidance_as_during_hours(d
 
     assert said[0].startswith("That sounds like it could be an emergency")
     assert "call 911" in said[0]
-    assert said[1] == said[0] == said[2]
+    guidance = [line.split(" I've also asked our team")[0] for line in said]
+    assert guidance[1] == guidance[0] == guidance[2]
+    # only when the team can call differs: now, Thursday (Wednesday is closed), tomorrow
+    assert "call you shortly." in said[0]
+    assert "call you on Thursday from 8 AM." in said[1]
+    assert "call you tomorrow morning from 8 AM." in said[2]
     for caller in (after, on_the_closure):
         assert [t.input.get("urgent") for t in caller.tool_calls("EscalateToHuman")] == [True]
 

@@ -6,6 +6,7 @@ from pydantic import SecretStr
 
 from config import Settings
 from simulator.personas.llm_caller import LlmCaller, build_model_caller
+from simulator.personas.model import Persona
 from tests.personas.test_caller import GREETING, persona
 
 
@@ -58,3 +59,19 @@ def test_without_a_key_there_is_no_model_caller(tmp_path):
     assert build_model_caller(persona(), Settings(_env_file=None, data_dir=tmp_path)) is None
     keyed = Settings(_env_file=None, data_dir=tmp_path, google_api_key=SecretStr("k"))
     assert build_model_caller(persona(), keyed) is not None
+
+
+async def test_a_model_played_callee_is_told_the_clinic_is_calling_them():
+    callee = Persona.model_validate({
+        "name": "callee", "direction": "outbound", "to": "+15550100201",
+        "caller": {"first_name": "Margaret", "last_name": "Chen", "date_of_birth": "1948-03-14"},
+        "tasks": [{"kind": "confirm_reminder"}], "expect": {"outcome": "confirmed"},
+    })
+    ask, prompts = model_saying('{"say": "Yes, it\'s me.", "hang_up": false}')
+    caller = LlmCaller(callee, ask)
+
+    line = await caller.respond(["Hello, this is Demo Family Clinic. May I speak with Margaret?"])
+
+    assert line == "Yes, it's me."
+    assert "a medical clinic's voice assistant is\ncalling them" in prompts[0]
+    assert "confirm_reminder" in prompts[0] and "555 010 0201" in prompts[0]

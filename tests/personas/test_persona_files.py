@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator.personas.model import PersonaError, load_persona, load_personas, persona_files
+from simulator.personas.model import (
+    Persona,
+    PersonaError,
+    load_persona,
+    load_personas,
+    persona_files,
+)
 
 PERSONAS = Path(__file__).resolve().parents[2] / "scenarios" / "personas"
 VALID = {
@@ -98,3 +104,85 @@ def test_the_shipped_personas_are_many_and_varied():
 def test_every_shipped_persona_says_why_it_exists():
     for path in persona_files(PERSONAS):
         assert path.read_text().startswith("# "), f"{path.name} has no opening comment"
+
+
+# --- Personas who answer the clinic's call ---------------------------------------------
+
+OUTBOUND = PERSONAS / "outbound"
+CALLEE = {
+    "name": "reminded", "direction": "outbound", "to": "+15550100201",
+    "caller": {"first_name": "Margaret", "last_name": "Chen", "date_of_birth": "1948-03-14"},
+    "tasks": [{"kind": "confirm_reminder"}],
+    "expect": {"outcome": "confirmed"},
+}
+
+
+def test_an_outbound_persona_is_called_on_its_own_number_from_the_clinics():
+    persona = Persona.model_validate(CALLEE)
+
+    assert persona.outbound and persona.goal.kind == "confirm_reminder"
+    assert (persona.from_number, persona.to_number) == ("+15550100100", "+15550100201")
+    assert persona.own_phone == "+15550100201"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"direction": "inbound", "from": "+15550100201"},
+     "confirm_reminder is a goal on a call the clinic places"),
+    ({"tasks": [{"kind": "book", "service": "a flu shot"}], "expect": {"outcome": "booked"}},
+     "an outbound persona's first task is their goal as the callee"),
+    ({"tasks": [{"kind": "confirm_reminder"}, {"kind": "accept_offer"}],
+      "expect": {"outcome": ["confirmed", "booked"]}}, "an outbound persona has one goal"),
+    ({"tasks": [{"kind": "wrong_person"}, {"kind": "book", "service": "a flu shot"}],
+      "expect": {"outcome": ["wrong_person", "booked"]}}, "wrong_person ends the call"),
+    ({"expect": {"outcome": "booked"}}, "a confirm_reminder callee's outcome is confirmed"),
+    ({"to": "+15550100100"}, "an outbound persona's `to` is their own number"),
+    ({"direction": "sideways"}, "direction: Input should be 'inbound' or 'outbound'"),
+])
+def test_a_bad_outbound_persona_says_what_is_wrong(tmp_path, change, message):
+    path = write(tmp_path, {**CALLEE, **change})
+
+    with pytest.raises(PersonaError) as error:
+        load_persona(path)
+
+    assert message in str(error.value)
+
+
+def test_the_shipped_outbound_personas_play_every_goal_on_demo_patients():
+    personas = load_personas(OUTBOUND)
+
+    goals = Counter(persona.goal.kind for persona in personas)
+    assert set(goals) == {"take_callback", "accept_offer", "decline_offer", "confirm_reminder",
+                          "cancel_reminder", "move_reminder", "opt_out", "wrong_person",
+                          "checkin"}
+    assert all(persona.outbound for persona in personas)
+    people = demo_people()
+    for persona in personas:
+        facts = persona.caller
+        on_file = people.get(persona.to_number, [])
+        if persona.goal.kind == "wrong_person" or facts.new:
+            # the number is on file for someone else, or for nobody: never for them
+            assert (facts.first_name, facts.last_name) not in {
+                (p["first_name"], p["last_name"]) for p in on_file}, persona.name
+            continue
+        assert {"first_name": facts.first_name, "last_name": facts.last_name,
+                "date_of_birth": facts.date_of_birth.isoformat()} in [
+            {k: p[k] for k in ("first_name", "last_name", "date_of_birth")} for p in on_file
+        ], f"{persona.name}: no demo patient of that name and birth date on {persona.to_number}"
+
+
+def test_every_shipped_outbound_persona_says_why_it_exists():
+    for path in persona_files(OUTBOUND):
+        assert path.read_text().startswith("# "), f"{path.name} has no opening comment"
+
+
+def test_the_inbound_folder_holds_no_outbound_persona():
+    assert not any(persona.outbound for persona in load_personas(PERSONAS))
+
+
+def demo_people() -> dict[str, list[dict]]:
+    """The demo clinic's patients by phone number (db/data/demo_people.yaml)."""
+    data = yaml.safe_load((PERSONAS.parents[1] / "db" / "data" / "demo_people.yaml").read_text())
+    people: dict[str, list[dict]] = {}
+    for patient in data["patients"]:
+        people.setdefault(patient["phone"], []).append(patient)
+    return people

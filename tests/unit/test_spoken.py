@@ -4,6 +4,7 @@ from datetime import UTC, date, datetime, time
 from zoneinfo import ZoneInfo
 
 from language.spoken import (
+    say_calling_time,
     say_clock,
     say_day,
     say_days,
@@ -54,3 +55,20 @@ def test_days_clock_times_and_date_ranges():
     assert say_days(date(2026, 12, 24), date(2026, 12, 24)) == "December 24"
     assert say_days(date(2026, 12, 24), date(2026, 12, 26)) == "December 24 to 26"
     assert say_days(date(2026, 12, 30), date(2027, 1, 2)) == "December 30 to January 2"
+
+
+def test_when_the_clinic_will_call_is_said_from_where_the_caller_is():
+    chicago = ZoneInfo("America/Chicago")
+    friday_noon = datetime(2026, 12, 4, 12, 0, tzinfo=chicago)
+    said = {
+        datetime(2026, 12, 4, 12, 5, tzinfo=chicago): "shortly",
+        datetime(2026, 12, 4, 14, 7, tzinfo=chicago): "later today after 2 PM",
+        datetime(2026, 12, 5, 9, 0, tzinfo=chicago): "tomorrow morning from 9 AM",
+        datetime(2026, 12, 5, 13, 30, tzinfo=chicago): "tomorrow afternoon from 1:30 PM",
+        datetime(2026, 12, 7, 9, 0, tzinfo=chicago): "on Monday from 9 AM",
+        datetime(2026, 12, 14, 8, 0, tzinfo=chicago): "on Monday, December 14 from 8 AM",
+    }
+    assert {moment: say_calling_time(moment, friday_noon) for moment in said} == said
+    # 11 PM Friday on a UTC server is still Friday afternoon in Chicago
+    assert say_calling_time(datetime(2026, 12, 5, 9, tzinfo=chicago),
+                            datetime(2026, 12, 4, 23, tzinfo=UTC)) == "tomorrow morning from 9 AM"

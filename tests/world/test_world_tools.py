@@ -4,13 +4,15 @@ repeated writes deduplicated, records found without reading out anyone else's.""
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
 
+import asyncpg
 import pytest
 
 from call.call_session import CallLog
 from call.identity import CallIdentity
-from db import scheduling, world
+from db import outbound, scheduling, world
 from db.scheduling import Patient
 from flows.graph import bundled_graph
 from flows.graph_session import Confirmation, GraphSession, patient_subject
@@ -128,6 +130,42 @@ async def test_an_outbound_call_lands_in_business_hours_in_the_patient_s_timezon
     assert (task["window_start"].hour, task["window_end"].hour) == (9, 12)
     assert task["priority"] == 3 and task["max_attempts"] == 3
     assert task["not_before"].astimezone().date().isoformat() in ("2026-12-01", "2026-11-30")
+
+
+async def test_a_scheduled_call_is_the_clinic_s_task_and_the_caller_hears_when(db, call):
+    tools, _, _ = call
+    result = await tools.call(STATE, "ScheduleOutboundCall", {
+        "patient_ref": "P1", "reason": "insurance card", "goal": "collect the group number",
+        "on_date": "2026-12-01", "part_of_day": "afternoon"})
+
+    [event] = await events_of(db, tools.session.call_id)
+    task = await world.outbound_task(db.pool, event.entity_id)
+    assert str(task["service_id"]) == tools.session.service_id and task["kind"] == "scheduled"
+    assert task["not_before"] == datetime(2026, 12, 1, 12, tzinfo=ZoneInfo("America/Chicago"))
+    assert result.ok and "Tuesday, December 1 from 12 PM" in result.text
+    assert tools.session.call_time == "on Tuesday, December 1 from 12 PM"
+
+
+async def test_a_scheduled_call_that_could_not_be_written_is_never_promised(
+        db, call, monkeypatch):
+    tools, writer, _ = call
+
+    async def refuse(conn, spec):
+        raise asyncpg.exceptions.ReadOnlySQLTransactionError("read-only replica")
+
+    monkeypatch.setattr(outbound, "create_task", refuse)
+    result = await tools.call(STATE, "ScheduleOutboundCall", {
+        "patient_ref": "P1", "reason": "insurance card", "goal": "collect the group number"})
+
+    assert not result.ok and "do not say the clinic will call" in result.text
+    assert await events_of(db, tools.session.call_id) == []
+    assert tools.session.call_time is None and writer.events("call_not_arranged")
+
+
+async def test_the_waitlist_promises_a_call_only_when_a_time_opens(db, call):
+    tools, _, _ = call
+    result = await tools.call(STATE, "AddToWaitlist", {"note": "mornings"})
+    assert result.ok and "not a booking" in result.text and "only if" in result.text
 
 
 async def test_a_preference_change_needs_the_caller_s_own_words(db, call):

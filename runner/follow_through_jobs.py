@@ -1,0 +1,37 @@
+"""The follow-through's jobs: offering a freed slot to the waitlist, and the periodic
+sweep that makes reminder calls. Both are idempotent (unique indexes keep one offer per
+entry and slot, one reminder per appointment), so a job run again changes nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from config import Settings
+from db import reminders, waitlist_offers
+
+if TYPE_CHECKING:
+    from runner.runtime import AppRuntime
+
+
+def sweep_interval(settings: Settings) -> timedelta:
+    return timedelta(minutes=settings.follow_through.reminder_sweep_minutes)
+
+
+async def offer_freed_slot(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    """A cancelled appointment's slot, offered to the first waitlisted patients."""
+    made = await waitlist_offers.offer_freed_slot(
+        runtime.db.pool, str(payload["appointment_id"]),
+        limit=runtime.settings.follow_through.waitlist_offers_per_slot, now=runtime.clock())
+    if made:
+        logger.info(f"waitlist: a freed slot offered to {len(made)} patient(s)")
+
+
+async def sweep_reminders(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    """The reminder calls every enabled campaign is due."""
+    made = await reminders.sweep_reminders(runtime.db.pool, runtime.clock(),
+                                           interval=sweep_interval(runtime.settings))
+    if made:
+        logger.info(f"reminders: {len(made)} reminder call(s) scheduled")
