@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -213,6 +214,27 @@ async def test_an_unanswered_call_reports_its_progress_and_never_asks_for_twiml(
     assert tiny.status_forms[-1]["CallDuration"] == "0"
     assert "AnsweredBy" not in tiny.status_forms[-1]
     assert tiny.voice_forms == []
+
+
+async def test_calls_placed_one_after_another_share_one_tls_context(service, monkeypatch):
+    """Each TLS context reads the CA bundle (about 40 ms of the stand-in's event loop): one
+    per call would cap how fast the stand-in can place calls."""
+    built: list[str] = []
+    build = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append("context")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    fake = clinic("busy")
+    async with serve_twilio_rest(fake):
+        tiny, url = service(fake)
+        calls = [await dial(fake, url) for _ in range(3)]
+
+    assert [call["status"] for call in calls] == ["busy"] * 3
+    assert tiny.call_statuses() == ["initiated", "busy"] * 3
+    assert len(built) <= 1
 
 
 async def test_a_voicemail_hears_the_message_after_the_beep(service):
