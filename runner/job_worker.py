@@ -6,7 +6,9 @@ then held as `failed` for a person to retry. Every process runs one worker; the 
 hands each job to exactly one of them, and a job whose worker died (its heartbeat went
 stale) goes to another. A periodic kind is one job across every process: each worker
 queues it at start (skipped while it is queued or running), and each run queues it
-again for `every` later, even when it failed, so it survives restarts and never stops. The worker has its own connection (it listens for new jobs);
+again for `every` later, even when it failed, so it survives restarts and never stops.
+A process runs at most `MAX_RUNNING` jobs at once; the rest wait in the queue for it or
+another process. The worker has its own connection (it listens for new jobs);
 when that connection drops it reconnects with a backoff, and no call waits on it.
 """
 
@@ -38,6 +40,12 @@ Handler = Callable[[dict[str, Any]], Awaitable[None]]
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)  # a job unbeaten this long goes to another worker
 DEQUEUE_TIMEOUT = timedelta(seconds=5)  # the longest a new job waits without a NOTIFY
+# Jobs one process runs at once (the library's floor: twice the batch). Without a limit a
+# burst of due jobs (a reminder campaign, a backlog after a restart) all start together and
+# queue on the process's 10 database connections, and the webhooks, which get 1.5 s of
+# database time, fail meanwhile (a status callback lost, a caller told we are unavailable).
+# Jobs not picked here wait in the queue for this worker or another process's.
+MAX_RUNNING = 10
 RECONNECT_MAX_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
 CANCEL_WAIT_S = 2.0
@@ -64,11 +72,13 @@ def periodic_key(entrypoint: str) -> str:
 
 class JobWorker:
     def __init__(self, dsn: str, kinds: Mapping[str, JobKind], *, batch_size: int = 5,
+                 max_running: int = MAX_RUNNING,
                  heartbeat_timeout: timedelta = HEARTBEAT_TIMEOUT,
                  dequeue_timeout: timedelta = DEQUEUE_TIMEOUT) -> None:
         self._dsn = dsn
         self.kinds = dict(kinds)
         self._batch_size = batch_size
+        self._max_running = max(max_running, 2 * batch_size)
         self._heartbeat_timeout = heartbeat_timeout
         self._dequeue_timeout = dequeue_timeout
         self._task: asyncio.Task | None = None
@@ -133,6 +143,7 @@ class JobWorker:
             self.running.set()
             await manager.run(
                 dequeue_timeout=self._dequeue_timeout, batch_size=self._batch_size,
+                max_concurrent_tasks=self._max_running,
                 heartbeat_timeout=self._heartbeat_timeout, shutdown_on_listener_failure=True,
             )
         finally:

@@ -66,6 +66,39 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def test_a_burst_of_due_jobs_runs_a_few_at_a_time_and_every_one_runs(
+        db: Database, clean_queue):
+    running: set[int] = set()
+    most = 0
+    limit_reached, release = asyncio.Event(), asyncio.Event()
+    done: list[int] = []
+
+    async def handle(payload: dict) -> None:
+        nonlocal most
+        running.add(payload["n"])
+        most = max(most, len(running))
+        if len(running) >= 10:
+            limit_reached.set()
+        await release.wait()
+        running.discard(payload["n"])
+        done.append(payload["n"])
+
+    worker = _worker(db, JobKind("remind", handle))  # as the service runs it
+    for n in range(25):
+        await jobs.enqueue(db.pool, "remind", {"n": n})
+    worker.start()
+    try:
+        await asyncio.wait_for(limit_reached.wait(), 10)
+        await asyncio.sleep(1.0)  # two dequeue rounds: a worker with no limit takes all 25
+        started_while_held = most
+        release.set()
+        await _wait_for(lambda: _true(len(done) == 25))
+    finally:
+        await worker.close()
+    assert started_while_held == 10
+    assert sorted(done) == list(range(25))
+
+
 async def test_a_second_job_under_the_same_key_is_skipped_while_the_first_waits(
         db: Database, clean_queue):
     first = await jobs.enqueue(db.pool, "dial", {"task": "a"}, dedupe_key="task:a",
