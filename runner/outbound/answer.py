@@ -39,9 +39,8 @@ from lib.prompts import render_prompt
 from runner.outbound.context import Clinic, load_clinic
 from runner.outbound.dispatcher import FAX_ANSWERED, dispatcher_for
 from runner.outbound.outcomes import FAX, MACHINE, TERMINAL, progress_of
-from runner.outbound.twiml import hang_up, say_then_hang_up
 from services.twilio import PHONE_SAMPLE_RATE
-from services.twilio.twiml import stream_twiml
+from services.twilio.twiml import hang_up, say_then_hang_up, stream_twiml
 
 if TYPE_CHECKING:
     from runner.runtime import AppRuntime, CallProfile
