@@ -33,7 +33,7 @@ from db.opening import (
     upcoming_closures,
     weekly_blocks,
 )
-from db.scheduling import Location
+from db.scheduling import Location, dialled_location
 from language.phrases import normalize, phrase_pattern
 from language.spoken import say_clock, say_day, say_days, say_hours, say_list, say_opening
 from language.time_preferences import preferred_days
@@ -366,11 +366,6 @@ class AfterHours:
     def event(self) -> dict[str, str | None]:
         return {"place": self.place, "reason": self.reason,
                 "next_opening": self.next_opening.isoformat() if self.next_opening else None}
-
-
-def dialled_location(locations: Sequence[Location], dialled: str | None) -> Location | None:
-    """The location whose own number the caller dialled (None: the clinic's number)."""
-    return next((loc for loc in locations if dialled and loc.phone_number == dialled), None)
 
 
 def after_hours(locations: Sequence[Location], closures: Sequence[Closure], now: datetime, *,
