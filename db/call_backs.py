@@ -18,10 +18,12 @@ from datetime import UTC, datetime
 import asyncpg
 
 from db import outbound, scheduling
+from db.deadline import within
 from db.promised_calls import Callee, CallPlan, plan_call
 
 # Callback task priorities (1-10): a red flag's urgent call back first.
 CALLBACK_PRIORITY, URGENT_PRIORITY, RED_FLAG_PRIORITY = 5, 9, 10
+REQUEST_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,18 @@ class CallBacks:
     """One call's way to ask for a call back, for the parts of the pipeline that are not
     the conversation's tools (the no-LLM responder, the time limit): bound to the
     database and to whoever the call has identified so far (`caller`, read at the time
-    of asking)."""
+    of asking). A request is bounded (`timeout_s`, even on a frozen database): the
+    caller is waiting on the line for the answer."""
 
     def __init__(self, pool: asyncpg.Pool, caller: Callable[[], Caller], *,
-                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._pool = pool
         self._caller = caller
         self.now = now
+        self._timeout_s = timeout_s
 
     async def request(self, ask: CallBackAsk) -> CallBack:
-        return await request_call_back(self._pool, self._caller(), ask, self.now())
+        """The request and its task, or an error (nothing promised)."""
+        return await within(request_call_back(self._pool, self._caller(), ask, self.now()),
+                            self._timeout_s, what="call back request")

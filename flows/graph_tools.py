@@ -26,6 +26,7 @@ from loguru import logger
 
 from call.call_session import CallLog
 from db import companion, outbound, waitlist, world
+from db import scheduling as db
 from db.call_backs import (
     CALLBACK_PRIORITY,
     RED_FLAG_PRIORITY,
@@ -33,7 +34,6 @@ from db.call_backs import (
     CallBackAsk,
     request_call_back,
 )
-from db import scheduling as db
 from db.deadline import DatabaseUnavailable, within
 from db.slots import Slot, spread
 from db.world import EventDraft
@@ -225,17 +225,22 @@ class GraphTools:
 
     def _unconfirmed(self, name: str) -> ToolResult:
         """A write the database did not confirm in time may still have gone through: it is
-        on record, the clinic is asked (operator queue) to check it and call back, and the
-        caller is told exactly that rather than that nothing changed."""
+        on record, the clinic is asked (operator queue) to check it, and the caller is
+        told exactly that rather than that nothing changed. No call back is promised: its
+        task would be written to the database that just failed to answer."""
         logger.warning(f"tool {name}: the database did not confirm the write in time")
         self.log.event("write_unconfirmed", tool=name, waited_ms=int(self._timeout_s * 1000))
         self.log.escalation(
             UNCONFIRMED_WRITE_CONCEPT, "soft", similarity=None, judge=None,
             reason=f"{name} was not confirmed in time: check whether it went through, "
                    "then call the caller back")
+        number = self.clinic_number()
+        instead = (f"offer the clinic's number, {say_phone(number)}, to check"
+                   if number else "ask them to call the clinic later to check")
         return ToolResult(
             "The clinic system did not confirm this in time, so it may or may not have gone "
-            "through; the clinic team has been asked to check and call the caller back.",
+            "through; the clinic team will see it and check. No call back was arranged: do "
+            f"not say the clinic will call; {instead}.",
             "timeout")
 
     def _resolve_refs(self, args: dict[str, Any]) -> dict[str, Any]:
