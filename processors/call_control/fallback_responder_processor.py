@@ -27,7 +27,7 @@ from pipecat.services.llm_service import LLMService
 
 from call.call_session import CallSession, CompletionReason
 from call.frames import EndCallFrame
-from db.call_backs import CallBackAsk, CallBacks
+from db.call_backs import CALLBACK_PRIORITY, URGENT_PRIORITY, CallBackAsk, CallBacks
 from language.affirmation import Answer, classify_answer
 from lib.prompts import render_prompt
 from processors.llm_context import last_user_text
@@ -150,9 +150,12 @@ class FallbackResponderProcessor(LineSpeakerProcessor):
         log.event("callback_requested", source="fallback_responder")
         if call_backs is None:  # not offered without them; never promised either
             return self._dialogue.say("callback_failed")
+        urgent = log.escalations > 0  # the call raised a safety concern: called back first
         try:
             called = await call_backs.request(CallBackAsk(
-                reason=CALL_BACK_REASON, written_by="fallback_responder"))
+                reason=CALL_BACK_REASON, urgent=urgent,
+                priority=URGENT_PRIORITY if urgent else CALLBACK_PRIORITY,
+                written_by="fallback_responder"))
         except Exception as error:  # noqa: BLE001 - a failed write is said, never a promise
             logger.warning(f"call {self._session.call_id}: call back not arranged "
                            f"({type(error).__name__})")

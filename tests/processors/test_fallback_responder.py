@@ -19,7 +19,7 @@ from pipecat.tests.utils import run_test
 
 from call.frames import EndCallFrame
 from db import outbound
-from db.call_backs import CallBacks
+from db.call_backs import URGENT_PRIORITY, CallBacks
 from processors.call_control.fallback_responder_processor import (
     CallbackDialogue,
     FallbackResponderProcessor,
@@ -122,6 +122,17 @@ async def test_a_yes_to_the_offer_is_a_call_back_task_and_the_caller_hears_when(
     assert "callback_requested" in [e.type for e in writer.events()]
     (promised,) = writer.events("call_back_promised")
     assert promised.data["task_id"] == str(task["id"])
+
+
+async def test_a_caller_who_raised_a_safety_concern_is_called_back_first(
+        db, workspace_id, writer):
+    session, call_backs = await clinic_call(db, workspace_id, writer)
+    session.log.escalation("self_harm", "soft", similarity=0.6, judge="rules", reason="x")
+
+    await yes_to_the_offer(session, call_backs)
+
+    (task,) = await call_back_tasks(db, session.call_id)
+    assert task["priority"] == URGENT_PRIORITY
 
 
 @pytest.fixture
