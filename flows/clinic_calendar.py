@@ -93,6 +93,15 @@ def _zone(locations: Sequence[Location]) -> ZoneInfo:
     return ZoneInfo(locations[0].timezone) if locations else ZoneInfo("UTC")
 
 
+def clinic_today(locations: Sequence[Location], now: datetime,
+                 dialled: str | None = None) -> date:
+    """The clinic's own date at `now`, against which "today" and "tomorrow" are read: in
+    the dialled location's timezone, else its first location's (UTC with none), never
+    the server's."""
+    place = dialled_location(locations, dialled)
+    return now.astimezone(ZoneInfo(place.timezone) if place else _zone(locations)).date()
+
+
 # --- Understanding the question --------------------------------------------------------
 
 WORDS_FILE = Path(__file__).parent / "data" / "calendar_words.yaml"

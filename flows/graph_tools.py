@@ -381,21 +381,27 @@ class GraphTools:
             last_day=last, now=self._now(), part_of_day=self._part_of_day,
         )
         slots = self._suitable(slots)
-        if not slots and session.days is not None:  # nothing on their day: widen, say so
+        widened = False
+        if not slots and session.days is not None:
+            # nothing when they asked: the fortnight from their first day, never a day
+            # before it ("tomorrow morning" is never answered with today's times)
             slots = self._suitable(await self.practice.available_slots(
-                session.service_id, appointment_type=kind, first_day=today,
-                last_day=today + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
+                session.service_id, appointment_type=kind, first_day=first,
+                last_day=first + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
             ))
+            widened = bool(slots)
         if not slots:
             return f"No {kind.name} times are open in the next {SEARCH_DAYS} days."
         offered = session.offer(spread(slots, SLOTS_READ_OUT))
         session.picked_slot = None
         session.outcome = "slots_offered"
-        return " ".join(
+        found = " ".join(
             f"{ref}: {say_time(slot.starts_at)} with {slot.practitioner_name}"
             f" at {slot.location_name}."
             for ref, slot in offered
         )
+        return (f"Nothing is open when they asked; say so, then offer the nearest after it. "
+                f"{found}" if widened else found)
 
     async def _convert_timezone(self, args: Mapping[str, Any]) -> str:
         moment = datetime.fromisoformat(str(args["time"]))
