@@ -97,7 +97,7 @@ async def answer_call(runtime: AppRuntime, attempt_id: str, form: dict[str, str]
     if not runtime.has_capacity():
         await _not_streamed(runtime, attempt, task, clinic, form, "at_capacity", said,
                             outcome="failed", detail="no free line when the callee answered")
-        return say_then_hang_up(render_prompt("outbound/call_back_later.txt",
+        return say_then_hang_up(render_prompt("outbound/cannot_talk_now.txt",
                                               clinic_name=clinic.name))
     return await _converse(runtime, attempt, task, clinic, form, stream_url)
 
@@ -115,7 +115,7 @@ async def _converse(runtime: AppRuntime, attempt: Attempt, task: OutboundTask, c
                             {"task_id": task.id, "attempt": attempt.number,
                              "problems": profile.graph_problems},
                             outcome="failed", detail="no graph can carry the call")
-        return say_then_hang_up(render_prompt("outbound/call_back_later.txt",
+        return say_then_hang_up(render_prompt("outbound/cannot_talk_now.txt",
                                               clinic_name=clinic.name))
     sid = form.get("CallSid") or None
     await repo.create_call(
