@@ -8,8 +8,8 @@ stale) goes to another. A periodic kind is one job across every process: each wo
 queues it at start (skipped while it is queued or running), and each run queues it
 again for `every` later, even when it failed, so it survives restarts and never stops.
 A process runs at most `MAX_RUNNING` jobs at once; the rest wait in the queue for it or
-another process. The worker has its own connection (it listens for new jobs);
-when that connection drops it reconnects with a backoff, and no call waits on it.
+another process. The worker has its own connection (it listens for new jobs); when that
+connection drops it reconnects with a backoff, and no call waits on it.
 """
 
 from __future__ import annotations
