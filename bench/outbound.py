@@ -170,6 +170,12 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _every_outcome(run: dict[str, Any]) -> str:
+    if run["due_to_all_outcomes_s"] is None:
+        return f"{run['unsettled']} left to the follow-up"
+    return f"{run['due_to_all_outcomes_s']:.1f} s"
+
+
 def _dispatch_section(report: dict[str, Any]) -> list[str]:
     lines = [
         "### (1) Dispatcher throughput",
@@ -180,7 +186,9 @@ def _dispatch_section(report: dict[str, Any]) -> list[str]:
          "the tasks fell due to the stand-in receiving each create request (p50 / p95 / max). "
          "*Written → dial*: from the attempt committed `dialing` to that request (the Twilio "
          "client's worker threads). *Every outcome*: from the moment they fell due until the "
-         "last attempt had its outcome in the database. *Most open*: the most calls placed and "
+         "last attempt had its outcome in the database (or how many were still waiting "
+         "for the follow-up 20 s after the last dial). *Outcomes/s*: the outcomes known "
+         "over the time from the due moment to the last of them. *Most open*: the most calls placed and "
          "not yet ended at once, as the stand-in saw them (a voicemail's call stays open while "
          "its message plays; the service frees the line it held at the answer). *Callbacks "
          "refused*: status callbacks the service did not take (a 503 when it could not write "
@@ -202,7 +210,7 @@ def _dispatch_section(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {name} | {run['processes']} | {run['tasks']} | {run['dials_per_s']:.1f} "
             f"| {_s(run['due_to_dial'])} | {written['p50']:.2f} / {written['p95']:.2f} s "
-            f"| {run['due_to_all_outcomes_s']:.1f} s | {run['outcomes_per_s']:.1f} "
+            f"| {_every_outcome(run)} | {run['outcomes_per_s']:.1f} "
             f"| {run['most_open']} | {run['callbacks_refused']} of {run['callbacks']} "
             f"| {run['dialled_twice']} | {' + '.join(str(n) for n in run['by_process'])} |")
     lines += ["", *_scaling(report["dispatch"])]
@@ -217,9 +225,9 @@ def _dispatch_section(report: dict[str, Any]) -> list[str]:
              "after `OUTBOUND_CAPACITY_RECHECK_S` (45 s) even when lines free up sooner, so a "
              "burst larger than the free lines goes out in waves 45 s apart: of "
              f"{limited['tasks']} tasks, {' then '.join(str(n) for n in limited['waves'])} were "
-             f"dialled in successive 45 s periods, and all had an outcome "
-             f"{limited['due_to_all_outcomes_s']:.0f} s after they fell due, with at most "
-             f"{limited['most_open']} calls open at once."),
+             "dialled in successive 45 s periods, with at most "
+             f"{limited['most_open']} calls open at once (every outcome: "
+             f"{_every_outcome(limited)})."),
         ]
     return lines + [""]
 
@@ -296,10 +304,15 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
         after = row["after_decision"]["p95"] - quiet["after_decision"]["p95"]
         after50 = row["after_decision"]["p50"] - quiet["after_decision"]["p50"]
         perceived = row["perceived"]["p95"] - quiet["perceived"]["p95"]
+        # The process's CPU beyond the quiet rounds', per call dialled in the round.
+        cpu_per_dial_ms = ((row["cpu_share"] - quiet["cpu_share"]) * row["window_s"]
+                           / max(row["dials"], 1) * 1000)
         lines.append(
             f"- **{names[key]}**: {after:+.1f} ms at p95 after the turn decision "
             f"({after50:+.1f} ms at p50), {perceived:+.1f} ms at p95 to what the caller "
-            f"perceives, at {row['dials_per_s']:.1f} dials a second; "
+            f"perceives, at {row['dials_per_s']:.1f} dials a second (about "
+            f"{cpu_per_dial_ms:.0f} ms of the process's CPU per call dialled, its callbacks "
+            "and outcome included); "
             + (f"{row['left_undialled']} of the {row['tasks']} tasks due by the end of its "
                "rounds were still waiting for the dispatcher then."
                if row["left_undialled"] else

@@ -251,8 +251,8 @@ def summarize(condition: Condition) -> dict[str, Any]:
         "dials": condition.dials, "window_s": condition.window_s,
         "dials_per_s": condition.dials / condition.window_s if condition.window_s else 0.0,
         "left_undialled": condition.left_undialled, "tasks": condition.tasks,
-        "busy_share": (condition.busy_seconds / condition.window_s if condition.window_s
-                       else 0.0),
+        "busy_share": (min(1.0, condition.busy_seconds / condition.window_s)
+                       if condition.window_s else 0.0),
         "most_open": condition.most_open,
         "callbacks": condition.callbacks, "callbacks_refused": condition.callbacks_refused,
     }

@@ -78,16 +78,25 @@ async def first_attempts(pool, task_ids: list[str]) -> list[dict[str, Any]]:
     return [dict(row) for row in rows]
 
 
-async def wait_all_ended(pool, task_ids: list[str], timeout_s: float) -> list[dict[str, Any]]:
-    """Every task's first attempt, once each has ended (its outcome known)."""
-    deadline = time.monotonic() + timeout_s
+async def wait_for_outcomes(pool, task_ids: list[str], *, dial_timeout_s: float,
+                            grace_s: float) -> list[dict[str, Any]]:
+    """Every task's first attempt, once each has ended (its outcome known), or once
+    `grace_s` has passed since the last was dialled: an outcome still missing then waits
+    for the dispatcher's next follow-up with Twilio, minutes away. TimeoutError when some
+    task is not dialled within `dial_timeout_s`."""
+    deadline = time.monotonic() + dial_timeout_s
+    all_dialled: float | None = None
     while True:
         found = await first_attempts(pool, task_ids)
-        if len(found) == len(task_ids) and all(a["status"] == "ended" for a in found):
-            return found
-        if time.monotonic() > deadline:
-            ended = sum(a["status"] == "ended" for a in found)
-            raise TimeoutError(f"{ended} of {len(task_ids)} attempts ended in {timeout_s:.0f} s")
+        if len(found) == len(task_ids):
+            if all(a["status"] == "ended" for a in found):
+                return found
+            all_dialled = all_dialled or time.monotonic()
+            if time.monotonic() - all_dialled > grace_s:
+                return found
+        elif time.monotonic() > deadline:
+            raise TimeoutError(f"{len(found)} of {len(task_ids)} tasks dialled in "
+                               f"{dial_timeout_s:.0f} s")
         await asyncio.sleep(0.2)
 
 
