@@ -304,15 +304,10 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
         after = row["after_decision"]["p95"] - quiet["after_decision"]["p95"]
         after50 = row["after_decision"]["p50"] - quiet["after_decision"]["p50"]
         perceived = row["perceived"]["p95"] - quiet["perceived"]["p95"]
-        # The process's CPU beyond the quiet rounds', per call dialled in the round.
-        cpu_per_dial_ms = ((row["cpu_share"] - quiet["cpu_share"]) * row["window_s"]
-                           / max(row["dials"], 1) * 1000)
         lines.append(
             f"- **{names[key]}**: {after:+.1f} ms at p95 after the turn decision "
             f"({after50:+.1f} ms at p50), {perceived:+.1f} ms at p95 to what the caller "
-            f"perceives, at {row['dials_per_s']:.1f} dials a second (about "
-            f"{cpu_per_dial_ms:.0f} ms of the process's CPU per call dialled, its callbacks "
-            "and outcome included); "
+            f"perceives, at {row['dials_per_s']:.1f} dials a second; "
             + (f"{row['left_undialled']} of the {row['tasks']} tasks due by the end of its "
                "rounds were still waiting for the dispatcher then."
                if row["left_undialled"] else
