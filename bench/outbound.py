@@ -315,6 +315,14 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
                "dialled by then."))
     lines += [
         "",
+        ("With 60 turns or so per condition, a p95 rests on its three slowest turns and "
+         "moves by tens of milliseconds from run to run on a shared machine; the p50 "
+         "difference is the steadier one. Twilio places an account's calls at its "
+         "calls-per-second limit (1 by default) and queues the rest: on such an account a "
+         "burst of due tasks still has every create request made at the dispatcher's rate, "
+         "but the answers and status callbacks then come about one call a second, as in "
+         "the paced rounds."),
+        "",
         ("The caller-perceived clock counts only turns the end-of-turn model closed "
          f"(fallback turns: quiet {quiet['fallback_turns']}, paced "
          f"{inbound['paced']['fallback_turns']}, full {inbound['full']['fallback_turns']}). "
