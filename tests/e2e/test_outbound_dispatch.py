@@ -62,8 +62,7 @@ async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_out
     async with serve_twilio_rest(twilio) as twilio_url:
         service = await asyncio.to_thread(start_service, {
             "DATABASE_URL": db.dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
-            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
+            "PUBLIC_URL": f"http://127.0.0.1:{port}", **twilio.service_env(twilio_url),
         }, tmp_path / "service.log", timeout_s=180, port=port)
         try:
             tasks = [await due_task(db, workspace["id"], clinic["id"], number)
@@ -115,8 +114,7 @@ async def test_a_person_who_cannot_talk_leaves_the_task_closed_with_what_the_cal
     async with serve_twilio_rest(twilio) as twilio_url:
         service = await asyncio.to_thread(start_service, {
             "DATABASE_URL": db.dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
-            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
+            "PUBLIC_URL": f"http://127.0.0.1:{port}", **twilio.service_env(twilio_url),
         }, tmp_path / "service.log", timeout_s=180, port=port)
         try:
             task_id = await due_task(db, workspace["id"], clinic["id"], person)
