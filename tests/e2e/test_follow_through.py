@@ -15,7 +15,7 @@ import asyncio
 import os
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -24,11 +24,18 @@ import pytest
 import yaml
 
 from db import repositories as repo
-from language.spoken import say_calling_time
-from simulator.outbound_callee import CallTiming, persona_callee
-from simulator.personas.model import load_persona
-from simulator.personas.outbound_judge import outbound_problems
-from simulator.personas.run import observer_listener
+from db import scheduling as sched
+from language.spoken import say_calling_time, say_time
+from simulator.outbound_callee import Callee, CallTiming, script_callee
+from simulator.personas.model import Persona, load_persona
+from simulator.personas.outbound_judge import (
+    care_said_before,
+    outbound_problems,
+    says_birth_date,
+    task_outcome_problems,
+)
+from simulator.personas.questions import classify
+from simulator.personas.run import run_persona
 from simulator.simulator import CallScript, simulate_call
 from simulator.twilio_rest import FakeTwilioRest
 from tests.api.clinics import new_number
@@ -56,22 +63,27 @@ OUTBOUND_PERSONAS = ROOT / "scenarios" / "personas" / "outbound"
 TIMING = CallTiming(ring_s=0.2)
 
 
-def callee_persona(tmp_path: Path, name: str, *, number: str, clinic_number: str,
-                   **caller) -> Path:
-    """A persona of scenarios/personas/outbound answering `number` (this test's own)."""
-    persona = yaml.safe_load((OUTBOUND_PERSONAS / f"{name}.yaml").read_text())
+def callee(tmp_path: Path, persona_name: str, *, number: str, clinic_number: str,
+           lines: list[str]) -> tuple[Callee, Persona]:
+    """Who answers `number`: a person saying `lines`, one after each of the agent's turns
+    (words the offline recogniser hears right, so every run goes the same way), and the
+    persona of scenarios/personas/outbound whose facts the call is judged by."""
+    persona = yaml.safe_load((OUTBOUND_PERSONAS / f"{persona_name}.yaml").read_text())
     persona["to"], persona["from"] = number, clinic_number
-    persona["caller"].update(caller)
-    path = tmp_path / f"{name}.yaml"
+    path = tmp_path / f"{persona_name}.yaml"
     path.write_text(yaml.safe_dump(persona))
-    return path
+    script = tmp_path / f"{persona_name}_lines.yaml"
+    script.write_text(yaml.safe_dump({
+        "name": persona_name, "from": number, "to": clinic_number,
+        "turns": [{"say": line} for line in lines]}))
+    return script_callee(script), load_persona(path)
 
 
 def agent_lines(record: dict) -> list[str]:
     return [t["text"] for t in record["turns"] if t["speaker_role"] == "agent"]
 
 
-@pytest.mark.timeout(480)
+@pytest.mark.timeout(360)
 async def test_a_callback_asked_for_after_hours_is_dialled_when_the_clinic_opens_and_completed(
         pg_dsn, tmp_path):
     caller_number = new_number()
@@ -86,10 +98,10 @@ async def test_a_callback_asked_for_after_hours_is_dialled_when_the_clinic_opens
             opening = (now + timedelta(seconds=60 + 59)).replace(second=0, microsecond=0)
             clinic = await add_clinic(db, workspace["id"], zone, opening.time(), clock(22))
             twilio.add_number(clinic.number)
-            persona_path = callee_persona(tmp_path, "callback_to_a_number",
-                                          number=caller_number, clinic_number=clinic.number)
-            twilio.add_callee(caller_number, persona_callee(
-                persona_path, hearing=lambda base_url: observer_listener(base_url, key)))
+            answers, persona = callee(
+                tmp_path, "callback_to_a_number", number=caller_number,
+                clinic_number=clinic.number, lines=["Yes.", "No, that's all. Goodbye."])
+            twilio.add_callee(caller_number, answers)
 
             # Closed: the caller asks to be called back.
             asked_at = datetime.now(UTC)
@@ -144,13 +156,16 @@ async def test_a_callback_asked_for_after_hours_is_dialled_when_the_clinic_opens
     assert parsedate_to_datetime(twilio.calls[sid].resource["date_created"]) >= opening
     # The person who answered was asked whether they asked for the call before anything
     # about their care was said, and the call went where the task wanted.
-    callee = twilio.outcome(sid)
-    assert callee.answered_by == "human" and callee.error is None, callee
-    persona = load_persona(persona_path)
-    assert outbound_problems(persona, outbound_record) == [], agent_lines(outbound_record)
+    answered = twilio.outcome(sid)
+    assert answered.answered_by == "human" and answered.error is None, answered
     said = agent_lines(outbound_record)
-    assert "call back" in said[0] and "test" not in said[0], said
-    assert "You asked us to call you back" in said[1], said
+    assert outbound_problems(persona, outbound_record) == [], said
+    assert "asked us to call back?" in said[0] and "test" not in said[0], said
+    assert said[1].startswith("Thank you, You asked us to call you back about"), said
+    # They said all they wanted to, and the clinic said goodbye and hung up.
+    assert answered.callee_said == ["Yes.", "No, that's all. Goodbye."], said
+    assert said[-1] == "Thank you for your time. Goodbye.", said
+    assert outbound_record["completion_reason"] == "agent_hangup"
     # The task is done, answered, with both calls linked and readable.
     assert (detail["status"], detail["outcome"]) == ("done", "answered"), detail
     (attempt,) = detail["attempts"]
@@ -214,3 +229,131 @@ async def tasks_view(base_url: str, key: str, task_id: str) -> Shown:
             return Shown(outcome, state, hrefs, errors.errors)
         finally:
             await chromium.close()
+
+
+@pytest.mark.timeout(300)
+async def test_a_slot_freed_by_a_cancellation_is_offered_to_the_first_waitlisted_patient_and_booked_on_yes(
+        pg_dsn, tmp_path):
+    numbers = {"priya": new_number(), "david": new_number(), "henry": new_number()}
+    async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
+        workspace_id = (await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}"))["id"]
+        key = await repo.create_api_key(db.pool, workspace_id, "front desk")
+        clinic = await add_clinic(db, workspace_id, afternoon_zone(), clock(7), clock(22))
+        physio = next(t for t in await sched.appointment_types(db.pool, clinic.service_id)
+                      if t.name == "Physiotherapy session")
+        priya = await add_patient(db, workspace_id, "Priya", "Nair", "1985-09-30",
+                                  numbers["priya"])
+        david = await add_patient(db, workspace_id, "David", "Okonkwo", "1990-01-25",
+                                  numbers["david"])
+        henry = await add_patient(db, workspace_id, "Henry", "Walsh", "1962-04-17",
+                                  numbers["henry"])
+        # Henry has tomorrow's first physiotherapy session; Priya, then David, wait for one.
+        tomorrow = local_now(clinic.zone).date() + timedelta(days=1)
+        slot = (await sched.available_slots(
+            db.pool, clinic.service_id, appointment_type=physio, first_day=tomorrow,
+            last_day=tomorrow, now=datetime.now(UTC)))[0]
+        given_up = await sched.book(db.pool, slot, patient_id=henry, call_id=None)
+        for patient in (priya, david):
+            await sched.add_to_waitlist(db.pool, patient_id=patient,
+                                        appointment_type_id=physio.id, note="", call_id=None)
+
+        twilio = FakeTwilioRest(timing=TIMING)
+        twilio.add_number(clinic.number)
+        priyas_lines = ["Yes, this is Priya.", "The thirtieth of September, nineteen eighty-five.",
+                        "Yes please, book it.", "That's all thank you goodbye"]
+        answers, accepts = callee(tmp_path, "waitlist_accepts", number=numbers["priya"],
+                                  clinic_number=clinic.number, lines=priyas_lines)
+        twilio.add_callee(numbers["priya"], answers)
+        twilio.add_callee(numbers["david"], "no_answer")
+        async with service_and_twilio(db, twilio, tmp_path) as service:
+            # Henry calls and cancels it.
+            cancelling = await run_persona(
+                caller_persona(tmp_path, "henry_cancels", number=numbers["henry"],
+                               clinic_number=clinic.number),
+                base_url=service.url, api_key=key, twilio_token=twilio.auth_token,
+                account_sid=twilio.account_sid, text_mode=True, log=lambda _line: None,
+                pause_s=0.05, quiet_s=0.3)
+            assert cancelling.verdict.success, (cancelling.verdict.reasons, cancelling.said)
+            # The slot is offered: Priya first, then David.
+
+            async def offers() -> list[dict] | None:
+                page = await api_get(service, key, "/api/tasks?kind=waitlist_offer")
+                return page["tasks"] if len(page["tasks"]) == 2 else None
+
+            made = await eventually("two waitlist offers", offers, 60, service.log)
+            offer_to = {task["patient_id"]: task for task in made}
+
+            async def settled() -> dict | None:
+                detail = await api_get(service, key, f"/api/tasks/{offer_to[priya]['id']}")
+                return detail if detail["status"] not in ("pending", "in_progress") else None
+
+            priyas = await eventually("Priya's offer settled", settled, 150, service.log)
+            davids = await api_get(service, key, f"/api/tasks/{offer_to[david]['id']}")
+            call_id = priyas["attempts"][0]["call_id"]
+            record = await closed_record(service, key, call_id)
+            booked = await db.pool.fetch(
+                "SELECT patient_id, starts_at, ends_at, status, created_by_call FROM appointments "
+                "WHERE practitioner_id = $1 AND starts_at = $2 ORDER BY created_at",
+                uuid.UUID(slot.practitioner_id), slot.starts_at)
+            waiting = {str(r["patient_id"]) for r in await db.pool.fetch(
+                "SELECT patient_id FROM waitlist_entries")}
+            davids_bookings = await db.pool.fetchval(
+                "SELECT count(*) FROM appointments WHERE patient_id = $1", uuid.UUID(david))
+
+    # Priya was offered it first, checked as herself before anything about her care was
+    # said, and said yes: the freed slot is hers.
+    assert offer_to[priya]["priority"] > offer_to[david]["priority"]
+    said = agent_lines(record)
+    (answered,) = [state.outcome for state in twilio.calls.values()
+                   if state.resource["to"] == numbers["priya"]]
+    assert answered.callee_said == priyas_lines, said
+    assert says_birth_date(accepts, answered.callee_said[1])
+    assert care_said_before(accepts, record["turns"], birth_date_given(record)) is None, said
+    assert task_outcome_problems(accepts, record["events"]) == []
+    assert "Priya" in said[0] and "physiotherapy" not in said[0].lower(), said
+    offer = next(line for line in said if "waitlist" in line)
+    assert say_time(slot.starts_at) in offer and offer.endswith("book it for you?"), said
+    assert said[-1] == "Thank you for your time. Goodbye.", said
+    assert (priyas["status"], priyas["outcome"]) == ("done", "answered"), priyas
+    henrys, priyas_booking = booked
+    assert (str(henrys["patient_id"]), henrys["status"]) == (henry, "cancelled")
+    assert str(priyas_booking["patient_id"]) == priya and priyas_booking["status"] == "booked"
+    assert (priyas_booking["starts_at"], priyas_booking["ends_at"]) == (
+        given_up.starts_at, given_up.ends_at)
+    assert str(priyas_booking["created_by_call"]) == call_id
+    # David, not reached at first, is not offered a slot that has gone; both leave or stay
+    # on the waitlist as they should.
+    assert (davids["status"], davids["outcome"]) == ("cancelled", "slot_gone"), davids
+    assert [a["outcome"] for a in davids["attempts"]] in ([], ["no_answer"]), davids
+    assert davids_bookings == 0
+    assert waiting == {david}
+
+
+def birth_date_given(record: dict) -> int:
+    """The seq of the callee's answer to the agent's date-of-birth question. (What the
+    record holds of it is the recogniser's first reading; the agent checks the date again
+    from the audio, so the words there may differ from what was said.)"""
+    turns = record["turns"]
+    asked = next(t["seq"] for t in turns if t["speaker_role"] == "agent"
+                 and classify(t["text"], outbound=True).kind == "date_of_birth")
+    return next(t["seq"] for t in turns if t["speaker_role"] == "caller" and t["seq"] > asked)
+
+
+async def add_patient(db, workspace_id: str, first: str, last: str, born: str,
+                      phone: str) -> str:
+    return str(await db.pool.fetchval(
+        "INSERT INTO patients (workspace_id, first_name, last_name, date_of_birth, phone) "
+        "VALUES ($1, $2, $3, $4, $5) RETURNING id", uuid.UUID(workspace_id), first, last,
+        date.fromisoformat(born), phone))
+
+
+def caller_persona(tmp_path: Path, name: str, *, number: str, clinic_number: str):
+    """Henry, who calls to cancel his physiotherapy session."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name, "from": number, "to": clinic_number,
+        "caller": {"first_name": "Henry", "last_name": "Walsh", "date_of_birth": "1962-04-17"},
+        "tasks": [{"kind": "cancel", "appointment": "my physiotherapy session",
+                   "type": "Physiotherapy session"}],
+        "expect": {"outcome": "cancelled"}}))
+    return load_persona(path)
