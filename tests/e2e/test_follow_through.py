@@ -171,6 +171,8 @@ async def test_a_callback_asked_for_after_hours_is_dialled_when_the_clinic_opens
     (attempt,) = detail["attempts"]
     assert attempt["outcome"] == "answered"
     assert detail["source_call"] == inbound.call_id
+    assert detail["source_call_url"].endswith(f"/api/calls/{inbound.call_id}")
+    assert attempt["call_url"].endswith(f"/api/calls/{attempt['call_id']}")
     assert (inbound_record["direction"], outbound_record["direction"]) == ("inbound", "outbound")
     assert outbound_record["ended_at"] is not None
     # The dashboard's Tasks view shows it done, answered, linked to both calls.
@@ -274,6 +276,9 @@ async def test_a_slot_freed_by_a_cancellation_is_offered_to_the_first_waitlisted
                 account_sid=twilio.account_sid, text_mode=True, log=lambda _line: None,
                 pause_s=0.05, quiet_s=0.3)
             assert cancelling.verdict.success, (cancelling.verdict.reasons, cancelling.said)
+            assert str(await db.pool.fetchval(
+                "SELECT changed_by_call FROM appointments WHERE id = $1",
+                uuid.UUID(given_up.id))) == cancelling.verdict.call_id
             # The slot is offered: Priya first, then David.
 
             async def offers() -> list[dict] | None:
