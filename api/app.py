@@ -41,7 +41,8 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = await AppRuntime.start(settings)
-        app.state.runtime.start_jobs(job_kinds(app.state.runtime))
+        if settings.server.job_worker_enabled:
+            app.state.runtime.start_jobs(job_kinds(app.state.runtime))
         try:
             yield
         finally:

@@ -183,15 +183,3 @@ class WorldSettings(SettingsGroup):
         description="Country code for phone numbers callers say without one (1: North "
         "American numbering).")
 
-
-class FollowThroughSettings(SettingsGroup):
-    """What the clinic does after a call: waitlist offers and reminder calls."""
-
-    waitlist_offers_per_slot: int = Field(
-        default=3, ge=1, le=20,
-        description="How many waitlisted patients are called about one freed slot (the "
-        "first in line first; the first to say yes books it).")
-    reminder_sweep_minutes: int = Field(
-        default=5, ge=1, le=60,
-        description="How often reminder campaigns look for appointments to call about.")
-

@@ -1,6 +1,7 @@
-"""How the dispatcher places outbound calls: whether it may, how often one number may be
-tried, how much of the process's capacity it leaves to callers, and how often it looks
-again at what it is waiting for."""
+"""The calls the clinic places: whether the dispatcher may dial, how often one number may
+be tried, how much of the process's capacity it leaves to callers, how often it looks
+again at what it is waiting for; how many waitlisted patients hear of a freed slot, and
+how often reminder campaigns look for appointments."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from config.group import SettingsGroup
 
 
 class OutboundSettings(SettingsGroup):
-    """The outbound dispatcher (runner/outbound)."""
+    """The outbound dispatcher (runner/outbound) and the follow-through jobs that give it
+    tasks (waitlist offers, reminder sweeps)."""
 
     enabled: bool = Field(
         default=True, validation_alias="outbound_enabled",
@@ -51,3 +53,10 @@ class OutboundSettings(SettingsGroup):
         description="The longest wait between two attempts (the task's backoff doubles "
         "each attempt up to this).",
     )
+    waitlist_offers_per_slot: int = Field(
+        default=3, ge=1, le=20, validation_alias="waitlist_offers_per_slot",
+        description="How many waitlisted patients are called about one freed slot (the "
+        "first in line first; the first to say yes books it).")
+    reminder_sweep_minutes: int = Field(
+        default=5, ge=1, le=60, validation_alias="reminder_sweep_minutes",
+        description="How often reminder campaigns look for appointments to call about.")

@@ -70,6 +70,12 @@ class ServerSettings(SettingsGroup):
         description="A process on another machine whose heartbeat is older than this is "
         "gone: its open calls are closed as server_crash (keep it several heartbeats long).",
     )
+    job_worker_enabled: bool = Field(
+        default=True,
+        description="Run the durable job queue's jobs (dialling, practice-system pushes, "
+        "post-call work, reminder sweeps) in this process. False: this process only "
+        "queues them, and another process of the same database must run them.",
+    )
     call_sweep_interval_s: float = Field(
         default=5.0, ge=0.5, le=600,
         description="How often calls no one will close are looked for: those of a process "

@@ -11,7 +11,6 @@ from config.features import (
     CallSettings,
     ConversationSettings,
     EmotionSettings,
-    FollowThroughSettings,
     SafetySettings,
     TurnSettings,
     WorldSettings,
@@ -41,7 +40,6 @@ class Settings(BaseSettings):
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     world: WorldSettings = Field(default_factory=WorldSettings)
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
-    follow_through: FollowThroughSettings = Field(default_factory=FollowThroughSettings)
 
     @classmethod
     def settings_customise_sources(

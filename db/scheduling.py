@@ -8,6 +8,7 @@ the second write finds the overlap and raises `SlotTaken`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -67,6 +68,11 @@ class Location:
     address: str
     phone_number: str | None
     opening_hours: dict[str, list[str]]
+
+
+def dialled_location(locations: Sequence[Location], dialled: str | None) -> Location | None:
+    """The location whose own number the caller dialled (None: the clinic's number)."""
+    return next((loc for loc in locations if dialled and loc.phone_number == dialled), None)
 
 
 @dataclass(frozen=True)

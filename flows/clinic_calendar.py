@@ -33,7 +33,7 @@ from db.opening import (
     upcoming_closures,
     weekly_blocks,
 )
-from db.scheduling import Location
+from db.scheduling import Location, dialled_location
 from language.phrases import normalize, phrase_pattern
 from language.spoken import say_clock, say_day, say_days, say_hours, say_list, say_opening
 from language.time_preferences import preferred_days
@@ -91,6 +91,15 @@ def _for(closure: Closure | None) -> str:
 
 def _zone(locations: Sequence[Location]) -> ZoneInfo:
     return ZoneInfo(locations[0].timezone) if locations else ZoneInfo("UTC")
+
+
+def clinic_today(locations: Sequence[Location], now: datetime,
+                 dialled: str | None = None) -> date:
+    """The clinic's own date at `now`, against which "today" and "tomorrow" are read: in
+    the dialled location's timezone, else its first location's (UTC with none), never
+    the server's."""
+    place = dialled_location(locations, dialled)
+    return now.astimezone(ZoneInfo(place.timezone) if place else _zone(locations)).date()
 
 
 # --- Understanding the question --------------------------------------------------------
@@ -366,11 +375,6 @@ class AfterHours:
     def event(self) -> dict[str, str | None]:
         return {"place": self.place, "reason": self.reason,
                 "next_opening": self.next_opening.isoformat() if self.next_opening else None}
-
-
-def dialled_location(locations: Sequence[Location], dialled: str | None) -> Location | None:
-    """The location whose own number the caller dialled (None: the clinic's number)."""
-    return next((loc for loc in locations if dialled and loc.phone_number == dialled), None)
 
 
 def after_hours(locations: Sequence[Location], closures: Sequence[Closure], now: datetime, *,

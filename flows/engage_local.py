@@ -7,8 +7,9 @@ what `make run` with no keys answers callers with, and what the tests drive.
 
 from __future__ import annotations
 
+import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +34,11 @@ FIELDS = frozenset({
     "full_name", "birth_date", "service_names", "locations", "next_step", "callback_number",
     "lookup_result", "callee", "call_reason", "reminder_appointment", "call_us", "call_time",
 })
+# Fields a line may be said without (a caller the clinic has no record of has no name):
+# an empty one goes with the words that join it to the line ("Thank you, {name}." →
+# "Thank you."), so no line is ever said with an empty slot.
+OPTIONAL_FIELDS = frozenset({"name"})
+_JOINED = {field: re.compile(rf"(?:,\s*|\s+)\{{{field}\}}") for field in OPTIONAL_FIELDS}
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
 OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow", "slot_taken",
                       "slot_taken_none", "slot_gone", "callback_failed",
@@ -76,6 +82,14 @@ class ActionLines(BaseModel):
 @lru_cache(maxsize=1)
 def action_lines(path: Path = LINES_FILE) -> ActionLines:
     return ActionLines.model_validate(yaml.safe_load(path.read_text()))
+
+
+def fill(line: str, fields: Mapping[str, str]) -> str:
+    """The line with its fields filled; an empty optional field leaves no gap."""
+    for field, joined in _JOINED.items():
+        if not fields.get(field):
+            line = joined.sub("", line)
+    return line.format_map(fields)
 
 
 def missing_lines(graph: ContextGraph, lines: ActionLines | None = None) -> list[str]:
@@ -181,19 +195,19 @@ async def engage(
         fields["hours"] = tools.calendar_answer(caller_text)
     fields["next_step"] = lines.next_steps[_next_step(session)]
     found = "found" if session.patient is not None else "not_found"
-    fields["lookup_result"] = lines.lookups[found].format_map(fields)
+    fields["lookup_result"] = fill(lines.lookups[found], fields)
     fields["call_us"] = (lines.clinic_numbers["known"].format(clinic_number=say_phone(clinic_number))
                          if clinic_number else lines.clinic_numbers["unknown"])
     if result is not None and not result.ok:
         outcome = (_call_not_arranged(action) if call and call[0] in PROMISE_TOOLS
                    else _failure(result, session))
-        return Engaged(lines.outcomes[outcome].format_map(fields), result)
+        return Engaged(fill(lines.outcomes[outcome], fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
-        return Engaged(lines.outcomes["no_slots"].format_map(fields), result)
+        return Engaged(fill(lines.outcomes["no_slots"], fields), result)
     line = line_for(action, session, lines)
     if "{call_time}" in line and not session.call_time:  # no call arranged: never promised
         line = lines.outcomes[_call_not_arranged(action)]
-    return Engaged(line.format_map(fields), result)
+    return Engaged(fill(line, fields), result)
 
 
 def _call_not_arranged(action: str) -> str:

@@ -25,6 +25,7 @@ from call.outbound_call import OutboundCall
 from db.deadline import within
 from flows.ambient import ambient_context
 from flows.callee import Callee
+from flows.clinic_calendar import clinic_today
 from flows.engage_local import engage
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
@@ -66,7 +67,7 @@ class Reply:
 class GraphEngine:
     def __init__(
         self, graph: ContextGraph, session: GraphSession, pool: asyncpg.Pool, log: CallLog, *,
-        clinic_name: str, emergency_number: str, today: Callable[[], date] = date.today,
+        clinic_name: str, emergency_number: str, today: Callable[[], date] | None = None,
         transfer_number: str | None = None, navigator: Navigator | None = None,
         index: WorldIndex | None = None, practice: PracticeSystem | None = None,
         dialled_number: str | None = None, country_code: str = "1",
@@ -76,8 +77,11 @@ class GraphEngine:
         """`outbound`: the clinic placed this call for a task (flows/callee.py): the
         callee is loaded at start but identified only by the right-person check, and
         the task is closed when the call reaches its end. `dialled_number`: the clinic's
-        number on this call (the one dialled, or the one an outbound call comes from)."""
+        number on this call (the one dialled, or the one an outbound call comes from).
+        `today`: the date the caller's words are read against ("tomorrow"); by default
+        the clinic's own date at `now` (`clinic_today`), whatever the server's timezone."""
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
+        today = today or (lambda: clinic_today(session.locations, now(), dialled_number))
         if outbound is not None and session.callee is None:
             session.callee = Callee(outbound)
         self.navigator = navigator or DeterministicNavigator(graph)

@@ -27,6 +27,13 @@ from loguru import logger
 from call.call_session import CallLog
 from db import companion, outbound, waitlist, world
 from db import scheduling as db
+from db.call_backs import (
+    CALLBACK_PRIORITY,
+    RED_FLAG_PRIORITY,
+    URGENT_PRIORITY,
+    CallBackAsk,
+    request_call_back,
+)
 from db.deadline import DatabaseUnavailable, within
 from db.slots import Slot, spread
 from db.world import EventDraft
@@ -36,7 +43,7 @@ from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.navigator import took_action
 from flows.outbound_tools import OutboundRefused, OutboundTools
-from flows.promised_calls import plan_call
+from flows.promised_calls import caller_of
 from flows.recalls import offered
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
@@ -57,8 +64,6 @@ SEARCH_DAYS = 14
 READ_BACK_ACTION = "final_slot_confirmation"
 # The tools whose success is a promise that the clinic will call: their failure says so.
 PROMISE_TOOLS = frozenset({"EscalateToHuman", "ScheduleOutboundCall", "AddToWaitlist"})
-# Callback task priorities (1-10): a red flag's urgent call back first.
-CALLBACK_PRIORITY, URGENT_PRIORITY, RED_FLAG_PRIORITY = 5, 9, 10
 
 
 @dataclass(frozen=True)
@@ -220,17 +225,22 @@ class GraphTools:
 
     def _unconfirmed(self, name: str) -> ToolResult:
         """A write the database did not confirm in time may still have gone through: it is
-        on record, the clinic is asked (operator queue) to check it and call back, and the
-        caller is told exactly that rather than that nothing changed."""
+        on record, the clinic is asked (operator queue) to check it, and the caller is
+        told exactly that rather than that nothing changed. No call back is promised: its
+        task would be written to the database that just failed to answer."""
         logger.warning(f"tool {name}: the database did not confirm the write in time")
         self.log.event("write_unconfirmed", tool=name, waited_ms=int(self._timeout_s * 1000))
         self.log.escalation(
             UNCONFIRMED_WRITE_CONCEPT, "soft", similarity=None, judge=None,
             reason=f"{name} was not confirmed in time: check whether it went through, "
                    "then call the caller back")
+        number = self.clinic_number()
+        instead = (f"offer the clinic's number, {say_phone(number)}, to check"
+                   if number else "ask them to call the clinic later to check")
         return ToolResult(
             "The clinic system did not confirm this in time, so it may or may not have gone "
-            "through; the clinic team has been asked to check and call the caller back.",
+            "through; the clinic team will see it and check. No call back was arranged: do "
+            f"not say the clinic will call; {instead}.",
             "timeout")
 
     def _resolve_refs(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -371,21 +381,27 @@ class GraphTools:
             last_day=last, now=self._now(), part_of_day=self._part_of_day,
         )
         slots = self._suitable(slots)
-        if not slots and session.days is not None:  # nothing on their day: widen, say so
+        widened = False
+        if not slots and session.days is not None:
+            # nothing when they asked: the fortnight from their first day, never a day
+            # before it ("tomorrow morning" is never answered with today's times)
             slots = self._suitable(await self.practice.available_slots(
-                session.service_id, appointment_type=kind, first_day=today,
-                last_day=today + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
+                session.service_id, appointment_type=kind, first_day=first,
+                last_day=first + timedelta(days=SEARCH_DAYS - 1), now=self._now(),
             ))
+            widened = bool(slots)
         if not slots:
             return f"No {kind.name} times are open in the next {SEARCH_DAYS} days."
         offered = session.offer(spread(slots, SLOTS_READ_OUT))
         session.picked_slot = None
         session.outcome = "slots_offered"
-        return " ".join(
+        found = " ".join(
             f"{ref}: {say_time(slot.starts_at)} with {slot.practitioner_name}"
             f" at {slot.location_name}."
             for ref, slot in offered
         )
+        return (f"Nothing is open when they asked; say so, then offer the nearest after it. "
+                f"{found}" if widened else found)
 
     async def _convert_timezone(self, args: Mapping[str, Any]) -> str:
         moment = datetime.fromisoformat(str(args["time"]))
@@ -607,45 +623,26 @@ class GraphTools:
         session, now = self.session, self._now()
         urgent, stay = bool(args.get("urgent", False)), bool(args.get("stay"))
         reason = str(args.get("reason", "caller asked for a person"))
-        message = str(args.get("message", ""))
-        patient_id = session.identified_patient_id()
-        phone = session.callback_phone or (None if patient_id else session.caller_number)
-        plan = await plan_call(session, self.pool, now, dialled_number=self._dialled_number)
-        why_not = await self._why_no_call_back(patient_id, phone)
-        task = None if why_not else outbound.TaskSpec(
-            workspace_id=session.workspace_id, service_id=session.service_id or None,
-            kind="callback", reason=reason, goal=message or reason, timezone=plan.timezone,
-            not_before=plan.not_before(now), priority=self._callback_priority(urgent),
-            patient_id=patient_id, phone=phone, window_start=plan.window.start,
-            window_end=plan.window.end, window_days=plan.window.days,
-            written_by="tool:EscalateToHuman", confidence="high", source_call=session.call_id)
-        _request, task_id = await db.request_callback(
-            self.pool, service_id=session.service_id, call_id=session.call_id,
-            patient_id=patient_id, phone=session.callback_phone or session.caller_number,
-            reason=reason, message=message, urgent=urgent, task=task,
-        )
-        if task_id is not None:
+        called = await request_call_back(
+            self.pool, caller_of(session, self._dialled_number),
+            CallBackAsk(reason=reason, message=str(args.get("message", "")), urgent=urgent,
+                        priority=self._callback_priority(urgent),
+                        written_by="tool:EscalateToHuman"), now)
+        if called.promised:
+            plan = called.plan
             session.call_time = plan.when(now)
-            self.log.event("call_back_promised", task_id=task_id, priority=task.priority,
+            self.log.event("call_back_promised", task_id=called.task_id,
+                           priority=self._callback_priority(urgent),
                            at=plan.at.isoformat() if plan.at else None)
         if stay:  # a person is fetched while the agent stays on the line
             session.crisis_escalated = True
-            also = f" The team will also call them back {session.call_time}." if task_id else ""
+            also = (f" The team will also call them back {session.call_time}."
+                    if called.promised else "")
             return f"Urgent request logged; stay with the caller until a person takes over.{also}"
-        if why_not:
-            raise NoCallBack(f"the request is logged for the team, but {why_not}")
+        if called.why_not:
+            raise NoCallBack(f"the request is logged for the team, but {called.why_not}")
         session.outcome = "handed_off"
         return f"Callback request logged: the clinic team will call them back {session.call_time}."
-
-    async def _why_no_call_back(self, patient_id: str | None, phone: str | None) -> str | None:
-        """Why no call back can be promised (None: one can)."""
-        session = self.session
-        if not session.workspace_id or (patient_id is None and not phone):
-            return "there is no number to call them back on"
-        if not await outbound.may_call(self.pool, session.workspace_id, patient_id=patient_id,
-                                       phone=phone or session.caller_number):
-            return "they asked not to be called, so no call back can be arranged"
-        return None
 
     def _callback_priority(self, urgent: bool) -> int:
         if not urgent:

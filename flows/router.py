@@ -109,6 +109,8 @@ class RouterRules(BaseModel):
         return self
 
 
+# The term list of "I can't make it": a cancellation alone, the reason for a move beside one.
+CANNOT_COME = "cannot_come_terms"
 RED_FLAG_ROUTE = "red_flag"
 CRISIS_ROUTE = "crisis"  # a red flag of self-harm: the caller is kept on the line
 
@@ -185,14 +187,20 @@ def requests_in_order(
     """The turn split where the caller asks for a second thing ("cancel Tuesday's and book
     me Friday instead", "a flu shot and then a blood test" → two requests); one item when
     it asks for one thing. `subject` names what a part is about (the clinic's services):
-    two parts with the same task are two requests only when their subjects differ."""
+    two parts with the same task are two requests only when their subjects differ. A part
+    that only says they cannot come is no request of its own beside one to move: it is
+    why they move it."""
     parts = [p.strip() for p in _CLAUSE_JOIN.split(caller_text) if p and p.strip()]
     if len(parts) < 2:
         return [caller_text]
+    decisions = [route_turn(part, last_action) for part in parts]
+    moving = any(d.task is TaskKind.RESCHEDULE for d in decisions)
     requests: list[str] = []
     asked: list[tuple[TaskKind | None, object]] = []
-    for part in parts:
-        task, about = route_turn(part, last_action).task, subject(part)
+    for part, decision in zip(parts, decisions, strict=True):
+        task, about = decision.task, subject(part)
+        if moving and decision.evidence == (CANNOT_COME,):
+            task = None  # "I can't make that time. Could I move it?": why they move it
         task = task or (TaskKind.BOOK if about is not None else None)
         same = any(t == task and (about is None or a in (None, about)) for t, a in asked)
         if requests and (task is None or task is TaskKind.HANDOFF or same):

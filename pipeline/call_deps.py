@@ -15,6 +15,7 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 
 from config import Settings
+from db.call_backs import CallBacks
 from flows.graph_engine import GraphEngine
 from pipeline.providers import EmotionProviders, ProviderPlan
 from processors.conversation.director import DirectorBackend
@@ -45,7 +46,9 @@ class CallDeps:
     """The process's services and this call's own parts that the pipeline is built from.
 
     `emotion` is the call's emotional state (None: emotion is off for the workspace);
-    `engine` its context-graph engine (None: static prompt mode). Left as None, the
+    `engine` its context-graph engine (None: static prompt mode); `call_backs` how the
+    pipeline's own layers (the no-LLM responder, the time limit) ask for a call back
+    (None: no call back can be arranged, so none is offered). Left as None, the
     director, safety services and extractor fall back to their offline engines.
     """
 
@@ -63,4 +66,5 @@ class CallDeps:
     safety_index: ConceptIndex | None = None
     extractor: Extractor | None = None
     audio_verifier: AudioVerifier | None = None
+    call_backs: CallBacks | None = None
     overrides: ServiceOverrides = ServiceOverrides()

@@ -164,7 +164,8 @@ def build_call_pipeline(
                                    audio_verifier=deps.audio_verifier,
                                    audio_timeout_s=settings.world.audio_verification_timeout_s)
         processors.append(navigator)
-    processors.append(FallbackResponderProcessor(session, llm_available=llm_available))
+    processors.append(FallbackResponderProcessor(session, llm_available=llm_available,
+                                                  call_backs=deps.call_backs))
     if llm is not None:
         processors.append(llm)
     processors += conversation.after_llm + emotion.after_llm

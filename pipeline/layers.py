@@ -72,7 +72,7 @@ def conversation_layer(session: CallSession, deps: CallDeps, *, can_regenerate: 
         wind_down_s=settings.conversation.director_wind_down_s,
         force_end_s=settings.conversation.director_force_end_s,
         closing_end_s=settings.conversation.director_closing_end_s, time_limit=time_limit,
-        transfer_number=settings.telephony.human_transfer_number,
+        transfer_number=settings.telephony.human_transfer_number, call_backs=deps.call_backs,
     )
     silence = SilenceMonitorProcessor(session, schedule=SilenceSchedule(
         checkins_s=tuple(settings.conversation.silence_checkins_s),

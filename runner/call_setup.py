@@ -10,9 +10,12 @@ from pipecat.transports.base_transport import BaseTransport
 
 from call.call_session import CallLog, CallSession, SessionMode
 from call.identity import CallIdentity
+from db.call_backs import CallBacks, Caller
+from db.promised_calls import Callee
 from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
 from flows.llm_navigator import LLMNavigator
+from flows.promised_calls import caller_of
 from ops.plane import navigator_model
 from pipeline.call_deps import CallDeps
 from pipeline.factory import CallPipeline, build_call_pipeline
@@ -95,15 +98,32 @@ def call_deps(
     """What this call's pipeline is built from: the process's providers and this call's
     engine, emotional state and greeting."""
     emotion = CallEmotion() if profile.voice.emotion_enabled else None
+    engine = graph_engine(runtime, session, profile, emotion)
     return CallDeps(
-        settings=runtime.settings, plan=runtime.plan,
-        engine=graph_engine(runtime, session, profile, emotion), emotion=emotion,
+        settings=runtime.settings, plan=runtime.plan, engine=engine, emotion=emotion,
         greeting=greeting, greeting_text=profile.greeting,
         recordings_dir=runtime.settings.storage.recordings_dir, sample_rate=sample_rate,
         emotion_providers=runtime.emotion_providers, director=runtime.director,
         safety=runtime.safety, safety_index=profile.safety_index,
         extractor=runtime.extractor, audio_verifier=runtime.audio_verifier,
+        call_backs=call_backs(runtime, session, profile, engine),
     )
+
+
+def call_backs(runtime: AppRuntime, session: CallSession, profile: CallProfile,
+               engine: GraphEngine | None) -> CallBacks | None:
+    """How the pipeline's own layers ask for a call back: for the caller the engine has
+    identified so far, else for the number calling (None: no workspace, no call back)."""
+    if session.workspace_id is None:
+        return None
+    if engine is not None:
+        booking = engine.session
+        return CallBacks(runtime.db.pool, lambda: caller_of(booking, profile.dialled_number))
+    unidentified = Caller(
+        workspace_id=session.workspace_id, call_id=session.call_id,
+        caller_number=session.caller_number,
+        callee=Callee(service_id=session.service_id, dialled_number=profile.dialled_number))
+    return CallBacks(runtime.db.pool, lambda: unidentified)
 
 
 def build_call(

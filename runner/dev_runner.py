@@ -43,7 +43,8 @@ async def shared_runtime() -> AppRuntime:
 
             logger.configure(patcher=mask_record)  # the runner's logs are PHI-safe too
             _runtime = await AppRuntime.start(get_settings())
-            _runtime.start_jobs(job_kinds(_runtime))
+            if _runtime.settings.server.job_worker_enabled:
+                _runtime.start_jobs(job_kinds(_runtime))
         return _runtime
 
 

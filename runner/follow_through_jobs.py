@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 
 def sweep_interval(settings: Settings) -> timedelta:
-    return timedelta(minutes=settings.follow_through.reminder_sweep_minutes)
+    return timedelta(minutes=settings.outbound.reminder_sweep_minutes)
 
 
 async def offer_freed_slot(runtime: AppRuntime, payload: dict[str, Any]) -> None:
     """A cancelled appointment's slot, offered to the first waitlisted patients."""
     made = await waitlist_offers.offer_freed_slot(
         runtime.db.pool, str(payload["appointment_id"]),
-        limit=runtime.settings.follow_through.waitlist_offers_per_slot, now=runtime.clock())
+        limit=runtime.settings.outbound.waitlist_offers_per_slot, now=runtime.clock())
     if made:
         logger.info(f"waitlist: a freed slot offered to {len(made)} patient(s)")
 

@@ -6,8 +6,9 @@ then held as `failed` for a person to retry. Every process runs one worker; the 
 hands each job to exactly one of them, and a job whose worker died (its heartbeat went
 stale) goes to another. A periodic kind is one job across every process: each worker
 queues it at start (skipped while it is queued or running), and each run queues it
-again for `every` later, even when it failed, so it survives restarts and never stops. The worker has its own connection (it listens for new jobs);
-when that connection drops it reconnects with a backoff, and no call waits on it.
+again for `every` later, even when it failed, so it survives restarts and never stops.
+The worker has its own connection (it listens for new jobs); when that connection drops
+it reconnects with a backoff, and no call waits on it.
 """
 
 from __future__ import annotations

@@ -13,9 +13,11 @@ Time fallbacks run on their own timer: winding down at `wind_down_s` (9 min); at
 time limit `force_end_s` (12 min) the context graph's `time_limit` policy
 (processors/conversation/time_limit.py): a person from the team is asked to take over
 (`escalate`, put through when there is a transfer number), the caller is offered a call
-back (`offer_callback`: a yes ends the call with a promise of the call back, a no goes
-on), or a short closing line and the end 3 s later (`end`). A call that raised a safety
-escalation is never ended or offered a call back at the limit. When the analysis calls
+back (`offer_callback`: a yes writes the call back's task and ends the call telling them
+when it will come; a task that could not be written is said so, the team is asked to
+help and the call goes on; a no goes on), or a short closing line and the end 3 s later
+(`end`). A call that raised a safety escalation is never ended or offered a call back at
+the limit, nor is one that has no way to arrange a call back (`call_backs` None). When the analysis calls
 the phase closing after `closing_end_s` (8 min), the end 5 s later. A goodbye in progress
 or a call handed to a human holds all of this back. Every decision is a `director` event.
 """
@@ -35,6 +37,7 @@ from pipecat.processors.frame_processor import FrameDirection
 
 from call.call_session import CallSession, CompletionReason
 from call.frames import EndCallFrame
+from db.call_backs import CallBackAsk, CallBacks
 from processors.conversation.director import (
     DirectorBackend,
     DirectorView,
@@ -64,11 +67,12 @@ class ConversationDirectorProcessor(LineSpeakerProcessor):
         timeout_s: float = DEFAULT_TIMEOUT_S, wind_down_s: float = 540.0,
         force_end_s: float = 720.0, closing_end_s: float = 480.0,
         time_limit: TimeLimitPolicy = DEFAULT_TIME_LIMIT, transfer_number: str | None = None,
-        rules: QuickRules | None = None, **kwargs,
+        rules: QuickRules | None = None, call_backs: CallBacks | None = None, **kwargs,
     ) -> None:
         """`time_limit`: the call's context graph policy at `force_end_s`;
         `transfer_number`: where an escalated call is put through (None: the team is
-        asked to take over and the agent keeps helping)."""
+        asked to take over and the agent keeps helping); `call_backs`: how a call back
+        the caller accepts is arranged (None: none is offered)."""
         super().__init__(**kwargs)
         self._session = session
         self._backend = backend
@@ -79,6 +83,7 @@ class ConversationDirectorProcessor(LineSpeakerProcessor):
         self._time_limit = time_limit
         self._transfer_number = transfer_number
         self._rules = rules or quick_rules()
+        self._call_backs = call_backs
         self._cached: str | None = None
         self._analysis: asyncio.Task | None = None
         self._fallbacks: asyncio.Task | None = None
@@ -170,7 +175,8 @@ class ConversationDirectorProcessor(LineSpeakerProcessor):
         session = self._session
         step = time_limit_step(self._time_limit, escalated=session.log.escalations > 0,
                                can_transfer=self._transfer_number is not None
-                               and session.transfer_to is None)
+                               and session.transfer_to is None,
+                               can_call_back=self._call_backs is not None)
         session.log.event("director", action="time_limit", policy=self._time_limit, step=step,
                           after_s=round(session.conversation.elapsed_s()))
         lines = director_lines().time_limit
@@ -188,9 +194,9 @@ class ConversationDirectorProcessor(LineSpeakerProcessor):
                 await self.push_frame(EndCallFrame(reason=CompletionReason.TRANSFERRED.value))
 
     async def _answered_offer(self, text: str) -> bool:
-        """The caller's reply to the call-back offer: True when it answered it (a yes ends
-        the call with the promise of a call back, a no goes on); anything else is their
-        conversation going on and goes to the agent."""
+        """The caller's reply to the call-back offer: True when it answered it (a yes
+        arranges the call back and ends the call saying when it will come, a no goes on);
+        anything else is their conversation going on and goes to the agent."""
         answer = offer_answers().answer(text)
         session = self._session
         session.log.event("director", action="callback_offer", answer=answer)
@@ -201,11 +207,41 @@ class ConversationDirectorProcessor(LineSpeakerProcessor):
             await self.say_line(lines["carry_on"], own_line=True)
             return True
         session.log.event("callback_requested", source="time_limit")
-        session.log.escalation(TIME_LIMIT_CONCEPT, "soft", similarity=None, judge=None,
-                               reason="the caller asked to be called back")
-        await self.say_line(lines["callback_confirmed"], own_line=True)
+        when = await self._arrange_call_back()
+        session.log.escalation(
+            TIME_LIMIT_CONCEPT, "soft", similarity=None, judge=None,
+            reason="the caller asked to be called back" if when is not None
+            else "the caller asked to be called back, but no call back could be arranged")
+        if when is None:  # never a promise: the team helps and the call goes on
+            await self.say_line(lines["callback_failed"], own_line=True)
+            return True
+        await self.say_line(lines["callback_confirmed"].format(call_time=when), own_line=True)
         await self.push_frame(EndCallFrame(reason=CompletionReason.AGENT_HANGUP.value))
         return True
+
+    async def _arrange_call_back(self) -> str | None:
+        """The call back's task, written; when it will come as the caller hears it (None:
+        none was arranged, and the record says why)."""
+        log, call_backs = self._session.log, self._call_backs
+        if call_backs is None:
+            log.event("call_not_arranged", source="time_limit", why="no call backs")
+            return None
+        try:
+            called = await call_backs.request(CallBackAsk(
+                reason="the call reached its time limit", message="finish what the call began",
+                written_by="director:time_limit"))
+        except Exception as error:  # noqa: BLE001 - a failed write is said, never a promise
+            logger.warning(f"call {self._session.call_id}: call back not arranged "
+                           f"({type(error).__name__})")
+            log.event("call_not_arranged", source="time_limit", error=type(error).__name__)
+            return None
+        if not called.promised:
+            log.event("call_not_arranged", source="time_limit", why=called.why_not)
+            return None
+        plan = called.plan
+        log.event("call_back_promised", source="time_limit", task_id=called.task_id,
+                  at=plan.at.isoformat() if plan.at else None)
+        return plan.when(call_backs.now())
 
     async def _end(self, why: str, delay_s: float, *, line: str | None) -> None:
         if self._ending:

@@ -211,9 +211,12 @@ def director_lines(path: Path = PROMPTS_DIR / "director" / "lines.yaml") -> Dire
     if missing := needed - local.keys():
         raise ValueError(f"prompts/director/lines.yaml lacks local lines: {sorted(missing)}")
     time_limit = {key: str(line) for key, line in raw["time_limit"].items()}
-    needed = {"escalate", "transfer", "offer_callback", "callback_confirmed", "carry_on"}
+    needed = {"escalate", "transfer", "offer_callback", "callback_confirmed", "callback_failed",
+              "carry_on"}
     if missing := needed - time_limit.keys():
         raise ValueError(f"prompts/director/lines.yaml lacks time_limit lines: {sorted(missing)}")
+    if "{call_time}" not in time_limit["callback_confirmed"]:  # a promise says when
+        raise ValueError("prompts/director/lines.yaml: callback_confirmed must say {call_time}")
     return DirectorLines(str(raw["instruction"]), local, str(raw["winding_down"]),
                          str(raw["winding_down_state"]), str(raw["force_end"]), time_limit)
 

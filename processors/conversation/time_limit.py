@@ -9,7 +9,9 @@ the policy is a starting point and the call's situation can only make it more ca
 - `escalate` puts the caller through when a transfer number is set, else asks the team
   to take over while the agent keeps helping;
 - `offer_callback` asks the caller whether they would like a call back; how they answer
-  is read with the phrases of `data/time_limit.yaml` and the yes/no lists.
+  is read with the phrases of `data/time_limit.yaml` and the yes/no lists. A call that
+  cannot arrange one (no database or workspace) is escalated instead: a call back is
+  never offered that could not be made.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ OfferAnswer = Literal["accepted", "declined", "not_answered"]
 TIME_LIMIT_CONCEPT = "call_time_limit"
 
 
-def time_limit_step(policy: str, *, escalated: bool, can_transfer: bool) -> TimeLimitStep:
+def time_limit_step(policy: str, *, escalated: bool, can_transfer: bool,
+                    can_call_back: bool = True) -> TimeLimitStep:
     """What to do now: the policy, made more careful by what happened in the call."""
     if policy == "end" and not escalated:
         return "end"
-    if policy == "offer_callback" and not escalated:
+    if policy == "offer_callback" and not escalated and can_call_back:
         return "offer_callback"
     return "transfer" if can_transfer else "escalate"
 

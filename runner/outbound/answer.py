@@ -39,9 +39,8 @@ from lib.prompts import render_prompt
 from runner.outbound.context import Clinic, load_clinic
 from runner.outbound.dispatcher import FAX_ANSWERED, dispatcher_for
 from runner.outbound.outcomes import FAX, MACHINE, TERMINAL, progress_of
-from runner.outbound.twiml import hang_up, say_then_hang_up
 from services.twilio import PHONE_SAMPLE_RATE
-from services.twilio.twiml import stream_twiml
+from services.twilio.twiml import hang_up, say_then_hang_up, stream_twiml
 
 if TYPE_CHECKING:
     from runner.runtime import AppRuntime, CallProfile
@@ -98,7 +97,7 @@ async def answer_call(runtime: AppRuntime, attempt_id: str, form: dict[str, str]
     if not runtime.has_capacity():
         await _not_streamed(runtime, attempt, task, clinic, form, "at_capacity", said,
                             outcome="failed", detail="no free line when the callee answered")
-        return say_then_hang_up(render_prompt("outbound/call_back_later.txt",
+        return say_then_hang_up(render_prompt("outbound/cannot_talk_now.txt",
                                               clinic_name=clinic.name))
     return await _converse(runtime, attempt, task, clinic, form, stream_url)
 
@@ -116,7 +115,7 @@ async def _converse(runtime: AppRuntime, attempt: Attempt, task: OutboundTask, c
                             {"task_id": task.id, "attempt": attempt.number,
                              "problems": profile.graph_problems},
                             outcome="failed", detail="no graph can carry the call")
-        return say_then_hang_up(render_prompt("outbound/call_back_later.txt",
+        return say_then_hang_up(render_prompt("outbound/cannot_talk_now.txt",
                                               clinic_name=clinic.name))
     sid = form.get("CallSid") or None
     await repo.create_call(

@@ -18,12 +18,23 @@ def stream_twiml(stream_url: str, call_id: str) -> str:
     return str(response)
 
 
-def say_and_hang_up_twiml(prompt: str) -> str:
-    """Never silence: when we cannot take the call, say why before hanging up."""
+def say_then_hang_up(text: str) -> str:
+    """Words (already filled in), then the hang-up."""
     response = VoiceResponse()
-    response.say(render_prompt(prompt))
+    response.say(text)
     response.hangup()
     return str(response)
+
+
+def hang_up() -> str:
+    response = VoiceResponse()
+    response.hangup()
+    return str(response)
+
+
+def say_and_hang_up_twiml(prompt: str) -> str:
+    """Never silence: when we cannot take the call, say why before hanging up."""
+    return say_then_hang_up(render_prompt(prompt))
 
 
 def unavailable_twiml() -> str:

@@ -28,9 +28,11 @@ RANK = [Role.READ_ONLY, Role.OPERATOR, Role.ADMIN]
 
 
 def quiet_settings(tmp_path, pg_dsn) -> Settings:
-    """No sweeper pass while a test compares the database before and after."""
+    """No sweeper pass and no durable jobs (a reminder sweep, a waitlist offer) while a
+    test compares the database before and after."""
     return Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn,
-                    call_sweep_interval_s=600, api_rate_limit_per_minute=100_000)
+                    call_sweep_interval_s=600, api_rate_limit_per_minute=100_000,
+                    job_worker_enabled=False)
 
 
 async def workspace_with_keys(db) -> tuple[str, dict[Role, str]]:

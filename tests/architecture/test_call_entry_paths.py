@@ -67,6 +67,7 @@ async def test_phone_text_and_browser_calls_get_the_same_layers_and_providers(
             assert deps.extractor is runtime.extractor
             assert deps.audio_verifier is runtime.audio_verifier
             assert deps.director is runtime.director and deps.safety is runtime.safety
+            assert deps.call_backs is not None  # the no-LLM responder and time limit
             built[mode] = _processor_names(build_call(
                 runtime, MemoryTransport(8000), session, profile, greeting=None,
                 sample_rate=8000))

@@ -4,10 +4,10 @@ a caller says "yes" to a booking.
 Throughout the freeze every request path answers within its bound: the answer webhook
 with the "having trouble" TwiML, a status report with 503, /health degraded with its
 reason, an API read 503 with its reason. The caller hears that the booking system is
-slow and that the clinic will call back, within seconds. Once thawed the service is
-healthy again without a restart, and the call's record holds everything that was said,
-the unconfirmed booking and its escalation, and every caller told of a technical problem
-is on the clinic's record: nothing was lost.
+slow and that the team will check it (no call back is promised), within seconds. Once
+thawed the service is healthy again without a restart, and the call's record holds
+everything that was said, the unconfirmed booking and its escalation, and every caller
+told of a technical problem is on the clinic's record: nothing was lost.
 """
 
 from __future__ import annotations

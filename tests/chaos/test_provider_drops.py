@@ -29,6 +29,8 @@ from call.call_session import CallLog, CallSession, CompletionReason, SessionMod
 from call.identity import CallIdentity
 from config import Settings
 from db import repositories as repo
+from db.call_backs import CallBacks, Caller
+from db.promised_calls import Callee
 from db.writer import CallRecordWriter
 from pipeline.call_deps import CallDeps
 from pipeline.factory import build_call_pipeline
@@ -52,6 +54,7 @@ RATE = 8000
 ANSWER_BOUND_S = 5.0  # the caller's turn ends → the agent's first audio reaches them
 GAP_BOUND_S = 2.0  # longest pause inside one reply
 CHANGE = "I need to change my appointment"
+CALLER = "+15550100297"
 YES = "yes please"
 
 
@@ -84,7 +87,10 @@ async def phone_call(db, pg_dsn, tmp_path, providers):
     transport = MemoryTransport(RATE)
     plan = ProviderPlan.from_settings(settings)
     assert (plan.stt.provider, plan.tts.provider) == ("deepgram", "elevenlabs")
-    call = build_call_pipeline(transport, session, CallDeps(settings=settings, plan=plan))
+    caller = Caller(workspace_id=workspace["id"], call_id=call_id, caller_number=CALLER,
+                    callee=Callee(service_id=None))  # a yes to the call back writes its task
+    call = build_call_pipeline(transport, session, CallDeps(
+        settings=settings, plan=plan, call_backs=CallBacks(db.pool, lambda: caller)))
     running = asyncio.create_task(run_call(call, session, CallRuntime(settings, writer)))
     await asyncio.sleep(0.5)
     line = PhoneLine(transport)

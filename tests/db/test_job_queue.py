@@ -14,6 +14,7 @@ from pgqueuer.adapters.persistence.qb import QueryBuilderEnvironment
 from db import jobs
 from db.pool import Database
 from runner.job_worker import APPLICATION, JobKind, JobWorker
+from tests.jobs import eventually, test_worker
 
 MIGRATION = Path(__file__).resolve().parents[2] / "db/migrations/0011_follow_through.sql"
 
@@ -30,18 +31,8 @@ async def clean_queue(db: Database):
     await db.pool.execute("DELETE FROM pgqueuer")
 
 
-async def _wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
 def _worker(db: Database, *kinds: JobKind, heartbeat_s: float = 20.0) -> JobWorker:
-    return JobWorker(db.dsn, {k.entrypoint: k for k in kinds},
-                     heartbeat_timeout=timedelta(seconds=heartbeat_s),
-                     dequeue_timeout=timedelta(seconds=0.5))
+    return test_worker(db, {k.entrypoint: k for k in kinds}, heartbeat_s=heartbeat_s)
 
 
 async def test_a_queued_job_runs_once_with_its_payload(db: Database, clean_queue):
@@ -54,7 +45,7 @@ async def test_a_queued_job_runs_once_with_its_payload(db: Database, clean_queue
     worker.start()
     try:
         await jobs.enqueue(db.pool, "greet", {"who": "task-1", "n": 2})
-        await _wait_for(lambda: _true(len(seen) == 1))
+        await eventually(lambda: _true(len(seen) == 1))
         await asyncio.sleep(0.3)
     finally:
         await worker.close()
@@ -103,10 +94,10 @@ async def test_a_failing_job_is_retried_then_held_as_failed_and_can_be_retried(
             row = await jobs.job_for(db.pool, "push:x")
             return row is not None and row.status == "failed"
 
-        await _wait_for(held)
+        await eventually(held)
         assert len(tries) == 3  # the first run and two retries
         assert await jobs.retry_failed(db.pool, [job_id]) == 1
-        await _wait_for(lambda: _true(len(tries) >= 4))
+        await eventually(lambda: _true(len(tries) >= 4))
     finally:
         await worker.close()
 
@@ -144,7 +135,7 @@ async def test_a_job_held_by_a_worker_that_died_is_run_by_another(db: Database, 
     survivor = _worker(db, JobKind("work", completes), heartbeat_s=2.0)
     survivor.start()
     try:
-        await _wait_for(lambda: _true(finished == [{"n": 1}]), timeout=15)
+        await eventually(lambda: _true(finished == [{"n": 1}]), timeout=15)
     finally:
         await survivor.close()
 
@@ -161,7 +152,7 @@ async def test_the_worker_reconnects_after_its_connection_is_dropped(db: Databas
         await asyncio.wait_for(worker.running.wait(), 10)
         await _kill_workers(db.pool)
         await jobs.enqueue(db.pool, "note", {"after": "drop"})
-        await _wait_for(lambda: _true(seen == [{"after": "drop"}]), timeout=15)
+        await eventually(lambda: _true(seen == [{"after": "drop"}]), timeout=15)
     finally:
         await worker.close()
 

@@ -4,7 +4,6 @@ own events, is retried, and is held as failed once its tries are spent."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -23,6 +22,7 @@ from runner.post_call import ENTRYPOINT, AfterCall, post_call_key, queue_post_ca
 from runner.runtime import AppRuntime
 from services.practice.builtin import BuiltinPractice
 from tests.fakes import CollectingWriter
+from tests.jobs import eventually, test_worker
 from tests.world import conftest as world_fixtures
 from tests.world.conftest import transcript
 from tests.world.test_verification import BrokenJudges, reported
@@ -51,16 +51,7 @@ def worker(db: Database, parts: AfterCall, retries: Retries) -> JobWorker:
     async def run(payload: dict) -> None:
         await run_post_call(parts, payload, retries=retries)
 
-    return JobWorker(db.dsn, {ENTRYPOINT: retries.kind(ENTRYPOINT, run)},
-                     dequeue_timeout=timedelta(seconds=0.5))
-
-
-async def eventually(check, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("not reached in time")
-        await asyncio.sleep(0.05)
+    return test_worker(db, {ENTRYPOINT: retries.kind(ENTRYPOINT, run)})
 
 
 async def test_a_finished_calls_writes_are_verified_and_synced_by_its_job(

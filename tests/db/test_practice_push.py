@@ -23,6 +23,7 @@ from runner.practice_push import ENTRYPOINT, Pusher, push_booking
 from services.cliniko.practice import ClinikoPractice
 from tests.fake_cliniko import serve_cliniko
 from tests.fakes import CollectingWriter
+from tests.jobs import eventually, test_worker
 from tests.world import test_cliniko as cliniko_tests
 from tests.world.test_cliniko import AGENT, KEY, TODAY, cliniko_clinic, fortnight, new_patient
 
@@ -75,16 +76,7 @@ def worker(db: Database, pusher: Pusher, retries: Retries) -> JobWorker:
     async def run(payload: dict) -> None:
         await push_booking(pusher, payload, retries=retries)
 
-    return JobWorker(db.dsn, {ENTRYPOINT: retries.kind(ENTRYPOINT, run)},
-                     dequeue_timeout=timedelta(seconds=0.5))
-
-
-async def eventually(check, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("not reached in time")
-        await asyncio.sleep(0.05)
+    return test_worker(db, {ENTRYPOINT: retries.kind(ENTRYPOINT, run)})
 
 
 async def status_of(db, appointment_id: str) -> tuple[str, str | None]:

@@ -3,6 +3,7 @@
 import struct
 import uuid
 import wave
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -14,6 +15,7 @@ from simulator.simulator import load_script, simulate_call
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+DEMO_CLINIC_ZONE = ZoneInfo("America/Chicago")
 
 
 def channel_rms(path: str) -> tuple[float, float]:
@@ -34,7 +36,9 @@ async def run(server, name: str, text_mode: bool):
 @pytest.mark.timeout(240)
 async def test_a_booking_by_voice_is_recognised_booked_recorded_and_ended_by_the_agent(server, db):
     script = load_script(SCENARIOS / "voice_booking.yaml")
+    tomorrow = clinic_tomorrow()  # "tomorrow morning", at whatever hour the test runs
     result = await run(server, "voice_booking.yaml", text_mode=False)
+    tomorrow = min(tomorrow, clinic_tomorrow())  # the call may have crossed midnight
     record = result.record
 
     assert script.expect.failures(result.to_json_dict()) == [], " || ".join(
@@ -50,6 +54,11 @@ async def test_a_booking_by_voice_is_recognised_booked_recorded_and_ended_by_the
     assert first_answer["agent_speech_start_ms"] > first_caller["user_speech_end_ms"]
     assert first_answer["agent_speech_end_ms"] > first_answer["agent_speech_start_ms"]
     assert await written_by(db, result.call_id) == {"created": 1, "changed": 0, "callbacks": 0}
+    # Booked for the clinic's tomorrow morning, or (nothing open then) the nearest after it,
+    # never for today: the day is read on the clinic's clock, not the server's.
+    booked = await booked_by(db, result.call_id)
+    assert booked.date() >= tomorrow, (booked, tomorrow)
+    assert booked.date() > tomorrow or booked.hour < 12, (booked, tomorrow)
     # Stereo recording: caller on the left, agent on the right, speech in both.
     left, right = channel_rms(str(server.data_dir / "recordings" / f"{result.call_id}.wav"))
     assert left > 100 and right > 100
@@ -89,6 +98,20 @@ async def test_a_check_in_call_runs_the_companion_graph_and_writes_only_what_was
     )
     assert [r["text"] for r in done] == ["Take your blood pressure reading each morning"]
     assert await written_by(db, result.call_id) == {"created": 0, "changed": 0, "callbacks": 0}
+
+
+def clinic_tomorrow() -> date:
+    """The demo clinic's tomorrow (it is in Chicago), at this moment."""
+    return datetime.now(DEMO_CLINIC_ZONE).date() + timedelta(days=1)
+
+
+async def booked_by(db, call_id: str) -> datetime:
+    """When the booking a call made starts, in its location's time."""
+    row = await db.pool.fetchrow(
+        """SELECT a.starts_at, l.timezone FROM appointments a
+           JOIN locations l ON l.id = a.location_id WHERE a.created_by_call = $1""",
+        uuid.UUID(call_id))
+    return row["starts_at"].astimezone(ZoneInfo(row["timezone"]))
 
 
 async def written_by(db, call_id: str) -> dict[str, int]:

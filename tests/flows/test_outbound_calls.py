@@ -18,6 +18,7 @@ from db import outbound
 from db import scheduling as sched
 from db.seed import seed_check_in_line
 from flows.graph import bundled_graph
+from flows.router import TaskKind
 from language.spoken import say_phone, say_time
 from tests.flows.callers import CLINIC_NUMBER, PRIYA_PHONE, Callee, call_from, call_to
 
@@ -134,7 +135,8 @@ async def test_a_callback_to_a_number_with_no_record_asks_whether_they_asked_for
 
     told = await callee.says("Yes, that was me.")
 
-    assert "about a question about parking" in told
+    assert told == ("Thank you. You asked us to call you back about a question about "
+                    "parking. How can I help?")  # no name on record: none said, no gap
     assert callee.engine.session.patient is None  # nobody to identify: no record
 
 
@@ -404,6 +406,35 @@ async def test_moving_from_a_reminder_takes_the_reschedule_path(db, clinic):
     assert new.type_name == appointment.type_name and new.starts_at != appointment.starts_at
     await callee.says("No, goodbye.")
     assert (await task(db, clinic, callee)).last_error == "rescheduled"
+
+
+@pytest.mark.parametrize("words", [
+    "No, I can't make that time. Could I move it to another day?",
+    "I need to change it",
+    "can we push it back a week",
+    "can't do Tuesday, any other day?",
+])
+async def test_a_wish_to_move_after_the_reminder_is_a_move_not_a_cancellation(
+        db, clinic, words):
+    callee, appointment = await reminder_to_margaret(db, clinic)
+    await callee.says(MARGARETS_BIRTH_DATE)
+
+    answer = await callee.says(words)
+
+    assert "cancel" not in answer.lower(), answer
+    assert "What day or time" in answer or answer.startswith("I have "), answer
+    assert callee.engine.session.task is TaskKind.RESCHEDULE
+    assert (await sched.get_appointment(db.pool, appointment.id)).status == "booked"
+
+
+@pytest.mark.parametrize("words", ["No, I can't make it. Please cancel it.", "I can't make it"])
+async def test_a_cancellation_after_the_reminder_is_read_back_to_cancel(db, clinic, words):
+    callee, _appointment = await reminder_to_margaret(db, clinic)
+    await callee.says(MARGARETS_BIRTH_DATE)
+
+    read_back = await callee.says(words)
+
+    assert read_back.endswith("Do you want me to cancel it?")
 
 
 async def test_asked_not_to_be_called_when_the_reminder_is_read(db, clinic):

@@ -4,7 +4,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from flows.router import Confidence, RouterRules, TaskKind, route_turn
+from flows.router import Confidence, RouterRules, TaskKind, requests_in_order, route_turn
 
 
 @pytest.mark.parametrize(
@@ -110,6 +110,49 @@ def test_rules_naming_unknown_term_lists_are_rejected():
 )
 def test_cancelling_without_saying_cancel(said):
     assert route_turn(said).task is TaskKind.CANCEL
+
+
+# Answering "Will you be able to make it?" after an appointment reminder.
+MOVE_WISHES = [
+    "No, I can't make that time. Could I move it to another day?",
+    "I need to change it",
+    "can we push it back a week",
+    "can't do Tuesday, any other day?",
+    "I can't make it, can we do another day?",
+    "I can't make that time, is there anything later?",
+    "No, that doesn't work, can I come another day?",
+]
+CANCELLATIONS = [
+    "No, I can't make it. Please cancel it.",
+    "I can't make it",
+    "Cancel it please.",
+    "I won't be coming, you can cancel it",
+    "I'm not going to make it, please take it off",
+]
+
+
+@pytest.mark.parametrize("said", MOVE_WISHES)
+def test_a_wish_to_move_wins_over_not_being_able_to_make_it(said):
+    decision = route_turn(said, last_action="read_reminder")
+    assert (decision.route, decision.task) == ("reschedule_request", TaskKind.RESCHEDULE)
+    assert requests_in_order(said, "read_reminder") == [said]  # one request: the move
+
+
+@pytest.mark.parametrize("said", CANCELLATIONS)
+def test_a_cancellation_after_a_reminder_is_still_a_cancellation(said):
+    assert route_turn(said, last_action="read_reminder").task is TaskKind.CANCEL
+    assert route_turn(said).task is TaskKind.CANCEL
+
+
+def test_cannot_come_and_another_time_is_a_move_anywhere_but_another_time_alone_is_not():
+    assert route_turn("I can't make it, can we do another day?").task is TaskKind.RESCHEDULE
+    # booking with no appointment of theirs: "any other day?" is a time preference
+    assert route_turn("can't do Tuesday, any other day?").task is None
+
+
+def test_cancelling_one_and_moving_another_are_still_two_requests():
+    said = "Cancel my physio on Tuesday. And move my checkup to next week."
+    assert len(requests_in_order(said)) == 2
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,14 @@ async def test_a_read_that_times_out_changes_nothing_and_escalates_nothing():
     assert writer.of_type("EscalationRecord") == [] and writer.events("write_unconfirmed") == []
 
 
-def test_the_caller_hears_that_an_unconfirmed_booking_will_be_checked_and_called_back():
+def test_the_caller_hears_that_an_unconfirmed_booking_will_be_checked_and_no_call_promised():
     line = action_lines().outcomes["system_slow"]
 
-    assert "slow" in line and "call you back" in line
+    assert "slow" in line and "check whether it went through" in line
+    assert "call you" not in line and "{call_us}" in line  # how to check for themselves
+
+
+async def test_the_model_is_told_not_to_promise_a_call_for_an_unconfirmed_booking():
+    result = await tools(CollectingWriter())._run("CreateAppointment", {"slot_ref": "S1"})
+
+    assert "do not say the clinic will call" in result.text

@@ -3,6 +3,7 @@
 import asyncio
 import time
 
+import asyncpg
 import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
@@ -18,12 +19,15 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from call.call_session import CompletionReason, SessionMode
 from call.frames import EndCallFrame, SpokenTextFrame
+from db import outbound
+from db.call_backs import CallBacks
 from processors.conversation.conversation_director_processor import ConversationDirectorProcessor
 from processors.conversation.director import DirectorAnalysis, LocalDirector
 from processors.conversation.guidance_filter import strip_guidance
 from processors.conversation.guidance_stripper_processor import GuidanceStripperProcessor
 from processors.conversation.silence_monitor_processor import SilenceMonitorProcessor
 from processors.conversation.silence_schedule import SilenceSchedule
+from tests.call_backs import SATURDAY_9, call_back_tasks, clinic_call
 from tests.fakes import make_session
 
 
@@ -291,9 +295,15 @@ async def test_an_answer_or_the_agent_speaking_is_not_silence(writer):
 # --- The time limit: the graph's policy ---------------------------------------------------
 
 
-def director_at_limit(session, policy, transfer_number=None) -> ConversationDirectorProcessor:
+# Call backs that can be offered (a test that takes one up gets a database's).
+OFFERABLE = CallBacks(None, lambda: None)
+
+
+def director_at_limit(session, policy, transfer_number=None,
+                      call_backs=OFFERABLE) -> ConversationDirectorProcessor:
     return ConversationDirectorProcessor(session, LocalDirector(), wind_down_s=0.05, force_end_s=0.1,
-                                time_limit=policy, transfer_number=transfer_number)
+                                time_limit=policy, transfer_number=transfer_number,
+                                call_backs=call_backs)
 
 
 def spoken(down) -> list[str]:
@@ -323,9 +333,9 @@ async def test_with_a_transfer_number_the_escalated_caller_is_put_through(writer
     assert writer.events("transfer_requested")[0].data == {"state": "time_limit"}
 
 
-async def offer_then_answer(writer, answer: str):
-    session = make_session(writer, SessionMode.TEXT)
-    down, _ = await run_test(director_at_limit(session, "offer_callback"),
+async def offer_then_answer(writer, answer: str, session=None, call_backs=OFFERABLE):
+    session = session or make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "offer_callback", call_backs=call_backs),
                              frames_to_send=[SleepFrame(sleep=0.3), said(answer),
                                              SleepFrame(sleep=0.1)])
     return session, down
@@ -333,16 +343,53 @@ async def offer_then_answer(writer, answer: str):
 
 @pytest.mark.parametrize("answer", ["Yes please", "yeah, that'd be good",
                                     "Could you ring me back tomorrow instead?", "ok sure"])
-async def test_a_caller_who_takes_the_call_back_is_promised_it_and_the_call_ends(writer,
-                                                                                 answer):
-    _, down = await offer_then_answer(writer, answer)
+async def test_a_caller_who_takes_the_call_back_is_promised_it_and_the_call_ends(
+        db, workspace_id, writer, answer):
+    session, call_backs = await clinic_call(db, workspace_id, writer, mode=SessionMode.TEXT)
+
+    _, down = await offer_then_answer(writer, answer, session, call_backs)
+
     lines = spoken(down)
     assert "call you back to finish this?" in lines[0]
-    assert "will call you back" in lines[1]
+    assert "will call you back tomorrow morning from 9 AM to finish this" in lines[1]
     assert not any(isinstance(f, TranscriptionFrame) for f in down)  # not the agent's turn
     assert isinstance(down[-1], EndCallFrame)
     assert writer.events("callback_requested")[0].data == {"source": "time_limit"}
     assert writer.events("escalation")[0].data["concept"] == "call_time_limit"
+    (task,) = await call_back_tasks(db, session.call_id)
+    assert (task["kind"], task["not_before"]) == ("callback", SATURDAY_9)
+    assert writer.events("call_back_promised")[0].data["task_id"] == str(task["id"])
+
+
+async def test_a_call_back_at_the_limit_that_could_not_be_written_is_not_promised(
+        db, workspace_id, writer, monkeypatch):
+    session, call_backs = await clinic_call(db, workspace_id, writer, mode=SessionMode.TEXT)
+
+    async def refuse(conn, spec):
+        raise asyncpg.exceptions.ReadOnlySQLTransactionError("read-only replica")
+
+    monkeypatch.setattr(outbound, "create_task", refuse)
+
+    _, down = await offer_then_answer(writer, "Yes please", session, call_backs)
+
+    said_then = spoken(down)[1]
+    assert "will call you" not in said_then and "wasn't able to arrange a call back" in said_then
+    assert "let's carry on" in said_then  # the caller is not left alone: the call goes on
+    assert not any(isinstance(f, EndCallFrame) for f in down)
+    assert await call_back_tasks(db, session.call_id) == []
+    assert writer.events("call_not_arranged")[0].data["source"] == "time_limit"
+    assert writer.events("escalation")[0].data["concept"] == "call_time_limit"
+
+
+async def test_a_call_with_no_way_to_call_back_is_escalated_at_the_limit_not_offered_one(
+        writer):
+    session = make_session(writer, SessionMode.TEXT)
+    down, _ = await run_test(director_at_limit(session, "offer_callback", call_backs=None),
+                             frames_to_send=[SleepFrame(sleep=0.3)])
+    assert "call you back" not in spoken(down)[0]
+    assert "asked someone from our team" in spoken(down)[0]
+    (limit,) = [e.data for e in writer.events("director") if e.data["action"] == "time_limit"]
+    assert (limit["policy"], limit["step"]) == ("offer_callback", "escalate")
 
 
 @pytest.mark.parametrize("answer", ["No thanks", "nah, let's keep going",

@@ -13,20 +13,13 @@ from db.pool import Database
 from runner.job_kinds import job_kinds
 from runner.job_worker import JobKind, JobWorker, periodic_key
 from tests.db.small_clinic import CHICAGO, small_clinic
+from tests.jobs import eventually, test_worker
 
 NOW = datetime(2027, 1, 4, 10, 0, tzinfo=CHICAGO)
 
 
 def _worker(db: Database, kinds: dict[str, JobKind]) -> JobWorker:
-    return JobWorker(db.dsn, kinds, dequeue_timeout=timedelta(seconds=0.3))
-
-
-async def _wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+    return test_worker(db, kinds, dequeue_s=0.3)
 
 
 async def test_the_service_runs_waitlist_offers_and_a_periodic_reminder_sweep(settings):
@@ -51,7 +44,7 @@ async def test_a_cancellation_s_offer_is_made_by_the_job_worker(
         async def offered() -> bool:
             return bool(await outbound.list_tasks(db.pool, workspace_id, kind="waitlist_offer"))
 
-        await _wait_for(offered)
+        await eventually(offered)
     finally:
         await worker.close()
     (task,) = await outbound.list_tasks(db.pool, workspace_id, kind="waitlist_offer")
@@ -79,7 +72,7 @@ async def test_a_periodic_job_is_one_across_processes_and_outlives_a_failed_run(
         async def ran_three_times() -> bool:
             return len(runs) >= 3
 
-        await _wait_for(ran_three_times)
+        await eventually(ran_three_times)
     finally:
         for worker in workers:
             await worker.close()

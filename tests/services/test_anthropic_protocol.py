@@ -16,6 +16,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import run_test
 
 from config import Settings
+from db.call_backs import CallBacks
 from pipeline.providers import ProviderPlan, build_llm
 from processors.call_control.fallback_responder_processor import FallbackResponderProcessor
 from tests.local_http import event_stream, serve_http
@@ -114,7 +115,9 @@ async def test_a_rejected_key_hands_the_caller_to_the_fallback_not_to_silence(
     anthropic, session, writer
 ):
     llm = claude(anthropic, "sk-ant-revoked")
-    pipeline = Pipeline([FallbackResponderProcessor(session, llm_available=True), llm])
+    offerable = CallBacks(None, lambda: None)  # a call back can be offered on this call
+    pipeline = Pipeline([FallbackResponderProcessor(session, llm_available=True,
+                                                    call_backs=offerable), llm])
 
     down, _ = await run_test(pipeline, frames_to_send=[caller_says("Can I move my appointment?")])
 
