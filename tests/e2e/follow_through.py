@@ -24,7 +24,6 @@ from db.clinic.file import parse_clinic_text
 from db.clinic.store import import_clinic
 from db.migrations import apply_migrations
 from db.pool import Database
-from simulator.simulator import fetch_call_record
 from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.api.clinics import new_number
 from tests.db.conftest import dsn_for_database
@@ -33,6 +32,7 @@ from tests.e2e.service_process import ServiceProcess, free_port, start_service
 T = TypeVar("T")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 POLL_S = 0.5
+UNAVAILABLE_RETRY_S = 20.0
 
 
 @asynccontextmanager
@@ -130,18 +130,27 @@ async def eventually(what: str, check: Callable[[], Awaitable[T | None]], timeou
 
 
 async def api_get(service: ServiceProcess, key: str, path: str) -> dict:
+    """GET `path` as a dashboard would: a 503 (the database slow to answer, on a loaded
+    machine) is asked again, for up to UNAVAILABLE_RETRY_S."""
+    deadline = time.monotonic() + UNAVAILABLE_RETRY_S
     async with httpx.AsyncClient(base_url=service.url, timeout=10) as http:
-        response = await http.get(path, headers={"Authorization": f"Bearer {key}"})
+        while True:
+            response = await http.get(path, headers={"Authorization": f"Bearer {key}"})
+            if response.status_code != 503 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(POLL_S)
     assert response.status_code == 200, (path, response.status_code, response.text)
     return response.json()
 
 
 async def closed_record(service: ServiceProcess, key: str, call_id: str) -> dict:
     """A call's record (GET /api/calls/{id}) once the call is closed."""
-    async with httpx.AsyncClient(timeout=10) as http:
-        record, problem = await fetch_call_record(http, service.url, call_id, key, wait_s=30)
-    assert record is not None and problem is None, problem
-    return record
+
+    async def closed() -> dict | None:
+        record = await api_get(service, key, f"/api/calls/{call_id}")
+        return record if record.get("completion_reason") else None
+
+    return await eventually(f"call {call_id} closed", closed, 30, service.log)
 
 
 def local_now(zone: str) -> datetime:

@@ -83,6 +83,11 @@ def agent_lines(record: dict) -> list[str]:
     return [t["text"] for t in record["turns"] if t["speaker_role"] == "agent"]
 
 
+def transcript(record: dict) -> str:
+    """The call as the record has it, for a failing assertion to show."""
+    return "\n".join(f"{t['speaker_role']}: {t['text']}" for t in record["turns"])
+
+
 @pytest.mark.timeout(360)
 async def test_a_callback_asked_for_after_hours_is_dialled_when_the_clinic_opens_and_completed(
         pg_dsn, tmp_path):
@@ -158,13 +163,13 @@ async def test_a_callback_asked_for_after_hours_is_dialled_when_the_clinic_opens
     # about their care was said, and the call went where the task wanted.
     answered = twilio.outcome(sid)
     assert answered.answered_by == "human" and answered.error is None, answered
-    said = agent_lines(outbound_record)
-    assert outbound_problems(persona, outbound_record) == [], said
-    assert "asked us to call back?" in said[0] and "test" not in said[0], said
-    assert "You asked us to call you back" in said[1], said
+    said, talk = agent_lines(outbound_record), transcript(outbound_record)
+    assert outbound_problems(persona, outbound_record) == [], talk
+    assert "asked us to call back?" in said[0] and "test" not in said[0], talk
+    assert "You asked us to call you back" in said[1], talk
     # They said all they wanted to, and the clinic said goodbye and hung up.
-    assert answered.callee_said == ["Yes.", "No, that's all. Goodbye."], said
-    assert said[-1] == "Thank you for your time. Goodbye.", said
+    assert answered.callee_said == ["Yes.", "No, that's all. Goodbye."], talk
+    assert said[-1] == "Thank you for your time. Goodbye.", talk
     assert outbound_record["completion_reason"] == "agent_hangup"
     # The task is done, answered, with both calls linked and readable.
     assert (detail["status"], detail["outcome"]) == ("done", "answered"), detail
@@ -308,17 +313,17 @@ async def test_a_slot_freed_by_a_cancellation_is_offered_to_the_first_waitlisted
     # Priya was offered it first, checked as herself before anything about her care was
     # said, and said yes: the freed slot is hers.
     assert offer_to[priya]["priority"] > offer_to[david]["priority"]
-    said = agent_lines(record)
+    said, talk = agent_lines(record), transcript(record)
     (answered,) = [state.outcome for state in twilio.calls.values()
                    if state.resource["to"] == numbers["priya"]]
-    assert answered.callee_said == priyas_lines, said
+    assert answered.callee_said == priyas_lines, talk
     assert says_birth_date(accepts, answered.callee_said[1])
-    assert care_said_before(accepts, record["turns"], birth_date_given(record)) is None, said
-    assert task_outcome_problems(accepts, record["events"]) == []
-    assert "Priya" in said[0] and "physiotherapy" not in said[0].lower(), said
+    assert care_said_before(accepts, record["turns"], birth_date_given(record)) is None, talk
+    assert task_outcome_problems(accepts, record["events"]) == [], talk
+    assert "Priya" in said[0] and "physiotherapy" not in said[0].lower(), talk
     offer = next(line for line in said if "waitlist" in line)
-    assert say_time(slot.starts_at) in offer and offer.endswith("book it for you?"), said
-    assert said[-1] == "Thank you for your time. Goodbye.", said
+    assert say_time(slot.starts_at) in offer and offer.endswith("book it for you?"), talk
+    assert said[-1] == "Thank you for your time. Goodbye.", talk
     assert (priyas["status"], priyas["outcome"]) == ("done", "answered"), priyas
     henrys, priyas_booking = booked
     assert (str(henrys["patient_id"]), henrys["status"]) == (henry, "cancelled")
