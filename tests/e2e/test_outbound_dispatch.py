@@ -36,6 +36,17 @@ async def _ended(db, task_ids: list[str], timeout_s: float) -> list[outbound.Att
         await asyncio.sleep(0.2)
 
 
+async def _closed_call(db, call_id: str, timeout_s: float = 15) -> dict:
+    """The call's record once the service has closed it (the attempt can end, on Twilio's
+    callback, while the service is still closing the call)."""
+    deadline = time.monotonic() + timeout_s
+    while (record := await repo.get_call(db.pool, call_id))["ended_at"] is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"call not closed in {timeout_s} s")
+        await asyncio.sleep(0.2)
+    return record
+
+
 async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_outcome(
         db, tmp_path):
     workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
@@ -111,8 +122,8 @@ async def test_a_person_who_cannot_talk_leaves_the_task_closed_with_what_the_cal
             task_id = await due_task(db, workspace["id"], clinic["id"], person)
             (attempt,) = await _ended(db, [task_id], 90)
             await twilio.wait_for(attempt.call_sid)
+            record = await _closed_call(db, attempt.call_id)
             task = await outbound.get_task(db.pool, None, task_id)
-            record = await repo.get_call(db.pool, attempt.call_id)
         finally:
             await asyncio.to_thread(service.stop)
 
