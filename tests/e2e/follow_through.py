@@ -107,8 +107,7 @@ async def service_and_twilio(db: Database, twilio: FakeTwilioRest, data_dir: Pat
     async with serve_twilio_rest(twilio) as twilio_url:
         service = await asyncio.to_thread(start_service, {
             "DATABASE_URL": db.dsn, "DATA_DIR": str(data_dir), "LOG_LEVEL": "INFO",
-            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
+            "PUBLIC_URL": f"http://127.0.0.1:{port}", **twilio.service_env(twilio_url),
         }, data_dir / "service.log", timeout_s=180, port=port)
         try:
             yield service
