@@ -3,9 +3,11 @@
 Three rules hold at once, each in its own timezone: the task's own window (e.g.
 9 am to 5 pm on weekdays, in the task's timezone), the patient's calling hours (never
 before 8 am or after 9 pm where the patient is), and the clinic's business hours (some
-location open, in that location's timezone, closures honoured). The next calling time
-is the first moment all three allow, found by moving to the earliest moment the
-failing rule allows until none fails; nothing within the bound is an honest None.
+location open, in that location's timezone, closures honoured; a location with no
+opening hours on record holds no call back: its hours are unknown, not "never open").
+The next calling time is the first moment all three allow, found by moving to the
+earliest moment the failing rule allows until none fails; nothing within the bound is
+an honest None.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def next_calling_time(
     """The first moment from `now` the task may be dialled; None when there is none
     within `search_days` (no window day, the clinic closed throughout)."""
     closures = list(closures)
+    places = [place for place in places if place.opening_hours]
     windows = (task_window, calling_hours(patient_timezone))
     moment, limit = now, now + timedelta(days=search_days)
     while moment <= limit:
@@ -77,8 +80,3 @@ def next_calling_time(
         moment = later
     return None
 
-
-def may_call_now(now: datetime, *, task_window: DailyWindow, patient_timezone: str,
-                 places: Sequence[Place] = (), closures: Iterable[Closure] = ()) -> bool:
-    return next_calling_time(now, task_window=task_window, patient_timezone=patient_timezone,
-                             places=places, closures=closures, search_days=0) == now

@@ -10,7 +10,7 @@ location's, else the clinic's first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -47,15 +47,6 @@ def clinic_window(places: Sequence[Place], timezone: str) -> DailyWindow:
     return DailyWindow(start, end, tuple(sorted({day for day, _ in blocks})), timezone)
 
 
-def first_call(now: datetime, *, window: DailyWindow, callee_timezone: str,
-               places: Sequence[Place] = (), closures: Iterable[Closure] = ()
-               ) -> datetime | None:
-    """The first moment from `now` the call may be placed (None: none in the next weeks).
-    Locations with no opening hours on record do not hold a call back."""
-    return next_calling_time(now, task_window=window, patient_timezone=callee_timezone,
-                             places=[p for p in places if p.opening_hours], closures=closures)
-
-
 @dataclass(frozen=True)
 class CallPlan:
     """When a promised call can come: `at` is the first moment it may be dialled."""
@@ -68,9 +59,9 @@ class CallPlan:
 
     def from_(self, after: datetime) -> CallPlan:
         """The same call, no sooner than `after`."""
-        return replace(self, at=first_call(after, window=self.window,
-                                           callee_timezone=self.timezone, places=self.places,
-                                           closures=self.closures))
+        return replace(self, at=next_calling_time(
+            after, task_window=self.window, patient_timezone=self.timezone,
+            places=self.places, closures=self.closures))
 
     def not_before(self, now: datetime) -> datetime:
         return self.at or now

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from db import outbound, scheduling
-from db.promised_calls import clinic_window, first_call
+from db.calling_window import next_calling_time
+from db.promised_calls import clinic_window
 from db.reminder_campaigns import Campaign, enabled_campaigns
 
 SWEEP_JOB = "reminder_sweep"
@@ -73,8 +74,8 @@ async def remind(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
             zone = row["timezone"] or place.timezone
             window = clinic_window([place], zone)
             due = max(now, row["starts_at"] - lead)
-            at = first_call(due, window=window, callee_timezone=zone, places=[place],
-                            closures=closures)
+            at = next_calling_time(due, task_window=window, patient_timezone=zone,
+                                   places=[place], closures=closures)
             if at is None or at >= row["starts_at"]:
                 continue  # no calling time before the appointment
             spec = outbound.TaskSpec(

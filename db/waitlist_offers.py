@@ -19,7 +19,8 @@ from zoneinfo import ZoneInfo
 import asyncpg
 
 from db import outbound, scheduling
-from db.promised_calls import clinic_window, first_call
+from db.calling_window import next_calling_time
+from db.promised_calls import clinic_window
 from db.repositories import as_uuid
 
 # An offer must be able to reach its callee at least this long before the slot starts.
@@ -152,8 +153,8 @@ async def offer_freed_slot(pool: asyncpg.Pool, appointment_id: str, *, limit: in
         for waiting in await first_waiting(conn, slot, max(0, limit - position)):
             zone = waiting.timezone or slot.location.timezone
             window = clinic_window([slot.location], zone)
-            at = first_call(now, window=window, callee_timezone=zone, places=[slot.location],
-                            closures=closures)
+            at = next_calling_time(now, task_window=window, patient_timezone=zone,
+                                   places=[slot.location], closures=closures)
             if at is None or at > slot.starts_at - OFFER_NOTICE:
                 continue  # they cannot be reached in time
             spec = outbound.TaskSpec(

@@ -92,23 +92,28 @@ async def finish(session: GraphSession, pool: asyncpg.Pool, log: CallLog) -> Non
     callee = session.callee
     if callee is None or callee.finished:
         return
-    callee.finished = True
-    if callee.opt_out_words and not callee.opted_out:
-        log.event("do_not_call_failed")
-        log.escalation(UNRECORDED_OPT_OUT, "soft", similarity=None, judge=None,
-                       reason="The person asked not to be called again and it could not be "
-                              "recorded: mark them (or the number) as do-not-call")
     end = callee.ending()
+    closed, failed = False, None
     try:
         closed = await within(
             outbound.finish_task(pool, callee.call.task_id, outcome=end.outcome,
                                  status=end.status, detail=end.detail),
             FINISH_TIMEOUT_S, what="finish outbound task")
     except Exception as error:  # noqa: BLE001 - the call ends either way; the dialer closes it
+        failed = error
+    # Finished only once the close was tried to its end: a close cut short (the turn
+    # cancelled because the caller spoke again) is made when the call ends.
+    callee.finished = True
+    if callee.opt_out_words and not callee.opted_out:
+        log.event("do_not_call_failed")
+        log.escalation(UNRECORDED_OPT_OUT, "soft", similarity=None, judge=None,
+                       reason="The person asked not to be called again and it could not be "
+                              "recorded: mark them (or the number) as do-not-call")
+    if failed is not None:
         logger.warning(f"call {session.call_id}: outbound task not finished "
-                       f"({type(error).__name__})")
+                       f"({type(failed).__name__})")
         log.event("outbound_task_unfinished", outcome=end.outcome,
-                  error=type(error).__name__)
+                  error=type(failed).__name__)
         return
     log.event("outbound_task_finished", outcome=end.outcome, status=end.status,
               detail=end.detail, already_closed=not closed)

@@ -116,6 +116,12 @@ class FakeTwilioRest:
     on_call_ended: Callable[[PlacedCallState], None] | None = None
     _running: set[asyncio.Task[None]] = field(default_factory=set)
 
+    def service_env(self, base_url: str) -> dict[str, str]:
+        """The settings that point the service's Twilio REST calls (and its webhook
+        signature checks) at this stand-in, served at `base_url`."""
+        return {"TWILIO_API_BASE_URL": base_url, "TWILIO_ACCOUNT_SID": self.account_sid,
+                "TWILIO_AUTH_TOKEN": self.auth_token}
+
     def add_number(self, phone_number: str, **fields: Any) -> str:
         """A number the account owns, pointed nowhere yet; its SID."""
         sid = "PN" + secrets.token_hex(16)
@@ -444,9 +450,8 @@ async def _serve_until_stopped(args: argparse.Namespace) -> None:
     for number, spec in args.callee:
         fake.add_callee(number, parse_callee(spec, hearing=_hearing(api_key)))
     async with serve_twilio_rest(fake, args.port) as base_url:
-        print(f"export TWILIO_API_BASE_URL={base_url}\n"
-              f"export TWILIO_ACCOUNT_SID={fake.account_sid}\n"
-              f"export TWILIO_AUTH_TOKEN={fake.auth_token}", flush=True)
+        print("\n".join(f"export {name}={value}"
+                        for name, value in fake.service_env(base_url).items()), flush=True)
         await asyncio.Event().wait()
 
 

@@ -17,10 +17,12 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from call.call_session import CallSession
 from config import Settings
+from db import outbound
 from db import repositories as repo
 from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
@@ -99,3 +101,12 @@ async def empty_job_queue(request: pytest.FixtureRequest) -> None:
     if "db" in request.fixturenames:
         database: Database = request.getfixturevalue("db")
         await database.pool.execute("DELETE FROM pgqueuer")
+
+
+@pytest.fixture
+def task_writes_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writing an outbound task fails (a read-only replica): a call back cannot be arranged."""
+    async def refuse(conn, spec):
+        raise asyncpg.exceptions.ReadOnlySQLTransactionError("read-only replica")
+
+    monkeypatch.setattr(outbound, "create_task", refuse)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from language.phrases import normalize, phrase_pattern
 from simulator.personas.model import DobStyle, Persona
 from simulator.personas.questions import classify
-from simulator.personas.spoken import say_date_of_birth
+from simulator.personas.spoken import MONTHS, ordinal, say_date_of_birth, year_words
 
 CARE_WORDS_FILE = Path(__file__).resolve().parent / "data" / "care_words.yaml"
 # How the clinic's task ends for each outcome (anything else: answered).
@@ -36,7 +36,8 @@ TASK_OUTCOMES = {"slot_gone": "slot_gone", "opted_out": "opted_out",
 UNCHECKED_GOALS = ("wrong_person", "opt_out")
 _DOB_STYLES: tuple[DobStyle, ...] = ("long", "ordinal_of", "slashes", "bare_numbers",
                                      "month_words_short_year")
-_PUNCTUATION = re.compile(r"[^\w/' -]+")
+# Hyphens count as spaces: a recogniser writes "forty-eight" as "forty eight".
+_PUNCTUATION = re.compile(r"[^\w/' ]+")
 
 
 class CareWords(BaseModel):
@@ -90,10 +91,13 @@ def right_person_confirmed_at(persona: Persona, turns: list[dict[str, Any]]) -> 
 
 
 def says_birth_date(persona: Persona, text: str) -> bool:
-    """Whether the words give the persona's date of birth, in any way a caller says it."""
+    """Whether the words give the persona's date of birth, in any way a caller says it,
+    written as they were said or as speech recognition writes them down (in words)."""
     spoken = _plain(text)
     born = persona.caller.date_of_birth
-    return any(_plain(say_date_of_birth(born, style)) in spoken for style in _DOB_STYLES)
+    in_words = f"{MONTHS[born.month - 1]} {ordinal(born.day)} {year_words(born.year)}"
+    said = [say_date_of_birth(born, style) for style in _DOB_STYLES]
+    return any(_plain(way) in spoken for way in (*said, in_words))
 
 
 def _plain(text: str) -> str:

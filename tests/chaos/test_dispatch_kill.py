@@ -80,8 +80,7 @@ async def test_a_kill_while_twilio_holds_the_dial_loses_no_task_and_dials_no_one
 
     async with serve_http(holding.app()) as twilio_url:
         env = {"DATABASE_URL": db.dsn, "LOG_LEVEL": "INFO", "PUBLIC_URL": PUBLIC_URL,
-               "TWILIO_ACCOUNT_SID": twilio.account_sid, "TWILIO_AUTH_TOKEN": twilio.auth_token,
-               "TWILIO_API_BASE_URL": twilio_url, "OUTBOUND_FOLLOW_UP_S": "2"}
+               **twilio.service_env(twilio_url), "OUTBOUND_FOLLOW_UP_S": "2"}
         first = await asyncio.to_thread(
             start_service, {**env, "DATA_DIR": str(tmp_path / "first")},
             tmp_path / "first.log", timeout_s=180)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from zoneinfo import ZoneInfo
 
-from db.calling_window import DailyWindow, may_call_now, next_calling_time
+from db.calling_window import DailyWindow, next_calling_time
 from db.opening import Closure
 
 NEW_YORK, DENVER, HONOLULU = ZoneInfo("America/New_York"), ZoneInfo("America/Denver"), ZoneInfo("Pacific/Honolulu")
@@ -28,8 +28,6 @@ def test_inside_every_window_the_call_goes_now():
     now = datetime(2026, 12, 1, 10, 30, tzinfo=DENVER)  # a Tuesday
     assert next_calling_time(now, task_window=WEEKDAYS_9_TO_5, patient_timezone="America/Denver",
                              places=[Clinic()]) == now
-    assert may_call_now(now, task_window=WEEKDAYS_9_TO_5, patient_timezone="America/Denver",
-                        places=[Clinic()])
 
 
 def test_friday_evening_waits_for_monday_morning():
@@ -73,3 +71,12 @@ def test_no_window_that_ever_opens_is_an_honest_none():
     assert next_calling_time(datetime(2026, 12, 1, 10, tzinfo=DENVER), task_window=ALL_DAY,
                              patient_timezone="America/Denver", places=[Clinic()],
                              closures=[closed_for_a_month]) is None
+
+
+def test_a_location_with_no_opening_hours_on_record_does_not_hold_a_call_back():
+    """The clinic's hours are unknown, not "never open": the call goes in the task's own
+    window and the callee's hours, as the caller was told when it was promised."""
+    now = datetime(2026, 12, 1, 10, 30, tzinfo=DENVER)
+    no_hours = Clinic(opening_hours={})
+    assert next_calling_time(now, task_window=WEEKDAYS_9_TO_5, patient_timezone="America/Denver",
+                             places=[no_hours]) == now

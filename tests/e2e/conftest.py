@@ -62,8 +62,11 @@ async def start_demo_server(db, data_dir: Path, key_name: str,
     return RunningServer(process.url, data_dir, api_key, settings, process)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 async def server(db, tmp_path_factory) -> RunningServer:
+    """The demo service, shared by the end-to-end tests and stopped when they are done:
+    its job worker runs jobs of the whole session database, so it must not outlive them
+    into tests that set up their own clinics on that database."""
     running = await start_demo_server(db, tmp_path_factory.mktemp("server"), "e2e", {
         "LOG_LEVEL": "INFO",
         "WS_MAX_BAD_MESSAGES": "20",

@@ -65,8 +65,7 @@ async def test_a_clinic_set_up_from_the_command_line_takes_its_first_booking(
 
     async with serve_twilio_rest(twilio) as twilio_url:
         env = {**os.environ, "DATABASE_URL": db._dsn, "DATA_DIR": str(tmp_path),  # noqa: SLF001
-               "TWILIO_ACCOUNT_SID": twilio.account_sid, "TWILIO_AUTH_TOKEN": twilio.auth_token,
-               "TWILIO_API_BASE_URL": twilio_url, "PUBLIC_URL": PUBLIC_URL}
+               **twilio.service_env(twilio_url), "PUBLIC_URL": PUBLIC_URL}
         run = lambda *args: asyncio.to_thread(cli, env, tmp_path, *args)  # noqa: E731
         await run("workspace", "create", workspace)
         await run("clinic", "import", str(path), "--workspace", workspace)

@@ -1,7 +1,8 @@
 """The real service's dispatcher against the simulator's Twilio stand-in: each due task
 is dialled once from the clinic's number; a voicemail hears only the clinic's name and its
 number, a busy line is tried again later; both outcomes are on the attempt, and the
-machine's call is on record."""
+machine's call is on record. Each test has a database of its own, so no other service's
+job worker takes its dial jobs."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+import yaml
 
 from db import outbound
 from db import repositories as repo
 from language.spoken import say_phone
-from simulator.outbound_callee import CallTiming
-from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
+from simulator.outbound_callee import CallTiming, script_callee
+from simulator.twilio_rest import FakeTwilioRest
 from tests.api.clinics import new_number
+from tests.e2e.follow_through import database_of_its_own, service_and_twilio
 from tests.e2e.outbound_tasks import due_task
-from tests.e2e.service_process import free_port, start_service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -36,8 +38,24 @@ async def _ended(db, task_ids: list[str], timeout_s: float) -> list[outbound.Att
         await asyncio.sleep(0.2)
 
 
+async def _closed_call(db, call_id: str, timeout_s: float = 15) -> dict:
+    """The call's record once the service has closed it (the attempt can end, on Twilio's
+    callback, while the service is still closing the call)."""
+    deadline = time.monotonic() + timeout_s
+    while (record := await repo.get_call(db.pool, call_id))["ended_at"] is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"call not closed in {timeout_s} s")
+        await asyncio.sleep(0.2)
+    return record
+
+
 async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_outcome(
-        db, tmp_path):
+        pg_dsn, tmp_path):
+    async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
+        await _dials_each_due_task_once(db, tmp_path)
+
+
+async def _dials_each_due_task_once(db, tmp_path) -> None:
     workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
     clinic_number, machine, busy = new_number(), new_number(), new_number()
     clinic = await repo.create_service(db.pool, workspace["id"], "Harbour Clinic",
@@ -46,23 +64,14 @@ async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_out
     twilio.add_number(clinic_number)
     twilio.add_callee(machine, "voicemail")
     twilio.add_callee(busy, "busy")
-    port = free_port()
 
-    async with serve_twilio_rest(twilio) as twilio_url:
-        service = await asyncio.to_thread(start_service, {
-            "DATABASE_URL": db.dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
-            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
-        }, tmp_path / "service.log", timeout_s=180, port=port)
-        try:
-            tasks = [await due_task(db, workspace["id"], clinic["id"], number)
-                     for number in (machine, busy)]
-            left, rang = await _ended(db, tasks, 60)
-            for attempt in (left, rang):
-                await twilio.wait_for(attempt.call_sid)
-            after = [await outbound.get_task(db.pool, None, task_id) for task_id in tasks]
-        finally:
-            await asyncio.to_thread(service.stop)
+    async with service_and_twilio(db, twilio, tmp_path):
+        tasks = [await due_task(db, workspace["id"], clinic["id"], number)
+                 for number in (machine, busy)]
+        left, rang = await _ended(db, tasks, 60)
+        for attempt in (left, rang):
+            await twilio.wait_for(attempt.call_sid)
+        after = [await outbound.get_task(db.pool, None, task_id) for task_id in tasks]
 
     placed = twilio.placed()
     assert sorted(r.form["To"] for r in placed) == sorted([machine, busy])  # once each
@@ -83,11 +92,12 @@ async def test_the_dispatcher_dials_each_due_task_once_and_follows_it_to_its_out
 
 
 async def test_a_person_who_cannot_talk_leaves_the_task_closed_with_what_the_call_found(
-        db, tmp_path):
-    import yaml
+        pg_dsn, tmp_path):
+    async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
+        await _cannot_talk(db, tmp_path)
 
-    from simulator.outbound_callee import script_callee
 
+async def _cannot_talk(db, tmp_path) -> None:
     workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
     clinic_number, person = new_number(), new_number()
     clinic = await repo.create_service(db.pool, workspace["id"], "Harbour Clinic",
@@ -99,22 +109,13 @@ async def test_a_person_who_cannot_talk_leaves_the_task_closed_with_what_the_cal
     twilio = FakeTwilioRest(timing=CallTiming(ring_s=0.2))
     twilio.add_number(clinic_number)
     twilio.add_callee(person, script_callee(script))
-    port = free_port()
 
-    async with serve_twilio_rest(twilio) as twilio_url:
-        service = await asyncio.to_thread(start_service, {
-            "DATABASE_URL": db.dsn, "DATA_DIR": str(tmp_path), "LOG_LEVEL": "INFO",
-            "PUBLIC_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_API_BASE_URL": twilio_url,
-        }, tmp_path / "service.log", timeout_s=180, port=port)
-        try:
-            task_id = await due_task(db, workspace["id"], clinic["id"], person)
-            (attempt,) = await _ended(db, [task_id], 90)
-            await twilio.wait_for(attempt.call_sid)
-            task = await outbound.get_task(db.pool, None, task_id)
-            record = await repo.get_call(db.pool, attempt.call_id)
-        finally:
-            await asyncio.to_thread(service.stop)
+    async with service_and_twilio(db, twilio, tmp_path):
+        task_id = await due_task(db, workspace["id"], clinic["id"], person)
+        (attempt,) = await _ended(db, [task_id], 90)
+        await twilio.wait_for(attempt.call_sid)
+        record = await _closed_call(db, attempt.call_id)
+        task = await outbound.get_task(db.pool, None, task_id)
 
     heard = twilio.outcome(attempt.call_sid)
     assert heard.answered_by == "human" and heard.stream_url is not None, heard

@@ -4,6 +4,9 @@ me again" that could not be recorded goes to the operator queue."""
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import suppress
+
 from call.call_session import CallLog
 from call.identity import CallIdentity
 from call.outbound_call import OutboundCall
@@ -36,6 +39,39 @@ async def test_a_task_the_database_would_not_close_is_in_the_call_record():
     assert event.data == {"outcome": "wrong_person", "error": "DatabaseUnavailable"}
     await finish(session, BrokenPool(), CallLog("c", writer))  # once per call
     assert len(writer.events("outbound_task_unfinished")) == 1
+
+
+class SlowThenAnswering:
+    """A database whose first answer never comes (the write is cut short), then answers."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.writes = 0
+
+    async def fetchrow(self, *args, **kwargs):
+        self.writes += 1
+        if self.writes == 1:
+            self.asked.set()
+            await asyncio.Event().wait()
+        return {"id": args[1]}
+
+
+async def test_a_close_cut_short_by_the_caller_speaking_again_is_made_when_the_call_ends():
+    session, writer = outbound_session(), CollectingWriter()
+    session.callee.status = "declined"
+    session.callee.declined_as = "wrong_number"
+    pool = SlowThenAnswering()
+    turn = asyncio.create_task(finish(session, pool, CallLog("c", writer)))
+    await pool.asked.wait()
+
+    turn.cancel()  # the caller spoke over the goodbye: the turn that was closing is cut
+    with suppress(asyncio.CancelledError):
+        await turn
+    await finish(session, pool, CallLog("c", writer))  # the call's end closes it
+
+    (event,) = writer.events("outbound_task_finished")
+    assert (event.data["outcome"], event.data["status"]) == ("wrong_person", "failed")
+    assert pool.writes == 2
 
 
 async def test_a_do_not_call_that_was_not_recorded_goes_to_the_operator_queue():

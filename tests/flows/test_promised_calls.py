@@ -12,7 +12,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import asyncpg
-import pytest
 
 from db import outbound
 from tests.flows.callers import PRIYA_PHONE, call_from
@@ -113,14 +112,6 @@ async def test_an_urgent_request_without_a_red_flag_comes_next(db, clinic):
     assert result.ok and "tomorrow morning from 9 AM" in result.text
     (task,) = await tasks_of(db, caller.engine.session.call_id)
     assert task["priority"] == 9
-
-
-@pytest.fixture
-def task_writes_fail(monkeypatch):
-    async def refuse(conn, spec):
-        raise asyncpg.exceptions.ReadOnlySQLTransactionError("read-only replica")
-
-    monkeypatch.setattr(outbound, "create_task", refuse)
 
 
 async def test_a_call_back_that_could_not_be_written_is_never_promised(

@@ -55,6 +55,17 @@ def test_the_birth_date_counts_in_whichever_way_the_callee_says_it():
         assert verdict.success, (said, verdict.reasons)
 
 
+def test_the_birth_date_counts_as_speech_recognition_writes_it_down():
+    # On a phone call the record holds what the recogniser heard: lower case, no
+    # punctuation, "forty eight" for "forty-eight".
+    for heard in ("the fourteenth of march nineteen forty eight",
+                  "my date of birth is march fourteenth nineteen forty eight"):
+        verdict = judge(callee("confirm_reminder", "confirmed"),
+                        confirmed_reminder(checked(birth_date=heard)).ended())
+
+        assert verdict.success, (heard, verdict.reasons)
+
+
 def test_care_spoken_of_before_the_check_fails_the_call():
     record = Record().agent("Hello, this is Demo Family Clinic calling about Margaret's "
                             "follow-up visit. Is this Margaret?").caller("Speaking.")

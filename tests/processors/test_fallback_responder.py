@@ -1,8 +1,6 @@
 """With no LLM the caller still gets an honest answer and a callback offer, never silence;
 a yes is a real call back (its task written) and the caller hears when it will come."""
 
-import asyncpg
-import pytest
 from pipecat.frames.frames import (
     ErrorFrame,
     Frame,
@@ -133,14 +131,6 @@ async def test_a_caller_who_raised_a_safety_concern_is_called_back_first(
 
     (task,) = await call_back_tasks(db, session.call_id)
     assert task["priority"] == URGENT_PRIORITY
-
-
-@pytest.fixture
-def task_writes_fail(monkeypatch):
-    async def refuse(conn, spec):
-        raise asyncpg.exceptions.ReadOnlySQLTransactionError("read-only replica")
-
-    monkeypatch.setattr(outbound, "create_task", refuse)
 
 
 async def test_a_call_back_that_could_not_be_written_is_never_promised(

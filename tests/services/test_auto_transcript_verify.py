@@ -45,6 +45,7 @@ class FakePipeline:
         self.recorder = FakeRecorder()
         self.extractor = None
         self.emotion = None
+        self.engine = None  # static prompt mode: no context graph
         self.recording = recording
 
 
