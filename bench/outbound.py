@@ -2,12 +2,12 @@
 
 (1) `bench/outbound_dispatch.py`: the real service (one process, then two sharing the
 database) dials a burst of due tasks through the Twilio stand-in and follows each to its
-outcome; then one process with its default line limit. (2) `bench/outbound_inbound.py`:
-inbound turn latency in one process, quiet vs. with that process's dispatcher dialling
-tasks that fall due a few a second, and a backlog it works through at the rate it can.
+outcome, pace and lines lifted; then one process with the defaults. (2)
+`bench/outbound_inbound.py`: inbound turn latency in one process, quiet vs. with that
+process's dispatcher working through a backlog at its default pace, and unpaced.
 
     python -m bench.outbound [--tasks 200] [--limited-tasks 20] [--inbound 10]
-                             [--rounds 2] [--paced-rate 1] [--backlog 600]
+                             [--rounds 2] [--backlog 600]
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from services.espeak.engine import synthesize_pcm
 from services.twilio import PHONE_SAMPLE_RATE
 
 COMMAND = "python -m bench.outbound"
-# Lines are not what limits the dispatcher in (1a): its own work is measured.
-UNLIMITED_LINES = {"MAX_CONCURRENT_CALLS": "1000"}
+# Neither lines nor the dial pace limit the dispatcher in (1a): its own work is measured.
+UNLIMITED = {"MAX_CONCURRENT_CALLS": "1000", "OUTBOUND_DIALS_PER_SECOND": "1000"}
 
 
 def load_average() -> float:
@@ -100,23 +100,21 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             for processes in args.processes:
                 report["dispatch"].append(await measure_dispatch(
                     database.pool, dsn, standin, clinic, workdir, processes=processes,
-                    tasks=args.tasks, env=UNLIMITED_LINES))
+                    tasks=args.tasks, env=UNLIMITED))
             if args.limited_tasks:
-                print(f"(1b) {args.limited_tasks} tasks due at once, the default line limit")
+                print(f"(1b) {args.limited_tasks} tasks due at once, the defaults")
                 report["limited"] = await measure_dispatch(
                     database.pool, dsn, standin, clinic, workdir, processes=1,
                     tasks=args.limited_tasks)
             if args.rounds:
-                print(f"(2) {args.inbound} inbound calls, quiet vs. outbound tasks due "
-                      f"{args.paced_rate:g} a second vs. {args.backlog} due at once, in the "
-                      "same process")
+                print(f"(2) {args.inbound} inbound calls, quiet vs. {args.backlog} outbound "
+                      "tasks due at once, paced and unpaced, in the same process")
                 speech = trim_trailing_silence(
                     await synthesize_pcm(CALLER_LINE, PHONE_SAMPLE_RATE), PHONE_SAMPLE_RATE)
                 with output_to(workdir / "in-process.log") as say:
                     report["inbound"] = await measure_inbound_cost(
                         dsn, standin, clinic, workdir, calls=args.inbound, rounds=args.rounds,
-                        backlog=args.backlog, paced_rate=args.paced_rate, speech=speech,
-                        say=say)
+                        backlog=args.backlog, speech=speech, say=say)
                 logger.remove()
                 logger.add(sys.stderr, level="WARNING")
         finally:
@@ -202,9 +200,9 @@ def _dispatch_section(report: dict[str, Any]) -> list[str]:
          "| Dialled twice | Dials per process |"),
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    runs = [("(1a) lines not the limit", run) for run in report["dispatch"]]
+    runs = [("(1a) pace and lines lifted", run) for run in report["dispatch"]]
     if "limited" in report:
-        runs.append(("(1b) default line limit", report["limited"]))
+        runs.append(("(1b) defaults", report["limited"]))
     for name, run in runs:
         written = run["written_to_placed"]
         lines.append(
@@ -216,25 +214,29 @@ def _dispatch_section(report: dict[str, Any]) -> list[str]:
     lines += ["", *_scaling(report["dispatch"])]
     if "limited" in report:
         limited = report["limited"]
+        waves = [n for n in limited["waves"] if n]
         lines += [
             "",
-            (f"(1b) runs with the defaults: offline voices give a process "
+            ("(1b) runs with the defaults: one process places at most "
+             "`OUTBOUND_DIALS_PER_SECOND` (1) calls a second, offline voices give it "
              f"{LOCAL_VOICES_CALL_CAPACITY} lines, outbound calls leave "
-             "`OUTBOUND_INBOUND_RESERVE` (2) of them to callers, and every call dialled holds "
-             "a line until it is answered or ends. A task that finds no free line looks again "
-             "after `OUTBOUND_CAPACITY_RECHECK_S` (45 s) even when lines free up sooner, so a "
-             "burst larger than the free lines goes out in waves 45 s apart: of "
-             f"{limited['tasks']} tasks, {' then '.join(str(n) for n in limited['waves'])} were "
-             "dialled in successive 45 s periods, with at most "
-             f"{limited['most_open']} calls open at once (every outcome: "
-             f"{_every_outcome(limited)})."),
+             "`OUTBOUND_INBOUND_RESERVE` (2) of them to callers, every call dialled holds a "
+             "line until it is answered or ends, and a task that finds no free line looks "
+             "again after `OUTBOUND_CAPACITY_RECHECK_S` (45 s). The "
+             f"{limited['tasks']} tasks went out at {limited['dials_per_s']:.1f} a second, the "
+             f"last {limited['due_to_dial']['max']:.0f} s after they fell due, with at most "
+             f"{limited['most_open']} calls open at once"
+             + ("; no task found the lines full." if len(waves) <= 1 else
+                f"; the lines filled, so they went in waves 45 s apart "
+                f"({' then '.join(str(n) for n in waves)}).")
+             + f" Every outcome: {_every_outcome(limited)}."),
         ]
     return lines + [""]
 
 
 def _scaling(runs: list[dict[str, Any]]) -> list[str]:
-    text = ("(1a) sets `MAX_CONCURRENT_CALLS=1000` so the dispatcher's own work is what is "
-            "measured. Each process runs at most 10 jobs at once "
+    text = ("(1a) sets `MAX_CONCURRENT_CALLS=1000` and `OUTBOUND_DIALS_PER_SECOND=1000` so "
+            "the dispatcher's own work is what is measured. Each process runs at most 10 jobs at once "
             "(`runner/job_worker.MAX_RUNNING`), so a burst is dialled ten steps at a time per "
             "process and the webhooks keep their share of its 10 database connections.")
     by_processes = {run["processes"]: run for run in runs}
@@ -279,11 +281,12 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
          "STT/LLM/TTS, the real Silero VAD and smart-turn v3), each holding one of the "
          "runtime's lines while it runs. Each call speaks 3 turns, the starts spread over one "
          f"turn. {inbound['rounds']} rounds, each running the calls three times: *quiet* (no "
-         f"outbound task due); *paced* (tasks fall due {inbound['paced_rate']:g} a second, "
-         "what an account's calls-per-second limit lets out: Twilio's default is 1); *full* "
-         f"({inbound['backlog']} tasks fall due as the calls start: the dispatcher dials, "
-         "within the lines the calls leave it less the reserve, and takes the status "
-         "callbacks at the rate it can). After an outbound round the tasks not dialled yet "
+         f"outbound task due); *paced* ({inbound['backlog']} tasks fall due as the calls "
+         "start and the dispatcher dials them at its default pace, "
+         f"`OUTBOUND_DIALS_PER_SECOND` = {inbound['pace']:g}: each task's job runs, is given "
+         "its turn and runs again then); *unpaced* (the same backlog with the pace lifted: "
+         "the dispatcher dials, within the lines the calls leave it less the reserve, and "
+         "takes the status callbacks at the rate it can). After an outbound round the tasks not dialled yet "
          "are cancelled and the process settles. *Event-loop lag*: how late a 50 ms sleep "
          "wakes, sampled throughout. *CPU*: the process's CPU time over the round's wall time "
          "(1.0 = one core). *Dialling*: the share of the round's seconds in which a call was "
@@ -294,12 +297,12 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
          "| Most open | Callbacks refused | Turns answered |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    names = {"quiet": "quiet", "paced": f"paced ({inbound['paced_rate']:g}/s)",
-             "full": "full rate"}
+    names = {"quiet": "quiet", "paced": f"paced ({inbound['pace']:g}/s)",
+             "unpaced": "unpaced"}
     lines += [_condition_row(name, inbound[key], turns_expected, outbound=key != "quiet")
               for key, name in names.items()]
     lines.append("")
-    for key in ("paced", "full"):
+    for key in ("paced", "unpaced"):
         row = inbound[key]
         after = row["after_decision"]["p95"] - quiet["after_decision"]["p95"]
         after50 = row["after_decision"]["p50"] - quiet["after_decision"]["p50"]
@@ -317,15 +320,14 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
         "",
         ("With 60 turns or so per condition, a p95 rests on its three slowest turns and "
          "moves by tens of milliseconds from run to run on a shared machine; the p50 "
-         "difference is the steadier one. Twilio places an account's calls at its "
-         "calls-per-second limit (1 by default) and queues the rest: on such an account a "
-         "burst of due tasks still has every create request made at the dispatcher's rate, "
-         "but the answers and status callbacks then come about one call a second, as in "
-         "the paced rounds."),
+         "difference is the steadier one. Twilio itself places an account's calls at its "
+         "calls-per-second limit (1 by default) and queues the rest, so dialling faster "
+         "than that gains little and costs the callers what the unpaced rounds show."),
         "",
         ("The caller-perceived clock counts only turns the end-of-turn model closed "
          f"(fallback turns: quiet {quiet['fallback_turns']}, paced "
-         f"{inbound['paced']['fallback_turns']}, full {inbound['full']['fallback_turns']}). "
+         f"{inbound['paced']['fallback_turns']}, unpaced "
+         f"{inbound['unpaced']['fallback_turns']}). "
          "Not measured here: outbound calls answered by a person. Such a call runs the same "
          "pipeline as an inbound call and takes a line like one, so it costs what one more "
          "inbound call costs (the concurrent-calls table of the pipeline latency section)."),
@@ -343,9 +345,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--inbound", type=int, default=10, help="(2) inbound calls")
     parser.add_argument("--rounds", type=int, default=2,
                         help="(2) rounds of each condition (0: skip)")
-    parser.add_argument("--paced-rate", type=float, default=1.0,
-                        help="(2) paced tasks falling due per second (Twilio's default "
-                        "calls-per-second limit: 1)")
     parser.add_argument("--backlog", type=int, default=600,
                         help="(2) outbound tasks due at the start of each loaded round")
     parser.add_argument("--no-docs", action="store_true", help="print only")

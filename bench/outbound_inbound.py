@@ -5,11 +5,11 @@ job worker with every job kind, the Twilio webhooks), and so do K inbound calls:
 `bench.pipeline_latency`'s calls (our pipeline, the same caller audio at real-time pace
 through the in-memory phone line, instant fake STT/LLM/TTS, the real VAD and end-of-turn
 model), each holding one of the runtime's lines while it runs, as a call does. Each round
-runs the calls three times: quiet (no outbound task due); paced (tasks fall due a few a
-second, as an account's calls-per-second limit lets them out); full (a backlog falls due
-as the calls start, so the dispatcher dials and takes status callbacks at the rate it can
-for the whole round). After an outbound round the tasks not dialled yet are cancelled and
-the process settles before the next.
+runs the calls three times: quiet (no outbound task due); paced (a backlog falls due as
+the calls start, and the dispatcher dials it at its default pace, `OUTBOUND_DIALS_PER_SECOND`);
+unpaced (the same backlog with the pace lifted, so the dispatcher dials and takes status
+callbacks at the rate it can for the whole round). After an outbound round the tasks not
+dialled yet are cancelled and the process settles before the next.
 """
 
 from __future__ import annotations
@@ -50,11 +50,14 @@ from db import jobs
 from db.outbound import DIAL_JOB, dial_key
 from main import configure_logging, server_config
 from pipeline.providers import CLOUD_VOICES_CALL_CAPACITY
+from runner.outbound.pace import DialPace
 from runner.runtime import AppRuntime
 from services.twilio import PHONE_SAMPLE_RATE
 from tests.e2e.service_process import free_port
 
-QUIET, PACED, FULL = "quiet", "paced", "full"
+QUIET, PACED, UNPACED = "quiet", "paced", "unpaced"
+# The pace lifted: the dispatcher dials as fast as it can.
+UNPACED_RATE = 1000.0
 # The inbound calls run on instant fake voices (as `bench.pipeline_latency` measures them),
 # so the process has the cloud voices' capacity.
 CAPACITY = CLOUD_VOICES_CALL_CAPACITY
@@ -62,8 +65,6 @@ TURNS = 3
 LAG_EVERY_S = 0.05  # how often the event loop's lateness is sampled
 SETTLE_TIMEOUT_S = 60.0
 WARM_UP_S = 5.0
-# Paced tasks fall due over this long: a round (calls start over one turn, then three).
-ROUND_S = 30.0
 
 
 @dataclass
@@ -151,11 +152,13 @@ async def measured_round(runtime: AppRuntime, make, speech: bytes, calls: int,
 
 
 async def outbound_round(runtime: AppRuntime, standin: Standin, clinic: Clinic, make,
-                         speech: bytes, calls: int, dues: list[float],
+                         speech: bytes, calls: int, backlog: int, dials_per_second: float,
                          into: Condition) -> None:
-    """The same calls while outbound tasks fall due `dues` seconds after they start
-    (all at 0: a backlog the dispatcher works through at the rate it can)."""
+    """The same calls while a backlog of `backlog` outbound tasks falls due as they start,
+    dialled at most `dials_per_second` (the process's dial pace, fresh for the round)."""
     pool = runtime.db.pool
+    runtime.dial_pace = DialPace(dials_per_second)
+    dues = [0.0] * backlog
     numbers = callees(len(dues))
     await standin.add_callees(numbers)
     start = due_in(2.0 + len(dues) * 0.01)  # every task written before the first is due
@@ -201,7 +204,7 @@ async def settle(pool, task_ids: list[str]) -> None:
 
 
 async def measure_inbound_cost(dsn: str, standin: Standin, clinic: Clinic, workdir: Path, *,
-                               calls: int, rounds: int, backlog: int, paced_rate: float,
+                               calls: int, rounds: int, backlog: int,
                                speech: bytes, say: Callable[[str], None]) -> dict[str, Any]:
     port = free_port()
     settings = Settings(
@@ -212,8 +215,8 @@ async def measure_inbound_cost(dsn: str, standin: Standin, clinic: Clinic, workd
     configure_logging(settings)
     server, serving, runtime = await start_service(settings)
     make = our_worker_factory(workdir / "calls")
-    conditions = {QUIET: Condition(), PACED: Condition(), FULL: Condition()}
-    paced = [n / paced_rate for n in range(int(ROUND_S * paced_rate))]
+    conditions = {QUIET: Condition(), PACED: Condition(), UNPACED: Condition()}
+    pace = settings.outbound.dials_per_second
     try:
         # The start-up's background work (the world index, the offline voices' processes)
         # and every call's first use of the models: before anything is measured.
@@ -223,18 +226,18 @@ async def measure_inbound_cost(dsn: str, standin: Standin, clinic: Clinic, workd
         for number in range(rounds):
             say(f"  round {number + 1}/{rounds}: {calls} inbound calls, quiet")
             await measured_round(runtime, make, speech, calls, conditions[QUIET])
-            say(f"  round {number + 1}/{rounds}: {calls} inbound calls, outbound tasks due "
-                f"{paced_rate:g} a second")
-            await outbound_round(runtime, standin, clinic, make, speech, calls, paced,
-                                 conditions[PACED])
             say(f"  round {number + 1}/{rounds}: {calls} inbound calls, {backlog} outbound "
-                "tasks due at once")
-            await outbound_round(runtime, standin, clinic, make, speech, calls,
-                                 [0.0] * backlog, conditions[FULL])
+                f"tasks due at once, dialled {pace:g} a second")
+            await outbound_round(runtime, standin, clinic, make, speech, calls, backlog,
+                                 pace, conditions[PACED])
+            say(f"  round {number + 1}/{rounds}: {calls} inbound calls, {backlog} outbound "
+                "tasks due at once, unpaced")
+            await outbound_round(runtime, standin, clinic, make, speech, calls, backlog,
+                                 UNPACED_RATE, conditions[UNPACED])
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 60)
-    return {"calls": calls, "rounds": rounds, "backlog": backlog, "paced_rate": paced_rate,
+    return {"calls": calls, "rounds": rounds, "backlog": backlog, "pace": pace,
             "capacity": CAPACITY, "reserve": settings.outbound.inbound_reserve,
             "recheck_s": settings.outbound.capacity_recheck_s,
             **{name: summarize(condition) for name, condition in conditions.items()}}

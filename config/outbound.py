@@ -1,5 +1,5 @@
 """The calls the clinic places: whether the dispatcher may dial, how often one number may
-be tried, how much of the process's capacity it leaves to callers, how often it looks
+be tried, how fast one process dials, how much of the process's capacity it leaves to callers, how often it looks
 again at what it is waiting for; how many waitlisted patients hear of a freed slot, and
 how often reminder campaigns look for appointments."""
 
@@ -28,6 +28,13 @@ class OutboundSettings(SettingsGroup):
         description="Lines outbound calls leave free for callers: the dispatcher dials only "
         "while fewer than capacity minus this many calls are in hand (at least one line "
         "when the process is idle).",
+    )
+    dials_per_second: float = Field(
+        default=1.0, gt=0, le=1000, validation_alias="outbound_dials_per_second",
+        description="How fast one process places calls: due tasks past this rate wait "
+        "their turn, so a burst (a reminder campaign, a backlog) never slows the callers "
+        "it is serving. Twilio places an account's calls at its calls-per-second limit "
+        "(1 by default) anyway.",
     )
     capacity_recheck_s: float = Field(
         default=45.0, gt=0, validation_alias="outbound_capacity_recheck_s",

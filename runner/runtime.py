@@ -60,6 +60,7 @@ from runner.greeting_cache import GreetingCache
 from runner.heartbeat import beat_forever
 from runner.job_worker import JobKind, JobWorker
 from runner.orphaned_calls import close_orphaned_calls
+from runner.outbound.pace import DialPace
 from services.practice import build_practice
 from services.turn_models import load_turn_models
 
@@ -176,6 +177,7 @@ class AppRuntime:
         # Outbound calls dialled and not answered yet (monotonic time dialled): each holds
         # a line for at most OUTBOUND_RING_HOLD_S.
         self._ringing: dict[str, float] = {}
+        self.dial_pace = DialPace(settings.outbound.dials_per_second)
         # The clinic (workspace, service) each dialled number last reached: a call turned
         # away while the database cannot say is still put on that clinic's record.
         self._clinics: dict[str, tuple[str, str]] = {}

@@ -5,7 +5,8 @@ each run looks at the task as it is now and does the one next thing.
 - **Closed** (done, failed, cancelled, claimed): nothing.
 - **Pending**: the callee asked not to be called → cancelled, `opted_out`. Otherwise the
   first moment the calling window and the number's daily limit allow; later than now →
-  the job runs again then. No free line (inbound calls first) → again shortly. Then the
+  the job runs again then. No free line (inbound calls first) → again shortly. Not its
+  turn yet (`OUTBOUND_DIALS_PER_SECOND` per process) → again at its turn. Then the
   attempt is written `dialing` with the task `in_progress` and committed, and only then
   is Twilio asked to place the call; the SID it answers with is stored.
 - **In progress, the latest attempt `dialing` with no SID**: the process stopped between
@@ -45,6 +46,7 @@ from runner.outbound.outcomes import (
     outcome_of,
     progress_of,
 )
+from runner.outbound.pace import DialPace
 from runner.outbound.twilio_calls import CallPlacer, TwilioCallError, twilio_calls
 
 if TYPE_CHECKING:
@@ -80,6 +82,7 @@ class Dispatcher:
     calls: CallPlacer | None
     unavailable: str | None  # why `calls` is None
     clock: Callable[[], datetime]
+    pace: DialPace | None = None  # the process's dial rate; None: as fast as the rules allow
 
     # --- The job ---------------------------------------------------------------
 
@@ -158,6 +161,9 @@ class Dispatcher:
         if not self.lines.outbound_has_room():
             await self._defer(task, timedelta(seconds=self.settings.outbound.capacity_recheck_s),
                               why=None)
+        turn = self.pace.wait(task.id, now) if self.pace is not None else timedelta(0)
+        if turn > timedelta(0):
+            await self._defer(task, turn, why=None)
         attempt = unplaced or await dials.begin_attempt(
             self.pool, task, to_number=number, from_number=clinic.number or "", at=now)
         if attempt is None:
@@ -397,7 +403,8 @@ def _at_least(task: OutboundTask, at: datetime) -> OutboundTask:
 
 def dispatcher_for(runtime: AppRuntime) -> Dispatcher:
     calls, why = twilio_calls(runtime.settings)
-    return Dispatcher(runtime.db.pool, runtime.settings, runtime, calls, why, runtime.clock)
+    return Dispatcher(runtime.db.pool, runtime.settings, runtime, calls, why, runtime.clock,
+                      runtime.dial_pace)
 
 
 async def outbound_dial(runtime: AppRuntime, payload: dict[str, Any]) -> None:

@@ -16,8 +16,10 @@ from loguru import logger
 from pgqueuer import RetryRequested
 
 from db import jobs, outbound
+from runner.outbound.pace import DialPace
 from runner.outbound.twilio_calls import TwilioCallError
 from runner.runtime import AppRuntime
+from tests.api.clinics import new_number
 from tests.runner.outbound_world import (
     NEW_YORK,
     PUBLIC_URL,
@@ -400,3 +402,22 @@ async def test_a_crashed_dial_whose_call_ended_meanwhile_is_concluded_and_tried_
     assert task.status == "pending" and len(world.twilio.creates) == 1
     # The job is the task's alarm clock: it wakes itself for the next try.
     assert world.clock.now + waited == task.next_attempt_at
+
+
+async def test_a_burst_of_due_tasks_is_dialled_one_per_turn_each_once(world):
+    world.dispatcher.pace = DialPace(per_second=1)
+    tasks = [await world.task(patient_id=None, phone=new_number()) for _ in range(3)]
+
+    waits = [await run_until_it_waits(world, task_id) for task_id in tasks]
+
+    assert len(world.twilio.placed) == 1  # the first at once, the others at their turns
+    assert waits[1:] == [timedelta(seconds=1), timedelta(seconds=2)]
+    assert [(await world.get(t)).next_attempt_at for t in tasks[1:]] == [
+        world.clock.now + timedelta(seconds=1), world.clock.now + timedelta(seconds=2)]
+    for task_id, wait in zip(tasks[1:], waits[1:], strict=True):
+        world.clock.now = TUESDAY_10AM + wait
+        await run_until_it_waits(world, task_id)
+    assert sorted(c.to for c in world.twilio.placed) == sorted(
+        [(await world.get(t)).phone for t in tasks])
+    assert [c.start_time - TUESDAY_10AM for c in world.twilio.placed] == [
+        timedelta(0), timedelta(seconds=1), timedelta(seconds=2)]
