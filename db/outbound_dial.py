@@ -138,14 +138,15 @@ async def wait(pool: Executor, task_id: str, *, until: datetime | None,
         as_uuid(task_id), until, why, list(OPEN_STATUSES))
 
 
-async def opt_out(pool: Executor, task_id: str) -> bool:
-    """The callee asked not to be called: the task is cancelled with that outcome."""
+async def call_off(pool: Executor, task_id: str, outcome: str) -> bool:
+    """The call is no longer wanted (`opted_out`: the callee asked not to be called;
+    `slot_gone`: the offered slot went): the task is cancelled with that outcome."""
     result = await pool.execute(
         """UPDATE outbound_tasks
-              SET status = 'cancelled', outcome = 'opted_out', next_attempt_at = NULL,
+              SET status = 'cancelled', outcome = $3, next_attempt_at = NULL,
                   updated_at = now()
             WHERE id = $1 AND status = ANY($2::text[])""",
-        as_uuid(task_id), list(OPEN_STATUSES))
+        as_uuid(task_id), list(OPEN_STATUSES), outcome)
     return result == "UPDATE 1"
 
 

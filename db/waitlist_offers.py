@@ -5,12 +5,15 @@ dialled in the next calling window; the first to say yes books it.
 An offer is made only while the slot is still ahead (with time to reach someone before
 it starts) and still free, never to the patient who gave it up nor to anyone who asked
 not to be called, and never twice for the same entry and slot (a unique index), so the
-job that makes them can run again safely.
+job that makes them can run again safely. An offer is dialled only while its slot is
+still open (`offer_still_open`): an offer whose slot went, or whose first call went
+unanswered until too late, is called off rather than tried again.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -90,10 +93,29 @@ async def freed_slot(pool: asyncpg.Pool, appointment_id: str) -> FreedSlot | Non
 
 async def still_free(pool: asyncpg.Pool | asyncpg.Connection, slot: FreedSlot) -> bool:
     """No live booking of the practitioner overlaps the slot."""
+    return await _free(pool, slot.practitioner_id, slot.starts_at, slot.ends_at)
+
+
+async def offer_still_open(pool: asyncpg.Pool, offer: Mapping[str, Any], now: datetime) -> bool:
+    """The offered slot (a task's `offer`) can still be booked: it starts later than
+    OFFER_NOTICE from now and nobody has booked over it (a waitlisted patient who said
+    yes, the front desk, another caller)."""
+    try:
+        starts_at = datetime.fromisoformat(str(offer["starts_at"]))
+        ends_at = datetime.fromisoformat(str(offer["ends_at"]))
+        practitioner_id = str(uuid.UUID(str(offer["practitioner_id"])))
+    except (KeyError, ValueError):
+        return False
+    return (starts_at > now + OFFER_NOTICE
+            and await _free(pool, practitioner_id, starts_at, ends_at))
+
+
+async def _free(pool: asyncpg.Pool | asyncpg.Connection, practitioner_id: str,
+                starts_at: datetime, ends_at: datetime) -> bool:
     return not await pool.fetchval(
         """SELECT EXISTS (SELECT 1 FROM appointments WHERE practitioner_id = $1
                AND status = ANY($2) AND starts_at < $4 AND $3 < ends_at)""",
-        uuid.UUID(slot.practitioner_id), list(scheduling.LIVE), slot.starts_at, slot.ends_at)
+        uuid.UUID(practitioner_id), list(scheduling.LIVE), starts_at, ends_at)
 
 
 async def first_waiting(pool: asyncpg.Pool | asyncpg.Connection, slot: FreedSlot,

@@ -3,9 +3,10 @@ its outcome. It runs as the task's `outbound_dial` job, which is the task's alar
 each run looks at the task as it is now and does the one next thing.
 
 - **Closed** (done, failed, cancelled, claimed): nothing.
-- **Pending**: the callee asked not to be called → cancelled, `opted_out`. Otherwise the
-  first moment the calling window and the number's daily limit allow; later than now →
-  the job runs again then. No free line (inbound calls first) → again shortly. Not its
+- **Pending**: the callee asked not to be called → cancelled, `opted_out`; a waitlist
+  offer whose slot has gone (booked, or too close to reach) → cancelled, `slot_gone`.
+  Otherwise the first moment the calling window and the number's daily limit allow;
+  later than now → the job runs again then. No free line (inbound calls first) → again shortly. Not its
   turn yet (`OUTBOUND_DIALS_PER_SECOND` per process) → again at its turn. Then the
   attempt is written `dialing` with the task `in_progress` and committed, and only then
   is Twilio asked to place the call; the SID it answers with is stored.
@@ -37,6 +38,7 @@ from db import outbound_dial as dials
 from db import repositories as repo
 from db.outbound import OPEN_STATUSES, Attempt, OutboundTask
 from db.outbound_dial import Close, Keep, NextStep, Retry
+from db.waitlist_offers import offer_still_open
 from runner.outbound.context import DAY, earliest_dial, load_callee, load_clinic
 from runner.outbound.outcomes import (
     FAX,
@@ -139,7 +141,11 @@ class Dispatcher:
             return
         if not await outbound.may_call(self.pool, task.workspace_id,
                                        patient_id=task.patient_id, phone=number):
-            await self._opted_out(task, unplaced)
+            await self._call_off(task, unplaced, "opted_out", "the callee asked not to be called")
+            return
+        if task.kind == "waitlist_offer" and not await offer_still_open(
+                self.pool, task.offer or {}, now):
+            await self._call_off(task, unplaced, "slot_gone", "the offered slot has gone")
             return
         clinic = await load_clinic(self.pool, task, now)
         if clinic is None:
@@ -378,13 +384,16 @@ class Dispatcher:
         await self._defer(task, timedelta(seconds=self.settings.outbound.unavailable_recheck_s),
                           why=why)
 
-    async def _opted_out(self, task: OutboundTask, unplaced: Attempt | None) -> None:
-        logger.info(f"outbound task {task.id}: the callee asked not to be called; cancelled")
+    async def _call_off(self, task: OutboundTask, unplaced: Attempt | None, outcome: str,
+                        why: str) -> None:
+        """The call is no longer wanted: the task is cancelled with `outcome`, never dialled
+        (an attempt written but not placed ends with it)."""
+        logger.info(f"outbound task {task.id}: {why}; cancelled")
         if unplaced is not None:
-            await self._settle(task, unplaced, "opted_out", "not placed: the callee asked "
-                               "not to be called", Close("cancelled", "opted_out"))
+            await self._settle(task, unplaced, outcome, f"not placed: {why}",
+                               Close("cancelled", outcome))
         else:
-            await dials.opt_out(self.pool, task.id)
+            await dials.call_off(self.pool, task.id, outcome)
 
     async def _no_window(self, task: OutboundTask, unplaced: Attempt | None) -> None:
         if unplaced is not None:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from db import jobs, outbound, scheduling, waitlist
-from db.waitlist_offers import offer_freed_slot
+from db.waitlist_offers import offer_freed_slot, offer_still_open
 from tests.db.small_clinic import CHICAGO, SmallClinic, small_clinic
 
 NOW = datetime(2027, 1, 4, 10, 0, tzinfo=CHICAGO)  # a Monday morning
@@ -135,3 +135,18 @@ async def test_a_cancellation_calls_off_its_reminder_call(db, clinic):
     task = await outbound.get_task(db.pool, clinic.workspace_id, reminder)
     assert task.status == "cancelled"
     assert await jobs.job_for(db.pool, outbound.dial_key(reminder)) is None
+
+
+async def test_an_offer_is_open_until_someone_books_over_its_slot_or_it_is_too_close(db, clinic):
+    ada = await clinic.patient("Ada")
+    await clinic.waits(ada, clinic.physio, WEEKS_AGO)
+    _ben, booking = await cancelled_slot(clinic, db)
+    await offer_freed_slot(db.pool, booking, limit=3, now=NOW)
+    (offer,) = [task.offer for task in await offers(db, clinic)]
+
+    assert await offer_still_open(db.pool, offer, NOW)
+    assert not await offer_still_open(db.pool, offer, SLOT - timedelta(minutes=10))
+    # The front desk books someone else from 9:30 to 10:15, over the slot's start.
+    await clinic.book(await clinic.patient("Walk-in"), SLOT - timedelta(minutes=30))
+    assert not await offer_still_open(db.pool, offer, NOW)
+    assert not await offer_still_open(db.pool, {"starts_at": "soon"}, NOW)  # unreadable

@@ -421,3 +421,21 @@ async def test_a_burst_of_due_tasks_is_dialled_one_per_turn_each_once(world):
         [(await world.get(t)).phone for t in tasks])
     assert [c.start_time - TUESDAY_10AM for c in world.twilio.placed] == [
         timedelta(0), timedelta(seconds=1), timedelta(seconds=2)]
+
+
+async def test_a_waitlist_offer_whose_slot_has_gone_is_called_off_not_dialled(world):
+    practitioner = str(uuid.uuid4())
+    soon = {"practitioner_id": practitioner,
+            "starts_at": (TUESDAY_10AM + timedelta(minutes=20)).isoformat(),
+            "ends_at": (TUESDAY_10AM + timedelta(minutes=50)).isoformat()}
+    later = {**soon, "starts_at": (TUESDAY_10AM + timedelta(days=1)).isoformat(),
+             "ends_at": (TUESDAY_10AM + timedelta(days=1, minutes=30)).isoformat()}
+    too_close = await world.task(kind="waitlist_offer", offer=soon)
+    still_open = await world.task(kind="waitlist_offer", offer=later)
+
+    await world.dispatcher.run(too_close)
+    await run_until_it_waits(world, still_open)
+
+    task = await world.get(too_close)
+    assert (task.status, task.outcome) == ("cancelled", "slot_gone")
+    assert [c["to"] for c in world.twilio.creates] == [world.patient_phone]  # the open one
