@@ -41,7 +41,7 @@ import numpy as np
 from loguru import logger
 
 from api.app import create_app
-from bench.calls_api import NOW, add_calls
+from bench.calls_api import add_calls
 from bench.report import bench_parser, measured_line, percentile, publish
 from call.recording import interleave, write_wav
 from config import Settings

@@ -315,7 +315,11 @@ def _inbound_section(inbound: dict[str, Any]) -> list[str]:
                "rounds were still waiting for the dispatcher then."
                if row["left_undialled"] else
                f"every one of the {row['tasks']} tasks due by the end of its rounds had been "
-               "dialled by then."))
+               "dialled by then.")
+            + (f" At {inbound['pace']:g} a second one process takes "
+               f"{inbound['backlog'] / inbound['pace'] / 60:.0f} minutes to dial a backlog of "
+               f"{inbound['backlog']}: that wait is what keeps the callers' turns as fast as "
+               "in the quiet rounds." if key == "paced" else ""))
     lines += [
         "",
         ("With 60 turns or so per condition, a p95 rests on its three slowest turns and "

@@ -101,17 +101,44 @@ async def job_for(pool: asyncpg.Pool | asyncpg.Connection, dedupe_key: str) -> J
     return _row(row) if row else None
 
 
+async def forgive_failures(db: asyncpg.Pool | asyncpg.Connection, dedupe_key: str) -> None:
+    """The running job under a key has not failed (it waits for something, and will be
+    run again): its count of failures starts again, so its retries are kept for real
+    errors."""
+    await db.execute(
+        "UPDATE pgqueuer SET attempts = 0 WHERE dedupe_key = $1 AND status = 'picked'",
+        dedupe_key)
+
+
+async def run_in(db: asyncpg.Pool | asyncpg.Connection, entrypoint: str,
+                 payload: Mapping[str, Any], *, dedupe_key: str, delay: timedelta,
+                 priority: int = 0) -> None:
+    """The job under a key runs `delay` from now: the queued one is moved, else one is
+    queued (none when one is running: it will look at the state it works on again)."""
+    delay = max(delay, timedelta(0))
+    moved = await db.execute(
+        """UPDATE pgqueuer SET execute_after = now() + $2::interval, priority = $3
+            WHERE dedupe_key = $1 AND status = 'queued'""",
+        dedupe_key, delay, priority)
+    if moved == "UPDATE 0":
+        await enqueue(db, entrypoint, payload, priority=priority, delay=delay or None,
+                      dedupe_key=dedupe_key)
+
+
 async def cancel(db: asyncpg.Pool | asyncpg.Connection, job_ids: list[int]) -> None:
     """Cancel queued jobs (a running one is told, and stops at its next check)."""
     if job_ids:
         await _queries(db).mark_job_as_cancelled(job_ids)  # type: ignore[arg-type]
 
 
-async def cancel_key(db: asyncpg.Pool | asyncpg.Connection, dedupe_key: str) -> int:
-    """Cancel the open job under a key; how many were cancelled."""
+async def cancel_key(db: asyncpg.Pool | asyncpg.Connection, dedupe_key: str, *,
+                     only_queued: bool = False) -> int:
+    """Cancel the open job under a key (`only_queued`: not one already running); how
+    many were cancelled."""
+    statuses = ["queued"] if only_queued else list(OPEN_STATUSES)
     ids = [r["id"] for r in await db.fetch(
         "SELECT id FROM pgqueuer WHERE dedupe_key = $1 AND status = ANY($2::pgqueuer_status[])",
-        dedupe_key, list(OPEN_STATUSES))]
+        dedupe_key, statuses)]
     await cancel(db, ids)
     return len(ids)
 

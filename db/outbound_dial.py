@@ -158,25 +158,15 @@ async def back_to_pending(pool: Executor, task_id: str, *, why: str | None) -> N
 
 
 async def fresh_retries(pool: Executor, task_id: str) -> None:
-    """A dial job that waits (for a calling window, a free line) has not failed: its count
-    of failures starts again, so a job that waited often keeps all its retries for a real
-    error."""
-    await pool.execute(
-        "UPDATE pgqueuer SET attempts = 0 WHERE dedupe_key = $1 AND status = 'picked'",
-        dial_key(task_id))
+    """A dial job that waits (for a calling window, a free line) has not failed: it keeps
+    all its retries for a real error."""
+    await jobs.forgive_failures(pool, dial_key(task_id))
 
 
 async def wake(conn: Executor, task_id: str, *, delay: timedelta, priority: int) -> None:
-    """The task's dial job runs `delay` from now: the queued one is moved, else one is
-    queued (none when one is running: it reads the task's state when it goes on)."""
-    delay = max(delay, timedelta(0))
-    moved = await conn.execute(
-        """UPDATE pgqueuer SET execute_after = now() + $2::interval, priority = $3
-            WHERE dedupe_key = $1 AND status = 'queued'""",
-        dial_key(task_id), delay, priority)
-    if moved == "UPDATE 0":
-        await jobs.enqueue(conn, DIAL_JOB, {"task_id": task_id}, priority=priority,
-                           delay=delay or None, dedupe_key=dial_key(task_id))
+    """The task's dial job runs `delay` from now (queued if none is queued or running)."""
+    await jobs.run_in(conn, DIAL_JOB, {"task_id": task_id}, dedupe_key=dial_key(task_id),
+                      delay=delay, priority=priority)
 
 
 @dataclass(frozen=True)

@@ -105,10 +105,7 @@ async def mark_pushed(pool: asyncpg.Pool, appointment_id: str, *,
     async with pool.acquire() as conn, conn.transaction():
         await _set(conn, appointment_id, "pushed", None)
         if cancel_queued:
-            ids = [r["id"] for r in await conn.fetch(
-                "SELECT id FROM pgqueuer WHERE dedupe_key = $1 AND status = 'queued'",
-                push_key(appointment_id))]
-            await jobs.cancel(conn, ids)
+            await jobs.cancel_key(conn, push_key(appointment_id), only_queued=True)
 
 
 async def mark_not_needed(pool: asyncpg.Pool, appointment_id: str) -> None:

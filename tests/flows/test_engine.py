@@ -45,6 +45,33 @@ async def test_an_existing_patient_books_the_slot_they_confirmed(db, clinic):
     assert [t.error_class for t in caller.tool_calls("CreateAppointment")] == [None]
 
 
+@pytest.mark.parametrize("nothing_else", ["No.", "nah", "No thanks.", "No, that's it."])
+async def test_a_plain_no_after_booking_says_goodbye_and_ends_the_call(db, clinic, nothing_else):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("Hi, I'd like to book a physio appointment")
+    await caller.says("next week in the morning please")
+    await caller.says("the first one")
+    assert (await caller.says("yes please")).startswith("You're booked.")
+
+    bye = await caller.says(nothing_else)
+
+    assert "goodbye" in bye.lower() and caller.last.end_call, bye
+
+
+@pytest.mark.parametrize("more", ["No, but can I also book a flu shot?",
+                                  "Nope, actually I need to cancel my other appointment."])
+async def test_a_no_that_asks_for_more_after_booking_carries_on(db, clinic, more):
+    caller = await call_from(db, clinic, PRIYA_PHONE)
+    await caller.says("Hi, I'd like to book a physio appointment")
+    await caller.says("next week in the morning please")
+    await caller.says("the first one")
+    await caller.says("yes please")
+
+    heard = await caller.says(more)
+
+    assert "Goodbye" not in heard and not caller.last.end_call, heard
+
+
 async def test_changing_their_mind_at_the_final_confirmation_writes_nothing(db, clinic):
     caller = await call_from(db, clinic, PRIYA_PHONE)
     await caller.says("can I book an annual physical")

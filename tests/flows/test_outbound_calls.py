@@ -271,6 +271,19 @@ async def test_a_yes_to_the_opened_slot_books_exactly_it(db, clinic):
     assert (ended.status, ended.outcome, ended.last_error) == ("done", "answered", "booked")
 
 
+@pytest.mark.parametrize("nothing_else", ["No.", "Nope.", "No thank you.", "No, I'm good."])
+async def test_a_plain_no_to_anything_else_after_the_booking_says_goodbye(db, clinic,
+                                                                          nothing_else):
+    _, offer = await opened_slot(db, clinic)
+    callee = await confirmed_for_the_offer(db, clinic, PRIYA_PHONE, PRIYAS_BIRTH_DATE, offer)
+    booked = await callee.says("Yes please.")
+    assert booked.startswith("You're booked.") and "anything else" in booked, booked
+
+    bye = await callee.says(nothing_else)
+
+    assert "Goodbye" in bye and callee.last.end_call, bye
+
+
 async def test_a_no_keeps_them_on_the_waitlist_and_books_nothing(db, clinic):
     _, offer = await opened_slot(db, clinic)
     callee = await confirmed_for_the_offer(db, clinic, PRIYA_PHONE, PRIYAS_BIRTH_DATE, offer)

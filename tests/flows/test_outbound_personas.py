@@ -18,7 +18,7 @@ from simulator.personas.caller import RuleCaller
 from simulator.personas.judge import Verdict, judge
 from simulator.personas.model import Persona, load_persona
 from tests.flows.callers import Callee, call_to
-from tests.flows.test_outbound_calls import opened_slot, offer_to
+from tests.flows.test_outbound_calls import offer_to, opened_slot
 
 OUTBOUND = Path(__file__).resolve().parents[2] / "scenarios" / "personas" / "outbound"
 MAX_LINES = 30
