@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
+from call.identity import CallIdentity
 from call.voice_settings import VoiceSettings
 from config import Settings
 from lib.event_loop import BackgroundTasks
 from runner import transcript_verification as tv
 from runner.call_runner import finish_call
 from runner.runtime import stop_worker_pools
-from call.identity import CallIdentity
 from tests.fakes import CollectingWriter, make_session
 
 CALLER_WORDS = "my date of birth is the first of May"
