@@ -5,29 +5,13 @@ not have is 422 naming it, and changes nothing; another workspace's clinic is 40
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
-from config import Settings
 from db import reminder_campaigns as campaigns
 from db import repositories as repo
-from tests.api.app_client import bearer, running_app
+from tests.api.app_client import bearer
 from tests.api.outbound_world import World, add_clinic, new_world
-
-
-@pytest.fixture(scope="module")
-async def client(db, pg_dsn, tmp_path_factory) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(_env_file=None, data_dir=tmp_path_factory.mktemp("reminders-api"),
-                        database_url=pg_dsn)
-    async with running_app(settings) as (_, client):
-        yield client
-
-
-@pytest.fixture
-async def world(db) -> World:
-    return await new_world(db)
 
 
 def path(world: World, clinic_id: str | None = None) -> str:

@@ -7,31 +7,14 @@ another workspace sees and changes nothing; counts by status and outcome."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 
-from config import Settings
 from db import jobs, outbound
 from db import repositories as repo
-from tests.api.app_client import bearer, running_app
+from tests.api.app_client import bearer
 from tests.api.outbound_world import World, add_clinic, add_patient, later, make_task, new_world
-
-
-@pytest.fixture(scope="module")
-async def client(db, pg_dsn, tmp_path_factory) -> AsyncIterator[httpx.AsyncClient]:
-    """One running app for the module (starting one takes seconds)."""
-    settings = Settings(_env_file=None, data_dir=tmp_path_factory.mktemp("tasks-api"),
-                        database_url=pg_dsn)
-    async with running_app(settings) as (_, client):
-        yield client
-
-
-@pytest.fixture
-async def world(db) -> World:
-    return await new_world(db)
 
 
 def as_role(world: World, role: str) -> dict[str, str]:
