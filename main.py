@@ -32,6 +32,7 @@ from pydantic_settings import SettingsError
 
 from api.app import create_app
 from commands import clinic as clinic_commands
+from commands import jobs as jobs_commands
 from commands import twilio as twilio_commands
 from commands import workspace as workspace_commands
 from commands.database import find_workspace_id, run_with_database
@@ -261,6 +262,7 @@ def review_queue(settings: Settings, workspace: str, limit: int) -> int:
 # Command groups with a module of their own under commands/: name → module.
 COMMAND_GROUPS: dict[str, Any] = {
     "clinic": clinic_commands,
+    "jobs": jobs_commands,
     "twilio": twilio_commands,
     "workspace": workspace_commands,
 }

@@ -101,6 +101,13 @@ async def job_for(pool: asyncpg.Pool | asyncpg.Connection, dedupe_key: str) -> J
     return _row(row) if row else None
 
 
+async def jobs_by_id(pool: asyncpg.Pool, job_ids: list[int]) -> list[JobRow]:
+    """The jobs with these ids still in the table (finished ones have left it)."""
+    rows = await pool.fetch(
+        f"SELECT {_COLUMNS} FROM pgqueuer WHERE id = ANY($1::bigint[]) ORDER BY id", job_ids)
+    return [_row(r) for r in rows]
+
+
 async def forgive_failures(db: asyncpg.Pool | asyncpg.Connection, dedupe_key: str) -> None:
     """The running job under a key has not failed (it waits for something, and will be
     run again): its count of failures starts again, so its retries are kept for real

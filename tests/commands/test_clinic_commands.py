@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 
-import main
 from db import repositories as repo
 from db.clinic.file import parse_clinic_text
 from db.clinic.store import list_clinics
 from tests.db.clinic_files import SMALL_CLINIC, edited, line_with, with_numbers
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def cli(pg_dsn, db, tmp_path, monkeypatch):
-    """Runs `main.py ARGS` against the test database; returns its exit status."""
-    monkeypatch.setenv("DATABASE_URL", pg_dsn)
-    monkeypatch.setenv("DATA_DIR", str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # no .env of the checkout
-    # The CLI's logging would outlive the test on capsys's stream (closed after it).
-    monkeypatch.setattr(main, "configure_logging", lambda settings: None)
-
-    async def run(*args: str) -> int:
-        return await asyncio.to_thread(main.main, list(args))
-
-    return run
 
 
 @pytest.fixture
