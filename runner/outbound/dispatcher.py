@@ -311,12 +311,17 @@ class Dispatcher:
                                    detail="the call ended without closing the task")
 
     async def next_step(self, task: OutboundTask, attempt: Attempt, outcome: str) -> NextStep:
-        """After an attempt ended `outcome`: done when answered; another try after the
-        task's backoff (doubling each attempt, capped) and in a calling window while it
-        has attempts left; else failed with that outcome."""
+        """After an attempt ended `outcome`: done when answered; a waitlist offer whose
+        slot went meanwhile is called off; another try after the task's backoff (doubling
+        each attempt, capped) and in a calling window while it has attempts left; else
+        failed with that outcome."""
         number = max(attempt.number, task.attempts_made)
         if outcome not in NOT_REACHED:
             return Close("done", outcome)
+        if task.kind == "waitlist_offer" and not await offer_still_open(
+                self.pool, task.offer or {}, self.clock()):
+            return Close("cancelled", "slot_gone", f"{SAID.get(outcome, outcome)}; "
+                                                   "the offered slot has gone meanwhile")
         if number >= task.max_attempts:
             return Close("failed", outcome,
                          f"{SAID.get(outcome, outcome)} on the last of {number} attempts")

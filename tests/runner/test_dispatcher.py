@@ -439,3 +439,20 @@ async def test_a_waitlist_offer_whose_slot_has_gone_is_called_off_not_dialled(wo
     task = await world.get(too_close)
     assert (task.status, task.outcome) == ("cancelled", "slot_gone")
     assert [c["to"] for c in world.twilio.creates] == [world.patient_phone]  # the open one
+
+
+async def test_an_offer_unanswered_while_its_slot_went_is_called_off_not_tried_again(world):
+    starts = TUESDAY_10AM + timedelta(minutes=40)
+    offer = {"practitioner_id": str(uuid.uuid4()), "starts_at": starts.isoformat(),
+             "ends_at": (starts + timedelta(minutes=30)).isoformat()}
+    task_id = await world.task(kind="waitlist_offer", offer=offer, max_attempts=2)
+    await run_until_it_waits(world, task_id)  # dialled while the slot was open
+    (attempt,) = await world.attempts(task_id)
+
+    world.clock.advance(minutes=15)  # now too close to the slot to offer it
+    world.twilio.set_status(attempt.call_sid, "no-answer")
+    await world.dispatcher.run(task_id)
+
+    task = await world.get(task_id)
+    assert (task.status, task.outcome) == ("cancelled", "slot_gone")
+    assert len(world.twilio.creates) == 1 and task.next_attempt_at is None
