@@ -1,5 +1,6 @@
 """A local stand-in for Twilio's REST API: the IncomingPhoneNumbers resource
-services/twilio/numbers.py uses and the Calls resource services/twilio/calls.py uses, in
+services/twilio/numbers.py uses, the Calls resource services/twilio/calls.py uses and the
+Messages resource services/twilio/messages.py uses (simulator/twilio_messages.py), in
 the shapes Twilio documents (twilio.com/docs/phone-numbers/api/incomingphonenumber-resource,
 /docs/voice/api/call-resource, /docs/usage/requests-to-twilio, /docs/errors).
 
@@ -61,6 +62,7 @@ from simulator.outbound_callee import (
     rfc2822,
 )
 from simulator.simulator import E164
+from simulator.twilio_messages import FakeMessages, Refusal
 
 API = "/2010-04-01"
 # Resource fields an update may set (form name → resource field).
@@ -114,7 +116,11 @@ class FakeTwilioRest:
     faults: list[Fault] = field(default_factory=list)
     log: Callable[[str], None] = lambda line: None
     on_call_ended: Callable[[PlacedCallState], None] | None = None
+    texts: FakeMessages = field(init=False)
     _running: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.texts = FakeMessages(self.account_sid, self.auth_token, API)
 
     def service_env(self, base_url: str) -> dict[str, str]:
         """The settings that point the service's Twilio REST calls (and its webhook
@@ -177,10 +183,11 @@ class FakeTwilioRest:
         return self.calls[sid].resource
 
     async def close(self) -> None:
-        """Stop every call still running (as if the line dropped)."""
+        """Stop every call still running (as if the line dropped), and every text."""
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
+        await self.texts.close()
 
     # --- HTTP -------------------------------------------------------------------------
 
@@ -216,7 +223,23 @@ class FakeTwilioRest:
             return web.json_response(self.calls[call.group(1)].resource)
         if call and call.group(1) in self.calls and request.method == "POST":
             return self._update_call(self.calls[call.group(1)], form)
+        texts = re.fullmatch(rf"{account}/Messages\.json", path)
+        text = re.fullmatch(rf"{account}/Messages/(SM\w+)\.json", path)
+        if texts and request.method == "POST":
+            return self._text(form)
+        if texts and request.method == "GET":
+            return _page(request, "messages", self.texts.listed(
+                request.query.get("To"), request.query.get("From")))
+        if text and text.group(1) in self.texts.sent and request.method == "GET":
+            return web.json_response(self.texts.sent[text.group(1)].resource)
         return _error(404, 20404, f"The requested resource {request.path} was not found")
+
+    def _text(self, form: dict[str, str]) -> web.Response:
+        owned = {n["phone_number"] for n in self.numbers.values()}
+        made = self.texts.create(form, owned)
+        if isinstance(made, Refusal):
+            return _error(made.status, made.code, made.message)
+        return web.json_response(made, status=201)
 
     def _authenticated(self, request: web.Request) -> bool:
         scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")

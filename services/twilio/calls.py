@@ -8,10 +8,8 @@ machine detection on, detection is synchronous and waits for the end of a greeti
 `AnsweredBy` = human | machine_end_beep | machine_end_silence | machine_end_other | fax |
 unknown, so a message left on a machine starts after the beep.
 
-The SDK is synchronous: each request runs in a worker thread, bounded by the account's
-timeout. A refusal is a TwilioCallError that says whether trying again can help. Its
-message names the HTTP status and Twilio's code only: Twilio's own message can quote the
-number dialled, and these errors end up in logs.
+Each request runs off the event loop (`services/twilio/rest.py`); a refusal is a
+TwilioCallError that says whether trying again can help.
 
 Placing a call that timed out may still have placed it: `since` finds out before dialling
 again.
@@ -19,15 +17,12 @@ again.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import requests
-from twilio.base.exceptions import TwilioException
-
-from services.twilio.numbers import TwilioAccount, refusal, rest_base, rest_client
+from services.twilio.numbers import TwilioAccount, rest_client
+from services.twilio.rest import TwilioRequestError, run_request
 
 # The progress events a placed call reports to its status callback.
 PROGRESS_EVENTS = ("initiated", "ringing", "answered", "completed")
@@ -35,8 +30,6 @@ PROGRESS_EVENTS = ("initiated", "ringing", "answered", "completed")
 MACHINE_DETECTION = "DetectMessageEnd"
 # The most calls `since` reads; a number is never dialled this often in a day.
 SINCE_LIMIT = 50
-# Room for the worker thread beyond the HTTP timeout before the wait gives up.
-THREAD_MARGIN_S = 2.0
 # Twilio: the call is not in a state that can be changed (it has already ended).
 CALL_ALREADY_ENDED = 21220
 # Twilio error codes a person can act on, named without Twilio's message.
@@ -68,17 +61,8 @@ class PlacedCall:
     start_time: datetime | None
 
 
-class TwilioCallError(Exception):
-    """Twilio did not do what was asked. `retryable`: the same request may succeed later
-    (network, timeout, 429, 5xx); False for credentials, a bad number and other 4xx.
-    `code`: Twilio's error code, when it sent one; `status`: the HTTP status."""
-
-    def __init__(self, message: str, *, retryable: bool, code: int | None = None,
-                 status: int | None = None) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.code = code
-        self.status = status
+class TwilioCallError(TwilioRequestError):
+    """Twilio did not place, list or end a call (see TwilioRequestError)."""
 
 
 class TwilioCalls:
@@ -135,27 +119,8 @@ class TwilioCalls:
         return rest_client(self._account).api.v2010.accounts(self._account.account_sid).calls
 
     async def _run(self, doing: str, request: Any) -> Any:
-        timeout = self._account.timeout_s + THREAD_MARGIN_S
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(request), timeout)
-        except TimeoutError as error:
-            raise TwilioCallError(f"Twilio did not answer in {timeout:g} s ({doing})",
-                                  retryable=True) from error
-        except requests.RequestException as error:
-            raise TwilioCallError(
-                f"cannot reach Twilio at {rest_base(self._account)} to {doing} "
-                f"({type(error).__name__})", retryable=True) from error
-        except TwilioException as error:
-            raise _classified(error, doing) from error
-
-
-def _classified(error: TwilioException, doing: str) -> TwilioCallError:
-    status, code, _message = refusal(error)
-    retryable = status is not None and (status == 429 or status >= 500)
-    why = EXPLAINED.get(code or 0) or ("Twilio is unavailable" if retryable
-                                       else "the request was refused")
-    return TwilioCallError(f"Twilio refused to {doing}: {why} (HTTP {status}, code {code})",
-                           retryable=retryable, code=code, status=status)
+        return await run_request(self._account, doing, request, explained=EXPLAINED,
+                                 error=TwilioCallError)
 
 
 def _placed(call: Any) -> PlacedCall:
