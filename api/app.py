@@ -23,6 +23,7 @@ from api import (
     recordings,
     reminders,
     tasks,
+    text_webhooks,
     transcripts,
     voice,
     workspaces,
@@ -53,7 +54,7 @@ def create_app(settings: Settings) -> FastAPI:
     # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
     for module in (health, voice, outbound_voice, media_stream, observe, calls, recordings,
                    transcripts, world, control, insights, keys, workspaces, audit, reminders,
-                   clinics, tasks, patients, dashboard):
+                   clinics, tasks, patients, text_webhooks, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason
