@@ -36,6 +36,11 @@ MAX_BODY = 1600
 STEP_S = 0.05
 
 
+def segments(body: str) -> int:
+    """How many SMS a body takes: one up to 160 characters, else 153 per part."""
+    return 1 if len(body) <= 160 else -(-len(body) // 153)
+
+
 @dataclass(frozen=True)
 class Refusal:
     status: int
@@ -111,7 +116,7 @@ class FakeMessages:
             "body": body, "date_created": now, "date_updated": now, "date_sent": None,
             "direction": "outbound-api", "error_code": None, "error_message": None,
             "from": from_, "messaging_service_sid": service, "num_media": "0",
-            "num_segments": str(max(1, -(-len(body) // 153) if len(body) > 160 else 1)),
+            "num_segments": str(segments(body)),
             "price": None, "price_unit": "USD", "status": "accepted" if service else "queued",
             "to": to, "uri": f"{uri}.json",
             "subresource_uris": {"media": f"{uri}/Media.json",

@@ -49,6 +49,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from lib.redaction import mask_phone
+from services.twilio.numbers import TwilioAccount
 from simulator.outbound_callee import (
     Callee,
     CalleeError,
@@ -127,6 +128,12 @@ class FakeTwilioRest:
         signature checks) at this stand-in, served at `base_url`."""
         return {"TWILIO_API_BASE_URL": base_url, "TWILIO_ACCOUNT_SID": self.account_sid,
                 "TWILIO_AUTH_TOKEN": self.auth_token}
+
+    def account(self, **changes: Any) -> TwilioAccount:
+        """This account as the Twilio adapters (services/twilio) take it, pointed at the
+        stand-in once it serves; a short timeout, so a stalled request fails quickly."""
+        return TwilioAccount(**{"account_sid": self.account_sid, "auth_token": self.auth_token,
+                                "base_url": self.base_url, "timeout_s": 5.0, **changes})
 
     def add_number(self, phone_number: str, **fields: Any) -> str:
         """A number the account owns, pointed nowhere yet; its SID."""

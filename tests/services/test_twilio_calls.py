@@ -22,10 +22,6 @@ ANSWER = f"{SERVICE}/voice/outbound/answer"
 STATUS = f"{SERVICE}/voice/outbound/status"
 
 
-def account_of(fake: FakeTwilioRest, **changes) -> TwilioAccount:
-    return TwilioAccount(**{"account_sid": fake.account_sid, "auth_token": fake.auth_token,
-                            "base_url": fake.base_url, "timeout_s": 5.0, **changes})
-
 
 def clinic_account() -> FakeTwilioRest:
     fake = FakeTwilioRest(timing=CallTiming(no_answer_s=0.05))
@@ -42,7 +38,7 @@ async def place(calls: TwilioCalls, **changes) -> PlacedCall:
 async def test_a_call_is_placed_with_every_progress_event_and_machine_detection():
     fake = clinic_account()
     async with serve_twilio_rest(fake):
-        placed = await place(TwilioCalls(account_of(fake)))
+        placed = await place(TwilioCalls(fake.account()))
         await fake.wait_for(placed.sid)
 
     assert placed.sid.startswith("CA") and placed.status == "queued"
@@ -61,7 +57,7 @@ async def test_a_call_is_placed_with_every_progress_event_and_machine_detection(
 async def test_a_call_without_machine_detection_does_not_ask_for_it():
     fake = clinic_account()
     async with serve_twilio_rest(fake):
-        placed = await place(TwilioCalls(account_of(fake)), machine_detection=False)
+        placed = await place(TwilioCalls(fake.account()), machine_detection=False)
         await fake.wait_for(placed.sid)
 
     [request] = fake.placed()
@@ -72,7 +68,7 @@ async def test_since_finds_the_calls_placed_to_a_number_from_a_moment_on():
     fake = clinic_account()
     fake.add_number("+15550107002")
     async with serve_twilio_rest(fake):
-        calls = TwilioCalls(account_of(fake))
+        calls = TwilioCalls(fake.account())
         earlier = await place(calls)
         await fake.wait_for(earlier.sid)
         fake.calls[earlier.sid].resource["start_time"] = rfc2822(
@@ -95,7 +91,7 @@ async def test_since_finds_the_calls_placed_to_a_number_from_a_moment_on():
 async def test_since_reads_a_moment_in_any_timezone_as_the_same_instant():
     fake = clinic_account()
     async with serve_twilio_rest(fake):
-        calls = TwilioCalls(account_of(fake))
+        calls = TwilioCalls(fake.account())
         placed = await place(calls)
         await fake.wait_for(placed.sid)
         an_hour_ahead = datetime.now(UTC).astimezone(
@@ -108,7 +104,7 @@ async def test_hanging_up_ends_the_call_and_an_ended_call_is_left_alone():
     fake = FakeTwilioRest(timing=CallTiming(no_answer_s=30))
     fake.add_number(CLINIC)  # nobody answers PATIENT: it rings until hung up
     async with serve_twilio_rest(fake):
-        calls = TwilioCalls(account_of(fake))
+        calls = TwilioCalls(fake.account())
         placed = await place(calls)
 
         await calls.hang_up(placed.sid)
@@ -130,7 +126,7 @@ async def test_a_refusal_says_whether_trying_again_can_help(status, code, retrya
     fake.fail_next(status, code)
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioCallError) as refused:
-            await place(TwilioCalls(account_of(fake)))
+            await place(TwilioCalls(fake.account()))
 
     assert (refused.value.retryable, refused.value.code) == (retryable, code)
     assert fake.calls == {}
@@ -140,7 +136,7 @@ async def test_wrong_credentials_are_not_retried():
     fake = clinic_account()
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioCallError) as refused:
-            await place(TwilioCalls(account_of(fake, auth_token="not-the-token")))
+            await place(TwilioCalls(fake.account(auth_token="not-the-token")))
 
     assert (refused.value.retryable, refused.value.code) == (False, 20003)
     assert fake.calls == {}
@@ -153,7 +149,7 @@ async def test_a_bad_number_is_not_retried_and_is_not_quoted(changes, code):
     fake = clinic_account()
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioCallError) as refused:
-            await place(TwilioCalls(account_of(fake)), **changes)
+            await place(TwilioCalls(fake.account()), **changes)
 
     assert (refused.value.retryable, refused.value.code) == (False, code)
     assert next(iter(changes.values())) not in str(refused.value)  # numbers stay out of logs
@@ -182,4 +178,4 @@ async def test_a_twilio_that_does_not_answer_in_time_is_worth_trying_again():
 
 
 def calls_with_timeout(fake: FakeTwilioRest, timeout_s: float) -> TwilioCalls:
-    return TwilioCalls(account_of(fake, timeout_s=timeout_s))
+    return TwilioCalls(fake.account(timeout_s=timeout_s))

@@ -10,7 +10,6 @@ from aiohttp import web
 from twilio.request_validator import RequestValidator
 
 from services.twilio.messages import Sender, TwilioMessageError, TwilioMessages
-from services.twilio.numbers import TwilioAccount
 from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.local_http import serve_http
 
@@ -18,10 +17,6 @@ CLINIC = "+15550107001"
 PATIENT = "+15550107100"
 CONFIRMATION = "Demo Clinic: you're booked for a physiotherapy session on Friday at 9 AM."
 
-
-def account_of(fake: FakeTwilioRest, **changes) -> TwilioAccount:
-    return TwilioAccount(**{"account_sid": fake.account_sid, "auth_token": fake.auth_token,
-                            "base_url": fake.base_url, "timeout_s": 5.0, **changes})
 
 
 def clinic_account() -> FakeTwilioRest:
@@ -51,11 +46,11 @@ async def test_a_text_is_sent_from_the_clinics_number_and_reported_until_deliver
     app = web.Application()
     app.router.add_post("/sms/status", receiver.handle)
     async with serve_http(app) as service, serve_twilio_rest(fake):
-        sent = await TwilioMessages(account_of(fake)).send(
+        sent = await TwilioMessages(fake.account()).send(
             to=PATIENT, sender=Sender(number=CLINIC), body=CONFIRMATION,
             status_callback=f"{service}/sms/status")
         await fake.texts.wait_settled()
-        now = await TwilioMessages(account_of(fake)).get(sent.sid)
+        now = await TwilioMessages(fake.account()).get(sent.sid)
 
     assert sent.sid.startswith("SM") and (sent.status, sent.to) == ("queued", PATIENT)
     (request,) = [r for r in fake.requests if r.method == "POST"]
@@ -73,7 +68,7 @@ async def test_through_a_messaging_service_twilio_picks_the_sender():
     fake = clinic_account()
     service = fake.texts.add_messaging_service()
     async with serve_twilio_rest(fake):
-        sent = await TwilioMessages(account_of(fake)).send(
+        sent = await TwilioMessages(fake.account()).send(
             to=PATIENT, sender=Sender(messaging_service_sid=service), body=CONFIRMATION)
         await fake.texts.wait_settled()
 
@@ -88,7 +83,7 @@ async def test_a_recipient_who_texted_stop_is_refused_for_good_and_gets_nothing(
     fake.texts.opted_out.add(PATIENT)
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioMessageError) as refused:
-            await TwilioMessages(account_of(fake)).send(
+            await TwilioMessages(fake.account()).send(
                 to=PATIENT, sender=Sender(number=CLINIC), body=CONFIRMATION)
 
     error = refused.value
@@ -106,7 +101,7 @@ async def test_a_text_twilio_cannot_send_is_refused_for_good_with_what_is_wrong(
     fake = clinic_account()
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioMessageError) as refused:
-            await TwilioMessages(account_of(fake)).send(**{
+            await TwilioMessages(fake.account()).send(**{
                 "to": PATIENT, "sender": Sender(number=CLINIC), "body": CONFIRMATION,
                 **changes})
 
@@ -118,11 +113,11 @@ async def test_wrong_credentials_are_named_and_a_twilio_outage_may_be_tried_agai
     fake = clinic_account()
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioMessageError) as bad_key:
-            await TwilioMessages(account_of(fake, auth_token="wrong")).send(
+            await TwilioMessages(fake.account(auth_token="wrong")).send(
                 to=PATIENT, sender=Sender(number=CLINIC), body=CONFIRMATION)
         fake.fail_next(503, 20500)
         with pytest.raises(TwilioMessageError) as outage:
-            await TwilioMessages(account_of(fake)).send(
+            await TwilioMessages(fake.account()).send(
                 to=PATIENT, sender=Sender(number=CLINIC), body=CONFIRMATION)
 
     assert not bad_key.value.retryable and "auth token is wrong" in str(bad_key.value)
@@ -133,10 +128,10 @@ async def test_a_number_that_cannot_take_texts_ends_undelivered_with_the_carrier
     fake = clinic_account()
     fake.texts.undeliverable.add(PATIENT)
     async with serve_twilio_rest(fake):
-        sent = await TwilioMessages(account_of(fake)).send(
+        sent = await TwilioMessages(fake.account()).send(
             to=PATIENT, sender=Sender(number=CLINIC), body=CONFIRMATION)
         await fake.texts.wait_settled()
-        now = await TwilioMessages(account_of(fake)).get(sent.sid)
+        now = await TwilioMessages(fake.account()).get(sent.sid)
 
     assert (now.status, now.error_code) == ("undelivered", 30003)
 

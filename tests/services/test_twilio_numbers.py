@@ -16,10 +16,6 @@ VOICE = "https://agent.example.com/voice/answer"
 STATUS = "https://agent.example.com/voice/status"
 
 
-def account_of(fake: FakeTwilioRest, **changes) -> TwilioAccount:
-    return TwilioAccount(**{"account_sid": fake.account_sid, "auth_token": fake.auth_token,
-                            "base_url": fake.base_url, "timeout_s": 5.0, **changes})
-
 
 async def connect(account: TwilioAccount, number: str = NUMBER):
     return await asyncio.to_thread(connect_number, account, number, voice_url=VOICE,
@@ -30,7 +26,7 @@ async def test_the_numbers_webhooks_are_set_to_post_to_this_service():
     fake = FakeTwilioRest()
     sid = fake.add_number(NUMBER)
     async with serve_twilio_rest(fake):
-        connected = await connect(account_of(fake))
+        connected = await connect(fake.account())
 
     assert (connected.sid, connected.phone_number) == (sid, NUMBER)
     assert (connected.voice_url, connected.voice_method) == (VOICE, "POST")
@@ -48,7 +44,7 @@ async def test_wrong_credentials_are_named_and_nothing_is_changed():
     fake.add_number(NUMBER)
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioNumberError) as refused:
-            await connect(account_of(fake, auth_token="not-the-token"))
+            await connect(fake.account(auth_token="not-the-token"))
 
     assert refused.value.kind == "credentials"
     assert "TWILIO_ACCOUNT_SID" in str(refused.value) and "TWILIO_AUTH_TOKEN" in str(refused.value)
@@ -60,7 +56,7 @@ async def test_a_number_the_account_does_not_have_is_said_so():
     fake.add_number("+15550107999")
     async with serve_twilio_rest(fake):
         with pytest.raises(TwilioNumberError) as missing:
-            await connect(account_of(fake))
+            await connect(fake.account())
 
     assert missing.value.kind == "not_found" and NUMBER in str(missing.value)
     assert fake.updates() == []
