@@ -138,7 +138,7 @@ async def _point_at(account: TwilioAccount, number: str, public_url: str) -> Con
     try:
         return await asyncio.to_thread(
             connect_number, account, number, voice_url=f"{public_url}/voice/answer",
-            status_url=f"{public_url}/voice/status")
+            status_url=f"{public_url}/voice/status", sms_url=f"{public_url}/sms/inbound")
     except TwilioNumberError as error:
         raise Refused(str(error)) from error
 

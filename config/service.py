@@ -183,6 +183,11 @@ class TelephonySettings(SettingsGroup):
     twilio_validate_signature: bool = Field(
         default=True, description="Disabling accepts unsigned webhooks; logs a warning."
     )
+    twilio_messaging_service_sid: str | None = Field(
+        default=None, pattern=r"^MG[0-9a-fA-F]{32}$",
+        description="Texts go through this Messaging Service (it picks the sender). Unset: "
+        "from the clinic's number on the call.",
+    )
     daily_api_key: SecretStr | None = None
     human_transfer_number: str | None = Field(
         default=None, pattern=r"^\+[1-9][0-9]{6,14}$",

@@ -42,6 +42,7 @@ from flows.navigator import (
     understand_targets,
 )
 from flows.outbound_tools import finish
+from flows.post_booking_tools import Reach
 from flows.recalls import RECALLS, load_chart
 from processors.world.index import WorldIndex
 from services.practice.base import PracticeSystem
@@ -72,12 +73,14 @@ class GraphEngine:
         index: WorldIndex | None = None, practice: PracticeSystem | None = None,
         dialled_number: str | None = None, country_code: str = "1",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        outbound: OutboundCall | None = None,
+        outbound: OutboundCall | None = None, reach: Reach | None = None,
     ) -> None:
         """`outbound`: the clinic placed this call for a task (flows/callee.py): the
         callee is loaded at start but identified only by the right-person check, and
-        the task is closed when the call reaches its end. `dialled_number`: the clinic's
-        number on this call (the one dialled, or the one an outbound call comes from).
+        the task is closed when the call reaches its end. `reach`: how the deployment
+        texts patients beyond the call (flows/post_booking_tools). `dialled_number`: the
+        clinic's number on this call (the one dialled, or the one an outbound call comes
+        from).
         `today`: the date the caller's words are read against ("tomorrow"); by default
         the clinic's own date at `now` (`clinic_today`), whatever the server's timezone."""
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
@@ -88,7 +91,7 @@ class GraphEngine:
         self.tools = GraphTools(
             graph, session, pool, log, today=today, clinic_transfer_number=transfer_number,
             index=index, practice=practice, country_code=country_code, now=now,
-            dialled_number=dialled_number,
+            dialled_number=dialled_number, reach=reach, clinic_name=clinic_name,
         )
         self._now = now
         self.dialled_number = dialled_number

@@ -43,6 +43,7 @@ from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.navigator import took_action
 from flows.outbound_tools import OutboundRefused, OutboundTools
+from flows.post_booking_tools import NotReached, PostBookingTools, Reach
 from flows.promised_calls import caller_of
 from flows.recalls import offered
 from flows.world_tools import WorldRefused, WorldTools
@@ -64,6 +65,11 @@ SEARCH_DAYS = 14
 READ_BACK_ACTION = "final_slot_confirmation"
 # The tools whose success is a promise that the clinic will call: their failure says so.
 PROMISE_TOOLS = frozenset({"EscalateToHuman", "ScheduleOutboundCall", "AddToWaitlist"})
+# The writes that make a booking: each is followed by the booking's confirmation text
+# where the state offers texting.
+BOOKING_WRITES = frozenset({"CreateAppointment", "RescheduleAppointment"})
+# Deciding whether to text (the patient's opt-out, on the database) may take this long.
+FOLLOW_UP_CHECK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -107,8 +113,9 @@ class GraphTools:
         timeout_s: float = TOOL_TIMEOUT_S, index: WorldIndex | None = None,
         practice: PracticeSystem | None = None, clock: Callable[[], float] = time.monotonic,
         country_code: str = "1", now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        dialled_number: str | None = None,
+        dialled_number: str | None = None, reach: Reach | None = None, clinic_name: str = "",
     ) -> None:
+        """`reach`: how this deployment texts patients (and makes links) beyond the call."""
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         self._today = today
         self._wall_clock = now
@@ -119,6 +126,8 @@ class GraphTools:
         self.world = WorldTools(session, pool, log, index or WorldIndex(LocalEmbedder()), today,
                                 country_code, now, dialled_number)
         self.outbound = OutboundTools(session, pool, log, self.practice, now)
+        self.post_booking = PostBookingTools(session, pool, log, reach or Reach(), clinic_name,
+                                             dialled_number)
         self.dedup: WriteDeduplicator[ToolResult] = WriteDeduplicator(clock=clock)
         self._part_of_day: str | None = None  # what the last search was narrowed to
         self._handlers: dict[str, Handler] = {
@@ -146,7 +155,26 @@ class GraphTools:
             error_message=result.text if result.error_class else None,
             tool_call_id=tool_call_id,
         )
+        if result.ok and name in BOOKING_WRITES:
+            result = await self._follow_through(state, result)
         return result
+
+    async def _follow_through(self, state: str, booked: ToolResult) -> ToolResult:
+        """The booking's confirmation text, when the state offers texting and the patient
+        can be texted; what became of it is said after the booking. The booking stands
+        whatever happens to the text."""
+        if "SendTextMessage" not in self.graph.state_tools.get(state, frozenset()):
+            return booked
+        try:
+            wanted = await within(self.post_booking.confirm_booking(), FOLLOW_UP_CHECK_S,
+                                  what="confirmation text check")
+        except Exception as error:  # noqa: BLE001 - no text is promised; the booking stands
+            self.log.event("text_not_sent", kind="confirmation", reason=type(error).__name__)
+            return booked
+        if not wanted:
+            return booked
+        texted = await self.call(state, "SendTextMessage", {"kind": "confirmation"})
+        return replace(booked, text=f"{booked.text} {texted.text}")
 
     def _writes(self, name: str) -> bool:
         spec = self.graph.tools.get(name)
@@ -195,6 +223,8 @@ class GraphTools:
             return ToolResult(text)
         except (Refused, WorldRefused, OutboundRefused) as refusal:
             return ToolResult(f"blocked: {refusal}", "guard")
+        except NotReached as not_reached:  # said as it is: nothing is promised
+            return ToolResult(str(not_reached), "other")
         except PMSError as error:
             logger.warning(f"tool {name}: practice system error ({str(error)[:120]})")
             return ToolResult("The clinic system is not answering right now.", "pms")
@@ -754,6 +784,8 @@ HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] =
     "ConfirmAppointment": GraphTools._confirm_appointment,
     "EscalateToHuman": GraphTools._escalate,
     "TransferCall": GraphTools._transfer,
+    # after a booking (flows/post_booking_tools.py)
+    "SendTextMessage": lambda tools, args: tools.post_booking.send_text(args),
     # the world model (flows/world_tools.py)
     "SearchPatients": _on_world(WorldTools.search_patients),
     "SearchClinicalEvents": _on_world(WorldTools.search_events),

@@ -88,6 +88,7 @@ def graph_engine(
         dialled_number=profile.dialled_number,
         country_code=runtime.settings.world.phone_country_code,
         outbound=profile.outbound,  # a call the clinic placed: its task
+        reach=runtime.reach,
     )
 
 

@@ -61,6 +61,7 @@ from runner.heartbeat import beat_forever
 from runner.job_worker import JobKind, JobWorker
 from runner.orphaned_calls import close_orphaned_calls
 from runner.outbound.pace import DialPace
+from runner.reach import build_reach
 from services.practice import build_practice
 from services.turn_models import load_turn_models
 
@@ -164,6 +165,7 @@ class AppRuntime:
         # The world model's search shares the safety monitor's sentence embedder.
         self.world_index = WorldIndex(self.safety.embedder)
         self.practice = build_practice(settings, db.pool)
+        self.reach = build_reach(settings, db.pool)  # texts (and links) beyond the call
         self.extractor = build_extractor(self.plan, settings)
         self.audio_verifier = build_audio_verifier(self.plan, settings)
         self.verifier = build_verifier(self.plan, settings)

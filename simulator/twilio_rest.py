@@ -70,7 +70,7 @@ API = "/2010-04-01"
 UPDATABLE = {
     "VoiceUrl": "voice_url", "VoiceMethod": "voice_method",
     "StatusCallback": "status_callback", "StatusCallbackMethod": "status_callback_method",
-    "FriendlyName": "friendly_name",
+    "FriendlyName": "friendly_name", "SmsUrl": "sms_url", "SmsMethod": "sms_method",
 }
 METHODS = {"GET", "POST"}
 NOBODY = Callee("no_answer")
@@ -263,7 +263,7 @@ class FakeTwilioRest:
         return _page(request, "incoming_phone_numbers", found)
 
     def _update(self, sid: str, form: dict[str, str]) -> web.Response:
-        for name in ("VoiceMethod", "StatusCallbackMethod"):
+        for name in ("VoiceMethod", "StatusCallbackMethod", "SmsMethod"):
             if name in form and form[name].upper() not in METHODS:
                 return _error(400, 21200, f"{name} must be GET or POST")
         number = self.numbers[sid]

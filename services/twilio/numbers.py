@@ -47,6 +47,7 @@ class ConnectedNumber:
     voice_method: str
     status_callback: str
     status_callback_method: str
+    sms_url: str | None = None  # where texts to the number are posted (STOP and START)
 
 
 class TwilioNumberError(Exception):
@@ -85,9 +86,10 @@ def rest_client(account: TwilioAccount) -> Client:
 
 
 def connect_number(account: TwilioAccount, phone_number: str, *, voice_url: str,
-                   status_url: str) -> ConnectedNumber:
-    """Point the account's number `phone_number` (E.164) at `voice_url` and `status_url`.
-    Blocking (the SDK is synchronous); raises TwilioNumberError."""
+                   status_url: str, sms_url: str | None = None) -> ConnectedNumber:
+    """Point the account's number `phone_number` (E.164) at `voice_url` and `status_url`
+    (and the texts sent to it at `sms_url`). Blocking (the SDK is synchronous); raises
+    TwilioNumberError."""
     base = rest_base(account)
     numbers = rest_client(account).api.v2010.accounts(account.account_sid).incoming_phone_numbers
     try:
@@ -96,9 +98,10 @@ def connect_number(account: TwilioAccount, phone_number: str, *, voice_url: str,
             raise TwilioNumberError(
                 "not_found", f"Twilio account {account.account_sid} has no number "
                 f"{phone_number} (buy or port it into this account first)")
+        texts = {"sms_url": sms_url, "sms_method": "POST"} if sms_url else {}
         updated = numbers(found[0].sid).update(
             voice_url=voice_url, voice_method="POST",
-            status_callback=status_url, status_callback_method="POST")
+            status_callback=status_url, status_callback_method="POST", **texts)
     except requests.RequestException as error:
         raise TwilioNumberError(
             "unreachable", f"cannot reach Twilio at {base} ({type(error).__name__})") from error
@@ -107,7 +110,8 @@ def connect_number(account: TwilioAccount, phone_number: str, *, voice_url: str,
     return ConnectedNumber(
         sid=updated.sid, phone_number=updated.phone_number, voice_url=updated.voice_url,
         voice_method=updated.voice_method, status_callback=updated.status_callback,
-        status_callback_method=updated.status_callback_method)
+        status_callback_method=updated.status_callback_method,
+        sms_url=updated.sms_url or None)
 
 
 def _explained(error: TwilioException, account: TwilioAccount,

@@ -72,7 +72,10 @@ async def test_the_number_is_pointed_at_this_service_and_given_to_the_clinic(db,
     [update] = setup.twilio.updates()
     assert update.form == {"VoiceUrl": f"{PUBLIC_URL}/voice/answer", "VoiceMethod": "POST",
                            "StatusCallback": f"{PUBLIC_URL}/voice/status",
-                           "StatusCallbackMethod": "POST"}
+                           "StatusCallbackMethod": "POST",
+                           "SmsUrl": f"{PUBLIC_URL}/sms/inbound", "SmsMethod": "POST"}
+    assert setup.twilio.numbers[next(iter(setup.twilio.numbers))]["sms_url"] == (
+        f"{PUBLIC_URL}/sms/inbound")
     [sid] = setup.twilio.numbers
     owner = await repo.find_service_by_phone(db.pool, setup.number)
     assert owner["id"] == setup.clinic["id"]

@@ -14,6 +14,7 @@ from db import repositories as repo
 from flows.graph import ContextGraph, bundled_graph
 from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
+from flows.post_booking_tools import Reach
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")
@@ -37,20 +38,21 @@ class Caller:
 
 async def call_from(db, clinic, phone: str | None, *, graph: ContextGraph = GRAPH,
                     now: Callable[[], datetime] | None = None,
-                    today: Callable[[], date] | None = None) -> Caller:
+                    today: Callable[[], date] | None = None, reach: Reach | None = None,
+                    dialled_number: str | None = None) -> Caller:
     """A call from `phone` to `clinic` (workspace id, service id), started; `now` and
-    `today` fix the engine's clock."""
+    `today` fix the engine's clock; `reach`: how the clinic texts."""
     workspace_id, service_id = clinic
     writer = CollectingWriter()
     call_id = await repo.create_call(
         db.pool, workspace_id=workspace_id, service_id=service_id, call_sid=None,
-        direction="inbound", from_number=phone, to_number=None, status="in_progress",
+        direction="inbound", from_number=phone, to_number=dialled_number, status="in_progress",
     )
     session = GraphSession(identity=CallIdentity(call_id, workspace_id, service_id, phone))
     clock = {key: value for key, value in (("now", now), ("today", today)) if value}
     engine = GraphEngine(
         graph, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
-        emergency_number="911", **clock,
+        emergency_number="911", reach=reach, dialled_number=dialled_number, **clock,
     )
     await engine.start()
     return Caller(engine, writer)
