@@ -1,0 +1,1 @@
+"""Video-visit links: a room on Daily, or the clinic's own link template."""
