@@ -20,6 +20,7 @@ from api import (
     observe,
     outbound_voice,
     patients,
+    payment_webhooks,
     recordings,
     reminders,
     tasks,
@@ -54,7 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
     # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
     for module in (health, voice, outbound_voice, media_stream, observe, calls, recordings,
                    transcripts, world, control, insights, keys, workspaces, audit, reminders,
-                   clinics, tasks, patients, text_webhooks, dashboard):
+                   clinics, tasks, patients, text_webhooks, payment_webhooks, dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

@@ -18,6 +18,7 @@ from config.features import (
 from config.flat_names import FlatNamesSource
 from config.outbound import OutboundSettings
 from config.providers import ProviderSettings
+from config.reach import ReachSettings
 from config.service import OpsSettings, ServerSettings, StorageSettings, TelephonySettings
 
 
@@ -40,6 +41,7 @@ class Settings(BaseSettings):
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     world: WorldSettings = Field(default_factory=WorldSettings)
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
+    reach: ReachSettings = Field(default_factory=ReachSettings)
 
     @classmethod
     def settings_customise_sources(

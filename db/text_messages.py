@@ -104,6 +104,14 @@ async def for_call(pool: asyncpg.Pool, call_id: str) -> list[TextMessage]:
     return [_text(r) for r in rows]
 
 
+async def sent_on_call(pool: asyncpg.Pool, call_id: str, kind: str) -> bool:
+    """Whether a text of `kind` from this call went to Twilio (and was not refused)."""
+    return await pool.fetchval(
+        """SELECT EXISTS (SELECT 1 FROM text_messages WHERE call_id = $1 AND kind = $2
+                  AND status NOT IN ('unsent', 'refused', 'failed', 'undelivered'))""",
+        as_uuid(call_id), kind)
+
+
 async def opt_out(pool: asyncpg.Pool, workspace_id: str, phone: str) -> None:
     await pool.execute(
         "INSERT INTO text_opt_outs (workspace_id, phone) VALUES ($1, $2) "

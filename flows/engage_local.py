@@ -40,9 +40,13 @@ FIELDS = frozenset({
 OPTIONAL_FIELDS = frozenset({"name"})
 _JOINED = {field: re.compile(rf"(?:,\s*|\s+)\{{{field}\}}") for field in OPTIONAL_FIELDS}
 NEXT_STEPS = frozenset({"carry_on", "offer_booking", "anything_else"})
-OUTCOMES = frozenset({"no_slots", "blocked", "system_down", "system_slow", "slot_taken",
+OUTCOMES = frozenset({"no_slots", "blocked", "not_reached", "system_down", "system_slow",
+                      "slot_taken",
                       "slot_taken_none", "slot_gone", "callback_failed",
                       "emergency_callback_failed", "crisis_callback_failed"})
+# Texts and links: a failure is said in the tool's own words (flows/post_booking_tools).
+REACH_TOOLS = frozenset({"SendTextMessage", "GetTelehealthLink", "CreatePaymentLink",
+                         "CheckPaymentStatus"})
 # When the call from the team an action promises was not arranged: what it says instead.
 CALL_NOT_ARRANGED = {"red_flag_emergency_redirect": "emergency_callback_failed",
                      "crisis_support_first": "crisis_callback_failed"}
@@ -161,6 +165,7 @@ ACTION_TOOLS: dict[str, Callable[[GraphSession, str], ToolCall | None]] = {
     "answer_service_info": lambda s, said: ("GetAppointmentTypes", {}),
     # hours, open now, a day (closures included) or an address: from the caller's words
     "answer_hours": lambda s, said: ("GetLocationInfo", {"question": said}),
+    "answer_payment_status": lambda s, said: ("CheckPaymentStatus", {}),
     "transfer_confirmed": lambda s, said: ("TransferCall", {}),
     # companion check-in calls: the person's own words are what is worth remembering
     "listen_and_reflect": lambda s, said: (
@@ -200,7 +205,8 @@ async def engage(
                          if clinic_number else lines.clinic_numbers["unknown"])
     if result is not None and not result.ok:
         outcome = (_call_not_arranged(action) if call and call[0] in PROMISE_TOOLS
-                   else _failure(result, session))
+                   else "not_reached" if call and call[0] in REACH_TOOLS
+                   and result.error_class == "other" else _failure(result, session))
         return Engaged(fill(lines.outcomes[outcome], fields), result)
     if action == "propose_initial_slot" and not session.last_offer:
         return Engaged(fill(lines.outcomes["no_slots"], fields), result)

@@ -42,7 +42,7 @@ from flows.navigator import (
     understand_targets,
 )
 from flows.outbound_tools import finish
-from flows.post_booking_tools import Reach
+from flows.reach import Reach
 from flows.recalls import RECALLS, load_chart
 from processors.world.index import WorldIndex
 from services.practice.base import PracticeSystem

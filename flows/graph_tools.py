@@ -13,6 +13,7 @@ database (`db.deadline.within`). Nothing here raises.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -43,8 +44,9 @@ from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.navigator import took_action
 from flows.outbound_tools import OutboundRefused, OutboundTools
-from flows.post_booking_tools import NotReached, PostBookingTools, Reach
+from flows.post_booking_tools import NothingToDo, NotReached, PostBookingTools
 from flows.promised_calls import caller_of
+from flows.reach import Reach
 from flows.recalls import offered
 from flows.world_tools import WorldRefused, WorldTools
 from language.fields import normalize_phone, parse_date
@@ -65,10 +67,10 @@ SEARCH_DAYS = 14
 READ_BACK_ACTION = "final_slot_confirmation"
 # The tools whose success is a promise that the clinic will call: their failure says so.
 PROMISE_TOOLS = frozenset({"EscalateToHuman", "ScheduleOutboundCall", "AddToWaitlist"})
-# The writes that make a booking: each is followed by the booking's confirmation text
-# where the state offers texting.
+# The writes that make a booking: each is followed by the booking's links and its
+# confirmation text where the state offers them (flows/post_booking_tools.py).
 BOOKING_WRITES = frozenset({"CreateAppointment", "RescheduleAppointment"})
-# Deciding whether to text (the patient's opt-out, on the database) may take this long.
+# Deciding what follows a booking (the patient's opt-out, the visit's type) may take this.
 FOLLOW_UP_CHECK_S = 1.0
 
 
@@ -160,21 +162,24 @@ class GraphTools:
         return result
 
     async def _follow_through(self, state: str, booked: ToolResult) -> ToolResult:
-        """The booking's confirmation text, when the state offers texting and the patient
-        can be texted; what became of it is said after the booking. The booking stands
-        whatever happens to the text."""
-        if "SendTextMessage" not in self.graph.state_tools.get(state, frozenset()):
-            return booked
+        """What follows a booking where the state offers it: the visit's links, then
+        its confirmation text. What the caller hears after the booking: a link that could
+        not be made, then what became of the text (a link made is in the text). The
+        booking stands whatever happens to them."""
+        after = after_booking(self.graph, state)
+        allowed = self.graph.state_tools.get(after, frozenset())
         try:
-            wanted = await within(self.post_booking.confirm_booking(), FOLLOW_UP_CHECK_S,
-                                  what="confirmation text check")
-        except Exception as error:  # noqa: BLE001 - no text is promised; the booking stands
+            tools = await within(self.post_booking.follow_ups(allowed), FOLLOW_UP_CHECK_S,
+                                 what="what follows the booking")
+        except Exception as error:  # noqa: BLE001 - nothing is promised; the booking stands
             self.log.event("text_not_sent", kind="confirmation", reason=type(error).__name__)
             return booked
-        if not wanted:
-            return booked
-        texted = await self.call(state, "SendTextMessage", {"kind": "confirmation"})
-        return replace(booked, text=f"{booked.text} {texted.text}")
+        links = [tool for tool in tools if tool != "SendTextMessage"]
+        made = await asyncio.gather(*(self.call(after, tool, {}) for tool in links))
+        said = [booked.text, *(result.text for result in made if not result.ok)]
+        if "SendTextMessage" in tools:
+            said.append((await self.call(after, "SendTextMessage", {"kind": "confirmation"})).text)
+        return replace(booked, text=" ".join(said))
 
     def _writes(self, name: str) -> bool:
         spec = self.graph.tools.get(name)
@@ -225,6 +230,8 @@ class GraphTools:
             return ToolResult(f"blocked: {refusal}", "guard")
         except NotReached as not_reached:  # said as it is: nothing is promised
             return ToolResult(str(not_reached), "other")
+        except NothingToDo as nothing:
+            return ToolResult(f"blocked: {nothing}", "guard")
         except PMSError as error:
             logger.warning(f"tool {name}: practice system error ({str(error)[:120]})")
             return ToolResult("The clinic system is not answering right now.", "pms")
@@ -744,6 +751,13 @@ class GraphTools:
         return week_hours(self.session.locations)
 
 
+def after_booking(graph: ContextGraph, state: str) -> str:
+    """The state a booking written in `state` leads to (its `outcome: booked` exit): its
+    tools are what may follow the booking."""
+    return next((exit_.to for exit_ in graph.exits_of(state)
+                 if exit_.when and exit_.when.get("outcome") == "booked"), state)
+
+
 def next_free(slots: list[Slot], taken: Slot) -> Slot | None:
     """The slot to offer in place of a taken one: the earliest at or after it (with the
     same practitioner at the same place first when several start together), else the
@@ -786,6 +800,9 @@ HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] =
     "TransferCall": GraphTools._transfer,
     # after a booking (flows/post_booking_tools.py)
     "SendTextMessage": lambda tools, args: tools.post_booking.send_text(args),
+    "GetTelehealthLink": lambda tools, args: tools.post_booking.get_video_link(args),
+    "CreatePaymentLink": lambda tools, args: tools.post_booking.create_payment_link(args),
+    "CheckPaymentStatus": lambda tools, args: tools.post_booking.check_payment(args),
     # the world model (flows/world_tools.py)
     "SearchPatients": _on_world(WorldTools.search_patients),
     "SearchClinicalEvents": _on_world(WorldTools.search_events),

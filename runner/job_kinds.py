@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from db import reminders, waitlist
+from db import reminders, visit_links, waitlist
 from db.outbound import DIAL_JOB
-from runner import post_call, practice_push
+from runner import post_call, practice_push, visit_link_jobs
 from runner.follow_through_jobs import offer_freed_slot, sweep_interval, sweep_reminders
 from runner.job_worker import JobKind
 from runner.outbound.dispatcher import outbound_dial
@@ -44,6 +44,9 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
         # Reminder calls for every enabled campaign: one job across processes, every few minutes.
         JobKind(reminders.SWEEP_JOB, bind(sweep_reminders),
                 every=sweep_interval(runtime.settings)),
+        # A booking's video or deposit link the call could not make: made, then texted.
+        visit_link_jobs.RETRIES.kind(visit_links.FINISH_JOB,
+                                     bind(visit_link_jobs.finish_visit_links)),
     ]
     return {kind.entrypoint: kind for kind in kinds}
 

@@ -1,4 +1,4 @@
-"""The clinic's own details: greeting, keyterms, and the numbers that reach it.
+"""The clinic's own details: greeting, keyterms, video visits, and the numbers that reach it.
 
 A number reaches one clinic at most, across every workspace: one already reaching
 another clinic is a problem, never taken over. A number that stays keeps what Twilio
@@ -35,6 +35,12 @@ async def sync_details(connection: asyncpg.Connection, details: ClinicDetails,
         await connection.execute("UPDATE services SET keyterms = $2 WHERE id = $1",
                                  service_id, list(details.keyterms))
         synced.changes.append("keyterms updated")
+    if details.video_visits != state.video_visits:
+        await connection.execute(
+            "UPDATE services SET video_visits = $2 WHERE id = $1", service_id,
+            details.video_visits.model_dump(exclude_none=True) if details.video_visits else None)
+        synced.changes.append("video visits " + (f"through {details.video_visits.provider}"
+                                                 if details.video_visits else "off"))
     await _numbers(connection, service_id, details.phone_numbers, state.numbers, synced)
     return synced
 

@@ -40,7 +40,8 @@ def _practitioner(entry: PractitionerEntry) -> dict[str, Any]:
 def _appointment_type(entry: AppointmentTypeEntry) -> dict[str, Any]:
     return {"description": entry.description, "duration_min": entry.duration_min,
             "price_cents": entry.price_cents, "currency": entry.currency,
-            "keywords": list(entry.keywords)}
+            "keywords": list(entry.keywords), "video": entry.video,
+            "deposit_cents": entry.deposit_cents}
 
 
 LOCATIONS = Kind("locations", "locations", "location",
@@ -50,6 +51,7 @@ PRACTITIONERS = Kind("practitioners", "practitioners", "practitioner",
                      ("title", "years_experience"), PractitionerEntry, "practitioner_id",
                      _practitioner)
 APPOINTMENT_TYPES = Kind("appointment_types", "appointment_types", "appointment type",
-                         ("description", "duration_min", "price_cents", "currency", "keywords"),
+                         ("description", "duration_min", "price_cents", "currency", "keywords",
+                          "video", "deposit_cents"),
                          AppointmentTypeEntry, "appointment_type_id", _appointment_type)
 KINDS = (LOCATIONS, PRACTITIONERS, APPOINTMENT_TYPES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from db.clinic.problems import short
+from lib.url_templates import template_fields
 
 VERSION = 1
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -32,6 +33,9 @@ _FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday"
 E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 _PHONE_SEPARATORS = re.compile(r"[\s().-]")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
+# What a clinic's own video link may be filled with: the appointment's id, a room name
+# made from it, and the visit's day (YYYY-MM-DD).
+VIDEO_LINK_FIELDS = frozenset({"appointment_id", "room", "date"})
 
 
 def _phone(value: Any) -> Any:
@@ -114,6 +118,28 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class VideoVisitSettings(_Section):
+    """Where a video visit happens: a private Daily room made for each visit
+    (`daily`, with the deployment's DAILY_API_KEY), or the clinic's own video service
+    (`link`: its address, filled in for each visit)."""
+
+    provider: Literal["daily", "link"]
+    link: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500),
+                    Storable] | None = None
+
+    @model_validator(mode="after")
+    def _link_for_link(self) -> VideoVisitSettings:
+        if self.provider == "link":
+            if not self.link:
+                raise ValueError('provider "link" needs the clinic\'s video address in `link`, '
+                                 'e.g. "https://meet.example.org/visit/{room}"')
+            template_fields(self.link, VIDEO_LINK_FIELDS, what="video link")
+        elif self.link:
+            raise ValueError('`link` is the clinic\'s own video address: only for provider '
+                             '"link"')
+        return self
+
+
 class ClinicDetails(_Section):
     """Who the clinic is to callers, and the numbers that reach its agent."""
 
@@ -121,6 +147,7 @@ class ClinicDetails(_Section):
     phone_numbers: list[Phone] = Field(default_factory=list, max_length=100)
     greeting: Said | None = None  # None: the service's default greeting
     keyterms: list[Keyword] = Field(default_factory=list, max_length=200)
+    video_visits: VideoVisitSettings | None = None  # None: no video visits
 
 
 class OpeningHours(_Section):
@@ -164,6 +191,9 @@ class AppointmentTypeEntry(_Section):
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     description: Text
     keywords: list[Keyword] = Field(default_factory=list, max_length=100)
+    video: bool | None = None  # a video visit: the booking gets its link
+    # Paid when booking, through a payment link texted to the patient.
+    deposit_cents: int | None = Field(default=None, gt=0)
 
 
 class ScheduleEntry(_Section):

@@ -16,7 +16,7 @@ from db.clinic.calendar import (
     schedule_entries,
 )
 from db.clinic.kinds import APPOINTMENT_TYPES, KINDS, LOCATIONS, PRACTITIONERS, Kind
-from db.clinic.model import VERSION, ClinicDetails, ClinicFile
+from db.clinic.model import VERSION, ClinicDetails, ClinicFile, VideoVisitSettings
 
 
 @dataclass
@@ -34,6 +34,7 @@ class ClinicState:
     greeting: str | None
     keyterms: list[str]
     numbers: list[str]
+    video_visits: VideoVisitSettings | None = None
     entries: dict[str, dict[str, Stored]] = field(default_factory=dict)  # section → name →
     schedules: list[ScheduleRow] = field(default_factory=list)
     closures: list[ClosureRow] = field(default_factory=list)
@@ -49,7 +50,8 @@ class ClinicState:
         return ClinicFile(
             version=VERSION,
             clinic=ClinicDetails(name=self.name, phone_numbers=self.numbers,
-                                 greeting=self.greeting, keyterms=self.keyterms),
+                                 greeting=self.greeting, keyterms=self.keyterms,
+                                 video_visits=self.video_visits),
             locations=entries(LOCATIONS), practitioners=entries(PRACTITIONERS),
             appointment_types=entries(APPOINTMENT_TYPES),
             schedules=schedule_entries(self.schedules),
@@ -58,12 +60,14 @@ class ClinicState:
 
 async def read_state(connection: asyncpg.Connection, service_id: uuid.UUID) -> ClinicState:
     service = await connection.fetchrow(
-        """SELECT name, greeting, keyterms,
+        """SELECT name, greeting, keyterms, video_visits,
                   ARRAY(SELECT phone_number FROM service_numbers WHERE service_id = s.id
                         ORDER BY created_at, phone_number) AS numbers
            FROM services s WHERE id = $1""", service_id)
+    video = service["video_visits"]
     state = ClinicState(service_id, service["name"], service["greeting"] or None,
-                        list(service["keyterms"] or []), list(service["numbers"]))
+                        list(service["keyterms"] or []), list(service["numbers"]),
+                        VideoVisitSettings.model_validate(video) if video else None)
     for kind in KINDS:
         rows = await connection.fetch(
             f"""SELECT id, name, {', '.join(kind.columns)} FROM {kind.table}

@@ -9,13 +9,14 @@ so a typo fails at start rather than in a text to a patient.
 from __future__ import annotations
 
 import hashlib
-import string
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
-from urllib.parse import quote, urlsplit
 
-PLACEHOLDERS = frozenset({"appointment_id", "room", "date"})
+from db.clinic.model import VIDEO_LINK_FIELDS as PLACEHOLDERS
+from lib.url_templates import fill_template, template_fields
+
+WHAT = "video link template"
 ROOM_PREFIX = "visit-"
 ROOM_HASH_CHARS = 12
 
@@ -86,45 +87,18 @@ class LinkTemplate:
     name = "template"
 
     def __init__(self, template: str) -> None:
-        self._fields = _placeholders(template)
-        parts = urlsplit(template)
-        if parts.scheme != "https" or not parts.netloc:
-            raise ValueError("a video link template must be an https:// address")
-        if "{" in parts.netloc or "}" in parts.netloc:
-            raise ValueError("a video link template's host cannot hold a placeholder")
+        self._fields = template_fields(template, PLACEHOLDERS, what=WHAT)
         self.template = template
 
     async def link_for(self, visit: VisitWindow) -> VideoLink:
         """The template filled in for `visit`; each value is escaped for a URL."""
         room = room_name(visit.appointment_id)
-        values = {"appointment_id": visit.appointment_id, "room": room,
-                  "date": visit.starts_at.date().isoformat()}
-        url = self.template.format_map({key: quote(value, safe="")
-                                        for key, value in values.items()})
+        url = fill_template(self.template, {
+            "appointment_id": visit.appointment_id, "room": room,
+            "date": visit.starts_at.date().isoformat()})
         return VideoLink(url=url, provider=self.name,
                          room=room if "room" in self._fields else None, expires_at=None)
 
 
-def _placeholders(template: str) -> frozenset[str]:
-    """The template's placeholder names; ValueError for an unknown one, a format spec,
-    a conversion or unbalanced braces."""
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as error:
-        raise ValueError(f"a video link template has unbalanced braces ({error})") from error
-    names = set()
-    for _text, field, spec, conversion in parsed:
-        if field is None:
-            continue
-        if field not in PLACEHOLDERS:
-            allowed = ", ".join(f"{{{name}}}" for name in sorted(PLACEHOLDERS))
-            raise ValueError(f"unknown placeholder {{{field}}} in a video link template "
-                             f"(allowed: {allowed})")
-        if spec or conversion:
-            raise ValueError(f"placeholder {{{field}}} cannot take a format or conversion")
-        names.add(field)
-    return frozenset(names)
-
-
-__all__ = ["LinkTemplate", "TelehealthError", "VideoLink", "VideoVisits", "VisitWindow",
-           "room_name"]
+__all__ = ["PLACEHOLDERS", "LinkTemplate", "TelehealthError", "VideoLink", "VideoVisits",
+           "VisitWindow", "room_name"]

@@ -420,3 +420,48 @@ def test_a_read_file_knows_its_lines():
     assert clinic.line_of(("schedules", 1, "offers", 0)) == line_with(SMALL_CLINIC, "[Flu shot]")
     assert isinstance(clinic, ClinicFile) and clinic == parse_clinic_data(
         yaml.safe_load(SMALL_CLINIC))
+
+
+# --- Video visits and deposits --------------------------------------------------------
+
+
+def with_video(settings: str, *changes: tuple[str, str]) -> str:
+    return edited(SMALL_CLINIC, ('  phone_numbers: ["+15550100170"]\n',
+                                 f'  phone_numbers: ["+15550100170"]\n  video_visits: {settings}\n'),
+                  *changes)
+
+
+def test_a_clinics_video_visits_and_a_types_deposit_read_and_write_back():
+    text = with_video('{provider: link, link: "https://meet.example.org/c/{room}?d={date}"}',
+                      ("description: A yearly checkup.}",
+                       "description: A yearly checkup., deposit_cents: 1500}"),
+                      ("description: This season's vaccine.}",
+                       "description: This season's vaccine., video: true}"))
+    clinic = parse_clinic_text(text)
+    assert clinic.clinic.video_visits.provider == "link"
+    assert [(t.deposit_cents, t.video) for t in clinic.appointment_types] == [
+        (1500, None), (None, True)]
+    assert parse_clinic_text(dump_clinic_yaml(clinic)) == clinic
+    assert parse_clinic_text(with_video("{provider: daily}")).clinic.video_visits.link is None
+
+
+@pytest.mark.parametrize(("settings", "reason"), [
+    ("{provider: link}", "needs the clinic's video address"),
+    ('{provider: link, link: "http://meet.example.org/{room}"}', "must be an https:// address"),
+    ('{provider: link, link: "https://{room}.example.org/"}', "host cannot hold a placeholder"),
+    ('{provider: link, link: "https://meet.example.org/{patient}"}',
+     "unknown placeholder {patient}"),
+    ('{provider: daily, link: "https://meet.example.org/{room}"}', 'only for provider "link"'),
+    ("{provider: zoom}", "'link'"),
+])
+def test_a_video_link_that_could_send_a_patient_astray_is_refused_at_load(settings, reason):
+    text = with_video(settings)
+    [(line, message)] = said(problems_in(text))
+    assert line == line_with(text, "video_visits") and reason in message
+
+
+def test_a_deposit_is_a_positive_amount():
+    text = edited(SMALL_CLINIC, ("description: A yearly checkup.}",
+                                 "description: A yearly checkup., deposit_cents: 0}"))
+    [(_, message)] = said(problems_in(text))
+    assert "deposit_cents" in message

@@ -113,6 +113,28 @@ async def test_a_new_clinic_is_created_and_the_same_file_again_changes_nothing(d
     assert history[0]["before"] is None and history[0]["after"] == written.as_data()
 
 
+async def test_video_visits_and_deposits_are_kept_and_a_change_to_them_is_said(
+        db, workspace_id):
+    plain = a_clinic("Video Clinic")
+    video = edited(plain, ('  phone_numbers: [', '  video_visits: {provider: daily}\n  phone_numbers: ['),
+                   ("description: A yearly checkup.}",
+                    "description: A yearly checkup., video: true, deposit_cents: 2000}"))
+    first = await imported(db, workspace_id, plain)
+
+    changed = await imported(db, workspace_id, video)
+    again = await imported(db, workspace_id, video)
+    written = await export_clinic(db.pool, workspace_id, first.service_id)
+    off = await imported(db, workspace_id, plain)
+
+    assert "video visits through daily" in changed.changes
+    assert "appointment type 'Checkup' updated (video, deposit_cents)" in changed.changes
+    assert again.changes == []
+    assert written.clinic.video_visits.provider == "daily"
+    assert [(t.name, t.video, t.deposit_cents) for t in written.appointment_types][0] == (
+        "Checkup", True, 2000)
+    assert "video visits off" in off.changes
+
+
 async def test_the_readme_example_imports_with_its_closure(db, workspace_id):
     text = (ROOT / "docs" / "examples" / "clinic.yaml").read_text()
     result = await imported(db, workspace_id, text)

@@ -14,7 +14,7 @@ from db import repositories as repo
 from flows.graph import ContextGraph, bundled_graph
 from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
-from flows.post_booking_tools import Reach
+from flows.reach import Reach
 from tests.fakes import CollectingWriter
 
 GRAPH = bundled_graph("clinic_booking")

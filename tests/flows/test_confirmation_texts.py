@@ -12,7 +12,7 @@ import re
 import pytest
 
 from db import text_messages
-from flows.post_booking_tools import Reach
+from flows.reach import Reach
 from flows.texting import Texter
 from services.twilio.messages import TwilioMessages
 from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest

@@ -240,3 +240,26 @@ def test_words_that_only_sound_like_do_not_call_are_not(said, route):
 def test_answers_to_may_i_speak_with_are_read_only_after_that_question(said, route):
     assert route_turn(said, "ask_for_callee").route == route
     assert route_turn(said, "ask_how_can_help").route != route
+
+
+@pytest.mark.parametrize("said", [
+    "Has my deposit gone through yet?",
+    "did you get my payment?",
+    "Could you check if you got my payment now?",
+    "Is the deposit paid?",
+    "I just paid the deposit, can you check?",
+    "was my payment received ok",
+    "Can you tell me if the payment went through",
+    "has the clinic received the deposit",
+])
+def test_asking_whether_a_deposit_is_paid(said):
+    assert route_turn(said).route == "payment_status_question"
+
+
+@pytest.mark.parametrize("said", [
+    "how much is the deposit",
+    "I want to pay my deposit by card",
+    "Do I need to pay a deposit?",
+])
+def test_asking_about_a_deposit_is_not_asking_whether_it_is_paid(said):
+    assert route_turn(said).route != "payment_status_question"
