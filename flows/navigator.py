@@ -100,7 +100,7 @@ class NavigationError(RuntimeError):
 
 QUESTIONS = frozenset({
     "price_question", "hours_question", "address_question", "service_question",
-    "practitioner_seniority_question",
+    "practitioner_seniority_question", "payment_status_question",
 })
 SLOT_QUESTIONS = frozenset({"propose_initial_slot", "clarify_two_slot_choice"})
 SIDE_ANSWERS = frozenset({"answer_pricing", "answer_service_info", "answer_hours"})

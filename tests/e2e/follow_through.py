@@ -99,15 +99,17 @@ async def add_clinic(db: Database, workspace_id: str, zone: str, opens: clock,
 
 
 @asynccontextmanager
-async def service_and_twilio(db: Database, twilio: FakeTwilioRest, data_dir: Path
-                             ) -> AsyncIterator[ServiceProcess]:
+async def service_and_twilio(db: Database, twilio: FakeTwilioRest, data_dir: Path, *,
+                             env: dict[str, str] | None = None,
+                             port: int | None = None) -> AsyncIterator[ServiceProcess]:
     """The stand-in served, and the real service (`python main.py serve`) pointed at it:
-    it checks the stand-in's signatures and places its calls there."""
-    port = free_port()
+    it checks the stand-in's signatures and places its calls there. `env`: more settings."""
+    port = port or free_port()
     async with serve_twilio_rest(twilio) as twilio_url:
         service = await asyncio.to_thread(start_service, {
             "DATABASE_URL": db.dsn, "DATA_DIR": str(data_dir), "LOG_LEVEL": "INFO",
             "PUBLIC_URL": f"http://127.0.0.1:{port}", **twilio.service_env(twilio_url),
+            **(env or {}),
         }, data_dir / "service.log", timeout_s=180, port=port)
         try:
             yield service

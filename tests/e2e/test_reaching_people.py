@@ -5,27 +5,39 @@ stand-in, with a simulated caller.
   sent from the clinic's number to the caller's, the caller heard it was texted, and
   the text's status callbacks (signed, to `/sms/status`) bring it to `delivered` in the
   clinic's record.
+- A video visit that takes a deposit, booked on the phone, is texted with its private
+  Daily room's link and its Stripe deposit link; Stripe's signed webhook says when it is
+  paid, and the patient calling back hears that it is.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
+from contextlib import AsyncExitStack
 from datetime import time as clock
 
 import pytest
+import yaml
 
 from db import repositories as repo
-from db import text_messages
+from db import text_messages, visit_links
+from db.clinic.file import parse_clinic_text
+from db.clinic.store import import_clinic
+from simulator.daily_api import FakeDaily, serve_daily
 from simulator.simulator import CallScript, simulate_call
+from simulator.stripe_api import FakeStripe, serve_stripe
 from simulator.twilio_rest import FakeTwilioRest
 from tests.api.clinics import new_number
 from tests.e2e.follow_through import (
     add_clinic,
+    clinic_file,
     database_of_its_own,
     eventually,
     service_and_twilio,
 )
 from tests.e2e.outbound_tasks import afternoon_zone
+from tests.e2e.service_process import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -72,3 +84,76 @@ async def test_a_booking_made_on_the_phone_ends_with_a_confirmation_text(pg_dsn,
     assert (record.kind, record.sid) == ("confirmation", text.resource["sid"])
     assert [e["type"] for e in call.record["events"] if e["type"] == "text_sent"] == [
         "text_sent"]
+
+
+BOOKS_A_PHYSIO = ("Hello, I'd like to book a physio appointment please.", "Jordan", "Lee",
+                  "My date of birth is July 4th 1988.", "Yes, that's right.",
+                  "Whenever is soonest.", "The first one.", "Yes please.",
+                  "No, that's all. Goodbye.")
+
+
+def video_clinic(number: str, zone: str) -> str:
+    """A clinic whose physiotherapy sessions are video visits in a Daily room, each with a
+    $25 deposit."""
+    clinic = yaml.safe_load(clinic_file(f"Harbour Video {uuid.uuid4().hex[:4]}", number, zone,
+                                        clock(0), clock(23, 59)))
+    clinic["clinic"]["video_visits"] = {"provider": "daily"}
+    for kind in clinic["appointment_types"]:
+        if kind["name"] == "Physiotherapy session":
+            kind.update(video=True, deposit_cents=2500)
+    return yaml.safe_dump(clinic)
+
+
+async def test_a_video_visit_with_a_deposit_is_texted_both_links_and_its_payment_is_known(
+        pg_dsn, tmp_path):
+    caller_number, clinic_number = new_number(), new_number()
+    twilio, daily, stripe = FakeTwilioRest(), FakeDaily(), FakeStripe()
+    twilio.add_number(clinic_number)
+    port = free_port()
+    stripe.webhook_to(f"http://127.0.0.1:{port}/webhooks/stripe")
+    async with database_of_its_own(pg_dsn, tmp_path / "db") as db, AsyncExitStack() as stack:
+        workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+        key = await repo.create_api_key(db.pool, workspace["id"], "front desk")
+        await import_clinic(db.pool, workspace["id"],
+                            parse_clinic_text(video_clinic(clinic_number, afternoon_zone())))
+        daily_url = await stack.enter_async_context(serve_daily(daily))
+        stripe_url = await stack.enter_async_context(serve_stripe(stripe))
+        service = await stack.enter_async_context(service_and_twilio(db, twilio, tmp_path, env={
+            "DAILY_API_KEY": daily.api_key, "DAILY_API_BASE_URL": daily_url,
+            "STRIPE_API_KEY": stripe.api_key, "STRIPE_API_BASE_URL": stripe_url,
+            "STRIPE_WEBHOOK_SECRET": stripe.webhook_secret}, port=port))
+
+        def script(name: str, lines: tuple[str, ...]) -> CallScript:
+            return CallScript.model_validate({
+                "name": name, "from": caller_number, "to": clinic_number,
+                "turns": [{"say": line} for line in lines]})
+
+        async def call(name: str, lines: tuple[str, ...]):
+            return await simulate_call(
+                script(name, lines), base_url=service.url, api_key=key,
+                twilio_token=twilio.auth_token, text_mode=True, log=lambda *_: None,
+                account_sid=twilio.account_sid)
+
+        booked = await call("books_a_video_visit", BOOKS_A_PHYSIO)
+        (text,) = twilio.texts.to(caller_number)
+        video_url, deposit_url = re.findall(r"https://\S+", text.body)
+        await stripe.pay(deposit_url)
+
+        async def paid() -> visit_links.VisitLink | None:
+            links = await visit_links.links_of(db.pool, str(await db.pool.fetchval(
+                "SELECT id FROM appointments WHERE created_by_call = $1",
+                uuid.UUID(booked.call_id))))
+            return links["payment"] if links["payment"].paid_at else None
+
+        await eventually("Stripe's webhook marked the deposit paid", paid, 30, service.log)
+        later = await call("asks_about_the_deposit", (
+            "Hi, I'm calling to check my deposit went through.", "No, that's all. Goodbye."))
+
+    heard = " | ".join(agent_lines(booked.record))
+    assert "link for your video visit and a link to pay the deposit" in heard, heard
+    assert daily.token_valid(video_url) and "Video visit:" in text.body
+    link = stripe.link(deposit_url)
+    assert "Deposit ($25)" in text.body and link["restrictions"]["completed_sessions"][
+        "limit"] == 1
+    assert [delivery.status for delivery in stripe.deliveries] == [204]
+    assert "$25 deposit has been paid" in " | ".join(agent_lines(later.record))

@@ -53,7 +53,7 @@ def test_the_booking_graph_has_every_canonical_state_phase_and_action():
     assert graph.terminal_states == {"closing"}
 
 
-OUR_STATES = {"confirming_attendance", "correcting_details", "crisis_support"}
+OUR_STATES = {"confirming_attendance", "correcting_details", "crisis_support", "payment_status"}
 OUR_SUPER_STATES = {"corrections"}
 OUR_ACTIONS = {
     "greet", "ask_date_of_birth", "ask_preferred_time", "ask_service", "answer_pricing",
@@ -76,7 +76,13 @@ def test_booking_tools_are_gated_by_their_guards():
     assert {t for t in tools if "CancelAppt" in tools[t]} == {"confirming_cancel"}
     # a state without its own list inherits its super-state's
     assert tools["service_info"] == {"GetServicesAndPricing", "GetAppointmentTypes",
-                                     "GetLocationInfo"}
+                                     "GetLocationInfo", "CheckPaymentStatus"}
+    # what may follow a booking, in the state a booking leads to; a deposit's state on a
+    # later call too
+    assert {"SendTextMessage", "GetTelehealthLink", "CreatePaymentLink",
+            "CheckPaymentStatus"} <= tools["post_booking_closing"]
+    assert {t for t in tools if "GetTelehealthLink" in tools[t]} == {"post_booking_closing"}
+    assert "CheckPaymentStatus" in tools["payment_status"]
 
 
 def test_every_bundled_graph_loads():

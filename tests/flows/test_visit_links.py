@@ -197,3 +197,18 @@ async def test_nothing_booked_on_the_call_no_link_is_made(db, clinic, providers)
 
     assert refused.error_class == "guard"
     assert providers.daily.requests == [] and providers.stripe.requests == []
+
+
+async def test_a_patient_calling_back_later_hears_whether_their_deposit_is_paid(
+        db, clinic, providers):
+    await physio_is(db, clinic, deposit_cents=2500)
+    first = await priya_calls(db, clinic, providers)
+    await books_the_first_morning_physio(first)
+    (text,) = providers.twilio.texts.to(PRIYA_PHONE)
+    await providers.stripe.pay(links_in(text.body)[0])
+
+    later = await priya_calls(db, clinic, providers)
+    heard = await later.says("Hi, I'm just calling to check my deposit went through")
+
+    assert "$25 deposit has been paid" in heard
+    assert [t.name for t in later.tool_calls()] == ["CheckPaymentStatus"]
