@@ -285,10 +285,12 @@ class StreamIdentity:
 
 
 class TwilioMessages:
-    """Media Streams messages as Twilio sends them, with its sequence numbering."""
+    """Media Streams messages as Twilio sends them, with its sequence numbering. `tracks`:
+    what the stream carries (a `<Start><Stream>` fork may carry the outbound track too)."""
 
-    def __init__(self, identity: StreamIdentity) -> None:
+    def __init__(self, identity: StreamIdentity, tracks: tuple[str, ...] = ("inbound",)) -> None:
         self._identity = identity
+        self._tracks = tracks
         self._sequence = 0
 
     def _next(self) -> str:
@@ -307,7 +309,7 @@ class TwilioMessages:
                 "streamSid": ident.stream_sid,
                 "accountSid": ident.account_sid,
                 "callSid": ident.call_sid,
-                "tracks": ["inbound"],
+                "tracks": list(self._tracks),
                 "customParameters": dict(ident.custom_parameters),
                 "mediaFormat": {
                     "encoding": "audio/x-mulaw", "sampleRate": SAMPLE_RATE, "channels": 1,
@@ -316,12 +318,12 @@ class TwilioMessages:
             "streamSid": ident.stream_sid,
         })
 
-    def media(self, frame: bytes, index: int) -> str:
+    def media(self, frame: bytes, index: int, track: str = "inbound") -> str:
         return json.dumps({
             "event": "media",
             "sequenceNumber": self._next(),
             "media": {
-                "track": "inbound",
+                "track": track,
                 "chunk": str(index + 1),
                 "timestamp": str(round(index * FRAME_S * 1000)),
                 "payload": base64.b64encode(frame).decode("ascii"),
@@ -459,6 +461,13 @@ class AudioCallLeg:
         self._frames_sent = 0
         self._barge_in_at: float | None = None
         self._marks_to_answer: list[str] = []  # released by a `clear`, sent on the next tick
+        self._stopped = False  # Twilio stopped the stream, not the server
+
+    def stop(self) -> None:
+        """Twilio stops the stream (its call was given new TwiML, or hung up through the REST
+        API): the conversation ends at once, with a `stop` and the socket closed."""
+        self._stopped = True
+        self._closed.set()
 
     async def run(self, caller: Caller) -> AudioOutcome:
         """Open the stream, hold the conversation, hang up; never leaves a task behind."""
@@ -501,8 +510,7 @@ class AudioCallLeg:
                 await self._wait_for_agent(cue.wait_s, since, f"line {number}")
                 await self._pause(cue.pause_s)
             if self._closed.is_set():
-                self._timeline.note("agent_hung_up", f"before caller line {number}")
-                return "agent"
+                return self._agent_ended(f"before caller line {number}")
             heard = await self._agent_words.since(since) if self._agent_words else []
             line = await caller.next_line(number, heard)
             if line is None:  # the caller hangs up instead
@@ -510,17 +518,19 @@ class AudioCallLeg:
             await self._speak(line)
             since = self._timeline.now()
             if self._closed.is_set():
-                self._timeline.note("agent_hung_up", f"during caller line {number}")
-                return "agent"
+                return self._agent_ended(f"during caller line {number}")
         if caller.hangup_after_s is not None:
             await self._pause(caller.hangup_after_s)
         elif number:
             await self._wait_for_agent(wait_s, since, "the end of the call")
             await self._pause(AGENT_HANGUP_GRACE_S)
         if self._closed.is_set():
-            self._timeline.note("agent_hung_up", "after the last caller line")
-            return "agent"
+            return self._agent_ended("after the last caller line")
         return self._caller_hangs_up()
+
+    def _agent_ended(self, when: str) -> EndedBy:
+        self._timeline.note("stream_stopped" if self._stopped else "agent_hung_up", when)
+        return "agent"
 
     def _caller_hangs_up(self) -> EndedBy:
         speaking = self._playout.mid_turn(self._timeline.now(), self._quiet_s)
@@ -645,7 +655,7 @@ class AudioCallLeg:
 
     async def _hang_up(self) -> None:
         """Twilio's way: a `stop` event, then the socket closes."""
-        if not self._closed.is_set():
+        if self._stopped or not self._closed.is_set():
             try:
                 await self._ws.send(self._messages.stop())
             except ConnectionClosed:

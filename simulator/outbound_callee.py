@@ -2,26 +2,27 @@
 goes from there, as Twilio runs it.
 
 A callee is one of: a person (a persona or a call script, played on the media stream with
-the simulator's own audio leg), a voicemail, a busy line, a phone nobody answers, or a
-number that cannot be reached. `run_placed_call` takes a call the REST API accepted and
-plays it out in the background: the progress events the call asked for, each posted to its
-status callback and signed with the account's auth token; on an answer, the TwiML URL
-requested (with `AnsweredBy` when machine detection was asked for) and its answer
-followed: `<Say>` words heard, `<Connect><Stream>` opened exactly as Twilio opens it.
-What the callee heard and said is kept in a `CalleeOutcome`.
+the simulator's own audio leg), an operator (a member of staff the service hands a
+caller to: hears every `<Say>`, goes into the conference the TwiML dials, says its lines
+there and hangs up after `stay_s`), someone who declines (hears the start of the first
+`<Say>` and hangs up), a voicemail, a busy line, a phone nobody answers, or a number that
+cannot be reached. `PlacedCallRun` takes a call the REST API accepted and plays it out in
+the background: the progress events the call asked for, each posted to its status
+callback and signed with the account's auth token; on an answer, the inline `Twiml`, or
+the TwiML URL requested (with `AnsweredBy` when machine detection was asked for), run
+verb by verb (simulator/twiml_run.py), with `<Connect><Stream>` opened exactly as Twilio
+opens it and the person played on it. New TwiML given through the REST API replaces what
+runs. What the callee heard and said is kept in a `CalleeOutcome`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import ssl
 import xml.etree.ElementTree as ET
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import format_datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 from urllib.parse import urlsplit, urlunsplit
@@ -39,6 +40,8 @@ from simulator.caller_audio import (
     LineCue,
     ScriptedCaller,
 )
+from simulator.leg_people import ConferencePerson, Decliner, LegPerson, Voice
+from simulator.media_fork import ForkRecord
 from simulator.personas.caller import RuleCaller
 from simulator.personas.model import PersonaError, load_persona
 from simulator.personas.run import PersonaCaller, RuleResponder, espeak_voice
@@ -56,12 +59,17 @@ from simulator.simulator import (
     load_script,
     parse_stream_twiml,
     run_leg,
-    send_signed,
     signed_upgrade,
 )
+from simulator.twilio_wire import deliver, rfc2822, webhook_tls
+from simulator.twiml_run import Document, LegWiring, TwimlLeg
 
-CalleeKind = Literal["person", "voicemail", "busy", "no_answer", "fail"]
+CalleeKind = Literal["person", "operator", "decline", "voicemail", "busy", "no_answer", "fail"]
 CALLEE_KINDS: tuple[str, ...] = get_args(CalleeKind)
+# Callees who answer as people (machine detection: `human`).
+PEOPLE = frozenset({"person", "operator", "decline"})
+# How long an operator stays in the conference once its lines are said.
+OPERATOR_STAY_S = 3.0
 T = TypeVar("T")
 
 
@@ -77,18 +85,34 @@ Hearing = Callable[[str], Listener]
 @dataclass(frozen=True)
 class Callee:
     """Who answers a number. `caller` (a person): a fresh caller for each call;
-    `hearing`: how they hear the agent (without it, they answer hearing nothing)."""
+    `hearing`: how they hear the agent (without it, they answer hearing nothing).
+    An operator's `lines` (said once in the conference, voiced by `voice`: text → PCM16
+    at 8 kHz, eSpeak NG when None) and `stay_s` (how long it then stays; None: until the
+    conference ends)."""
 
     kind: CalleeKind
     caller: Callable[[], Awaitable[Caller]] | None = None
     hearing: Hearing | None = None
     name: str = ""
+    lines: tuple[str, ...] = ()
+    stay_s: float | None = OPERATOR_STAY_S
+    voice: Voice | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in CALLEE_KINDS:
             raise CalleeError(f"a callee is one of {', '.join(CALLEE_KINDS)}, not {self.kind!r}")
         if (self.kind == "person") != (self.caller is not None):
             raise CalleeError("a person callee needs a caller; other callees take none")
+        if self.lines and self.kind != "operator":
+            raise CalleeError("only an operator callee says lines in a conference")
+
+    def leg_person(self) -> LegPerson:
+        """Who meets the TwiML the call runs outside a media stream."""
+        if self.kind == "decline":
+            return Decliner()
+        if self.kind == "operator":
+            return ConferencePerson(self.lines, self.stay_s, self.voice)
+        return ConferencePerson()  # put into a conference, they stay until it ends
 
 
 def script_callee(script_path: str | Path, *, synthesize: Synthesizer | None = None,
@@ -135,6 +159,25 @@ def person_callee(path: str | Path, *, synthesize: Synthesizer | None = None,
                               f"script ({as_script})") from as_script
 
 
+def operator_callee(lines: Sequence[str] = (), *, stay_s: float | None = OPERATOR_STAY_S,
+                    synthesize: Synthesizer | None = None, name: str = "operator") -> Callee:
+    """A member of staff who takes a handed-off caller: hears the summary, joins the
+    conference, says `lines` once it has started, stays `stay_s` (None: until it ends)."""
+    return Callee("operator", name=name, lines=tuple(lines), stay_s=stay_s,
+                  voice=_line_voice(synthesize))
+
+
+def operator_script_callee(script_path: str | Path, *, stay_s: float | None = OPERATOR_STAY_S,
+                           synthesize: Synthesizer | None = None) -> Callee:
+    """An operator who says a call script's lines in the conference."""
+    try:
+        script = load_script(script_path)
+    except ScriptError as error:
+        raise CalleeError(str(error)) from error
+    return operator_callee([turn.say for turn in script.turns], stay_s=stay_s,
+                           synthesize=synthesize, name=script.name or Path(script_path).stem)
+
+
 def _line_voice(synthesize: Synthesizer | None) -> Callable[[str], Awaitable[bytes]] | None:
     if synthesize is None:
         return None
@@ -147,12 +190,17 @@ def _line_voice(synthesize: Synthesizer | None) -> Callable[[str], Awaitable[byt
 
 def parse_callee(spec: str, *, synthesize: Synthesizer | None = None,
                  hearing: Hearing | None = None) -> Callee:
-    """`voicemail`, `busy`, `no_answer`, `fail`, or `person:FILE` (a persona or a script)."""
+    """`voicemail`, `busy`, `no_answer`, `fail`, `decline`, `person:FILE` (a persona or a
+    script), or `operator` / `operator:FILE` (a call script whose lines it says)."""
     kind, _, path = spec.partition(":")
     if kind == "person":
         if not path:
             raise CalleeError("a person callee names its persona or script: person:FILE.yaml")
         return person_callee(path, synthesize=synthesize, hearing=hearing)
+    if kind == "operator":
+        if path:
+            return operator_script_callee(path, synthesize=synthesize)
+        return operator_callee(synthesize=synthesize)
     if path:
         raise CalleeError(f"a {kind} callee takes no file")
     return Callee(kind)  # type: ignore[arg-type]  # checked in __post_init__
@@ -165,12 +213,21 @@ def parse_callee(spec: str, *, synthesize: Synthesizer | None = None,
 class CalleeOutcome:
     """The callee's side of a placed call: what the service answered and what was said.
     `ended_by`: `callee`, `agent` (the service closed the stream or hung up in TwiML), or
-    `api` (hung up through the REST API)."""
+    `api` (hung up through the REST API). `said`: every `<Say>` played on the call;
+    `heard`: what the callee heard of them, and of a conference ("hold", "beep"), or
+    Twilio's error message; `spoken`: an operator's lines in the conference;
+    `conferences`: the names it entered; `forks`: its `<Start><Stream>`s; `documents`:
+    every TwiML it ran; `error_code`: Twilio's (12100, 11200) when the TwiML failed."""
 
     kind: str
     answered_by: str | None = None
     twiml: str = ""
-    said: list[str] = field(default_factory=list)  # <Say> words the callee heard
+    said: list[str] = field(default_factory=list)
+    heard: list[str] = field(default_factory=list)
+    spoken: list[str] = field(default_factory=list)
+    conferences: list[str] = field(default_factory=list)
+    forks: list[ForkRecord] = field(default_factory=list)
+    documents: list[str] = field(default_factory=list)
     stream_url: str | None = None
     stream_parameters: dict[str, str] = field(default_factory=dict)
     callee_said: list[str] = field(default_factory=list)
@@ -178,32 +235,22 @@ class CalleeOutcome:
     agent_speech_s: float = 0.0
     ended_by: str | None = None
     error: str | None = None
+    error_code: int | None = None
     timeline: list[ClientEvent] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Sent:
-    """A webhook request the stand-in made: `kind` is `status` or `voice`; `status_code`
-    None when it could not be delivered."""
-
-    kind: str
-    call_sid: str
-    method: str
-    url: str
-    params: dict[str, str]
-    status_code: int | None
 
 
 @dataclass(frozen=True)
 class CallTiming:
     """How long a placed call takes: ringing before an answer, ringing before nobody
-    answers, the longest message a voicemail records from a media stream, and the quiet
-    after which a person on the stream takes the agent to be done."""
+    answers, the longest message a voicemail records from a media stream, the quiet
+    after which a person on the stream takes the agent to be done, and how long `<Say>`
+    and `<Pause>` take against real time (words / 2.5 s, `length` s: 1.0 is real time)."""
 
     ring_s: float = 0.0
     no_answer_s: float = 0.2
     voicemail_s: float = 5.0
     person_quiet_s: float = AGENT_QUIET_S
+    speech_scale: float = 1.0
 
 
 @dataclass
@@ -219,6 +266,7 @@ class PlacedCallState:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     sequence: int = 0
     answered_at: float | None = None
+    leg: TwimlLeg | None = None  # the TwiML it runs, once answered
 
     def param(self, name: str, default: str = "") -> str:
         values = self.request.get(name) or []
@@ -231,6 +279,19 @@ class PlacedCallState:
     @property
     def ended(self) -> bool:
         return self.resource["status"] in ENDED
+
+    def give(self, document: Document) -> None:
+        """New TwiML through the REST API (`Twiml=` or `Url=`): it replaces what the call
+        runs, or, not answered yet, what it will run once answered."""
+        if self.leg is not None:
+            self.leg.redirect(document)
+            return
+        for name in ("Twiml", "Url", "Method"):
+            self.request.pop(name, None)
+        if isinstance(document, str):
+            self.request["Twiml"] = [document]
+        else:
+            self.request.update(Url=[document.url], Method=[document.method])
 
     def events(self) -> set[str]:
         """The progress events the call asked for (Twilio's default: completed only)."""
@@ -260,10 +321,6 @@ ENDED = {"completed", "busy", "no-answer", "failed", "canceled"}
 EVENT_OF = {"initiated": "initiated", "ringing": "ringing", "in-progress": "answered"}
 
 
-def rfc2822(moment: datetime) -> str:
-    return format_datetime(moment, usegmt=True)
-
-
 def hang_up_status(state: PlacedCallState) -> str:
     """What hanging up through the API makes of the call: a call not answered yet is
     canceled, an answered one completed."""
@@ -273,24 +330,18 @@ def hang_up_status(state: PlacedCallState) -> str:
 # -- Playing the call out -----------------------------------------------------------
 
 
-@functools.cache
-def webhook_tls() -> ssl.SSLContext:
-    """One TLS context for every placed call's webhooks: building one reads the CA bundle,
-    about 40 ms of the event loop, which would cap how fast the stand-in places calls."""
-    return httpx.create_ssl_context()
-
-
 class PlacedCallRun:
     """Runs one placed call the way Twilio does (see the module docstring)."""
 
-    def __init__(self, state: PlacedCallState, *, auth_token: str, timing: CallTiming,
-                 sent: list[Sent], log: Callable[[str], None]) -> None:
+    def __init__(self, state: PlacedCallState, *, wiring: LegWiring, timing: CallTiming,
+                 log: Callable[[str], None]) -> None:
         self._state = state
         self._person: Caller | None = None
-        self._token = auth_token
-        self._validator = RequestValidator(auth_token)
+        self._wiring = wiring
+        self._token = wiring.auth_token
+        self._validator = RequestValidator(wiring.auth_token)
         self._timing = timing
-        self._sent = sent
+        self._sent = wiring.sent
         self._log = log
         resource = state.resource
         self._parties = CallParties(
@@ -344,7 +395,9 @@ class PlacedCallRun:
             state.resource["answered_by"] = state.outcome.answered_by
         twiml = await self._twiml()
         if twiml is not None and not state.hang_up.is_set():
-            await self._follow(twiml, kind)
+            state.leg = TwimlLeg(self._parties, state.outcome, state.callee.leg_person(),
+                                 self._wiring, connect=self._connect, hang_up=state.hang_up)
+            await state.leg.run(twiml)
         if state.hang_up.is_set():
             state.outcome.ended_by = state.outcome.ended_by or "api"
 
@@ -362,7 +415,7 @@ class PlacedCallRun:
         detection = self._state.param("MachineDetection")
         if not detection:
             return None
-        if kind == "person":
+        if kind in PEOPLE:
             return "human"
         return "machine_end_beep" if detection == "DetectMessageEnd" else "machine_start"
 
@@ -371,13 +424,14 @@ class PlacedCallRun:
         first (the work is then cancelled)."""
         task = asyncio.ensure_future(work)
         hung_up = asyncio.ensure_future(self._state.hang_up.wait())
-        await asyncio.wait({task, hung_up}, return_when=asyncio.FIRST_COMPLETED)
-        hung_up.cancel()
-        if task.done():
-            return (task.result(),)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return None
+        try:
+            await asyncio.wait({task, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hung_up.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        return None if task.cancelled() else (task.result(),)
 
     # -- the webhooks ---------------------------------------------------------------
 
@@ -400,7 +454,8 @@ class PlacedCallRun:
         await self._send("status", url, params, state.param("StatusCallbackMethod", "POST"))
 
     async def _twiml(self) -> str | None:
-        """The answer's TwiML: the inline `Twiml`, else what the `Url` answers."""
+        """The answer's TwiML: the inline `Twiml`, else what the `Url` answers (None: the
+        URL failed, Twilio's 11200, and the call ends)."""
         state = self._state
         inline = state.param("Twiml")
         if inline:
@@ -415,43 +470,23 @@ class PlacedCallRun:
         if response is None or response.status_code >= 300:
             got = "no answer" if response is None else f"HTTP {response.status_code}"
             state.outcome.error = f"the TwiML URL gave {got}"
+            state.outcome.error_code = 11200
             return None
         state.outcome.twiml = response.text
         return response.text
 
     async def _send(self, kind: str, url: str, params: dict[str, str],
                     method: str) -> httpx.Response | None:
-        try:
-            response = await send_signed(self._http, self._validator, url, params, method)
-        except httpx.HTTPError as error:
-            logger.warning(f"twilio stand-in: {kind} webhook not delivered "
-                           f"({type(error).__name__})")
-            self._sent.append(Sent(kind, self._state.sid, method.upper(), url, params, None))
-            return None
-        self._sent.append(Sent(kind, self._state.sid, method.upper(), url, params,
-                               response.status_code))
-        return response
+        return await deliver(self._http, self._validator, self._sent, kind=kind,
+                             call_sid=self._state.sid, url=url, params=params, method=method)
 
     # -- the answer -----------------------------------------------------------------
 
-    async def _follow(self, twiml: str, kind: str) -> None:
-        """Do what the TwiML says, verb by verb, until it hangs up or runs out."""
-        outcome = self._state.outcome
-        try:
-            root = ET.fromstring(twiml)
-        except ET.ParseError:
-            outcome.error = "the TwiML URL did not answer with TwiML"
-            return
-        for verb in root:
-            if verb.tag == "Say":
-                outcome.said.append(" ".join((verb.text or "").split()))
-            elif verb.tag == "Hangup":
-                outcome.ended_by = "agent"
-                return
-            elif verb.tag == "Connect" and verb.find("Stream") is not None:
-                await self._stream(twiml, kind)
-                return
-        outcome.ended_by = outcome.ended_by or "agent"  # the TwiML ran out: Twilio hangs up
+    async def _connect(self, twiml: str, stream: ET.Element) -> bool:
+        """The TwiML's `<Connect><Stream>`: the callee on it; whether the call goes on
+        after it (the service closed it, or it could not be opened)."""
+        await self._stream(twiml, self._state.callee.kind)
+        return self._state.outcome.ended_by != "callee" and not self._state.hang_up.is_set()
 
     async def _stream(self, twiml: str, kind: str) -> None:
         """Open the `<Stream>` as Twilio does and play the callee on it."""

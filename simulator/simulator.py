@@ -10,13 +10,15 @@ any audio engine.
 
 Sections: the script (pydantic, the file boundary), the client-side timeline,
 the Twilio webhooks and the call record, the text leg, the result and its
-transcript, `simulate_call`, and the command line.
+transcript, `simulate_call` (with, for tests, the Twilio stand-in's view of the call:
+the service may hand the caller off through the REST API), and the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import secrets
@@ -25,10 +27,10 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -76,6 +78,9 @@ BOT_READY_TIMEOUT_S = 10.0
 # The server closes a stream it will not serve (unknown call, no start) with this code.
 POLICY_VIOLATION = 1008
 E164 = r"^\+[1-9]\d{6,14}$"
+# How long a caller handed off (on hold, in a conference) waits for the call to end or
+# come back to the agent before hanging up.
+HANDOFF_WAIT_S = 120.0
 
 
 class SimulationError(Exception):
@@ -992,20 +997,67 @@ async def simulate_call(
     account_sid: str | None = None,
     quiet_s: float | None = None,
     record_wait_s: float = RECORD_WAIT_S,
+    twilio: TwilioStandIn | None = None,
+    handoff_wait_s: float = HANDOFF_WAIT_S,
 ) -> SimulationResult:
     """Place one simulated call and return the server's record of it.
 
-    Raises SimulationError when the call cannot take place (server unreachable,
-    webhook rejected, no media stream); a call that ran but whose record cannot
-    be read returns a result with `record_error` set.
+    With `twilio` (the Twilio stand-in the service is pointed at; tests only), the call is
+    registered there under its account, so the service can act on it through the REST
+    API: see `place_call`. Raises SimulationError when the call cannot take place (server
+    unreachable, webhook rejected, no media stream); a call that ran but whose record
+    cannot be read returns a result with `record_error` set.
     """
+    if twilio is not None and text_mode:
+        raise SimulationError("a call through the Twilio stand-in is an audio call")
     lines = await caller_lines(script, synthesize, text_mode)
+    parties = CallParties.new(script.from_number, script.to_number,
+                              twilio.account_sid if twilio is not None else account_sid)
+    inbound = None
+    if twilio is not None:
+        inbound = twilio.add_inbound(parties.call_sid, parties.from_number, parties.to_number)
+        if synthesize is not None:
+            inbound.voice = _line_voice(synthesize)
     return await place_call(
-        ScriptedCaller(lines, script.hangup_after_s), CallParties.new(
-            script.from_number, script.to_number, account_sid
-        ), name=script.name, base_url=base_url, api_key=api_key, twilio_token=twilio_token,
-        text_mode=text_mode, log=log, quiet_s=quiet_s, record_wait_s=record_wait_s,
+        ScriptedCaller(lines, script.hangup_after_s), parties, name=script.name,
+        base_url=base_url, api_key=api_key, twilio_token=twilio_token, text_mode=text_mode,
+        log=log, quiet_s=quiet_s, record_wait_s=record_wait_s, inbound=inbound,
+        handoff_wait_s=handoff_wait_s,
     )
+
+
+def _line_voice(synthesize: Synthesizer) -> Callable[[str], Awaitable[bytes]]:
+    async def voice(text: str) -> bytes:
+        return await synthesize(text, SAMPLE_RATE)
+
+    return voice
+
+
+class TwilioCall(Protocol):
+    """One inbound call as the Twilio stand-in's REST API sees it (simulator/inbound_leg.py
+    `InboundLeg`): `redirected` once the service gives it new TwiML, `hung_up` once it
+    hangs it up, `reconnected` once that TwiML connects a media stream again
+    (`take_reconnect`), `finished` once the call is over; `voice` voices the caller's
+    lines in a conference. The simulator says how each of its streams ended."""
+
+    redirected: asyncio.Event
+    reconnected: asyncio.Event
+    hung_up: asyncio.Event
+    finished: asyncio.Event
+    voice: Callable[[str], Awaitable[bytes]] | None
+
+    def take_reconnect(self) -> tuple[str, dict[str, str]] | None: ...
+
+    def stream_ended(self, *, caller_hung_up: bool) -> None: ...
+
+
+class TwilioStandIn(Protocol):
+    """The Twilio stand-in (simulator/twilio_rest.py `FakeTwilioRest`) as a simulated
+    inbound call uses it."""
+
+    account_sid: str
+
+    def add_inbound(self, call_sid: str, from_number: str, to_number: str) -> TwilioCall: ...
 
 
 # Opens what lets a caller on an audio call know the agent's words (simulator/personas).
@@ -1025,10 +1077,21 @@ async def place_call(
     quiet_s: float | None = None,
     record_wait_s: float = RECORD_WAIT_S,
     listen: Listener | None = None,
+    inbound: TwilioCall | None = None,
+    handoff_wait_s: float = HANDOFF_WAIT_S,
 ) -> SimulationResult:
     """One call between `parties` with any caller (fixed lines, or one that answers what
     the agent says): the webhooks, the leg, the status callback and the record.
-    `listen(call_id, timeline)`: how an audio caller hears the agent's words."""
+    `listen(call_id, timeline)`: how an audio caller hears the agent's words.
+
+    `inbound`: the Twilio stand-in's view of this call (an audio call). New TwiML given to
+    it there stops the media stream as Twilio does (`stop`, then the socket closes); the
+    caller then stays on (hold, conference: played by the stand-in) until the call is over
+    or the service connects a media stream again, which is opened with the TwiML's
+    `<Parameter>`s and the caller's remaining lines; after `handoff_wait_s` the caller
+    hangs up. The status callback is posted once the call is over."""
+    if inbound is not None and text_mode:
+        raise SimulationError("a call through the Twilio stand-in is an audio call")
     base_url = base_url.rstrip("/")
     timeline = CallTimeline(log)
     mode: Literal["audio", "text"] = "text" if text_mode else "audio"
@@ -1038,11 +1101,18 @@ async def place_call(
     )
     async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
         webhooks = TwilioWebhooks(http, base_url, twilio_token, parties)
-        target = await webhooks.answer()
+        try:
+            target = await webhooks.answer()
+        except SimulationError:
+            if inbound is not None:
+                inbound.stream_ended(caller_hung_up=True)
+            raise
         query = {"call_id": target.call_id} if text_mode else None
         ws_url = media_stream_url(base_url, target.url, query)
         log(f"answered: call {target.call_id}; opening {ws_url}")
         answered = time.monotonic()
+        until = None if inbound is None else functools.partial(
+            _first_set, inbound.redirected, inbound.hung_up)
         try:
             async with AsyncExitStack() as stack:
                 words = None
@@ -1050,9 +1120,23 @@ async def place_call(
                     words = await stack.enter_async_context(listen(target.call_id, timeline))
                 outcome = await run_leg(
                     ws_url, parties, target, timeline, caller, text_mode, quiet_s, words,
-                    signed_upgrade(twilio_token, ws_url),
+                    signed_upgrade(twilio_token, ws_url), until=until,
                 )
+                outcomes = [outcome]
+
+                async def reopen(again: StreamTarget) -> AudioOutcome | TextOutcome:
+                    url = media_stream_url(base_url, again.url)
+                    return await run_leg(
+                        url, replace(parties, stream_sid=_sid("MZ")), again, timeline, caller,
+                        False, quiet_s, words, signed_upgrade(twilio_token, url), until=until,
+                        restart_clock=False)
+
+                if inbound is not None:
+                    outcomes += await _follow_twilio(inbound, outcome, reopen, timeline,
+                                                     handoff_wait_s)
         finally:
+            if inbound is not None and not inbound.finished.is_set():
+                inbound.stream_ended(caller_hung_up=True)
             await webhooks.completed(time.monotonic() - answered)
         closed = f"{outcome.close_code or ''} {outcome.close_reason}".strip()
         if outcome.close_code == POLICY_VIOLATION and not _agent_was_heard(outcome):
@@ -1060,13 +1144,71 @@ async def place_call(
         record, record_error = await fetch_call_record(
             http, base_url, target.call_id, api_key, wait_s=record_wait_s
         )
+    last = outcomes[-1]
     return SimulationResult(
-        call_id=target.call_id, mode=mode, ended_by=outcome.ended_by, record=record,
+        call_id=target.call_id, mode=mode, ended_by=last.ended_by, record=record,
         record_error=record_error, client_log=list(timeline.events),
-        agent_speech=outcome.agent_speech if isinstance(outcome, AudioOutcome) else [],
-        agent_utterances=outcome.utterances if isinstance(outcome, TextOutcome) else [],
-        stream_closed=closed,
+        agent_speech=[segment for leg in outcomes if isinstance(leg, AudioOutcome)
+                      for segment in leg.agent_speech],
+        agent_utterances=last.utterances if isinstance(last, TextOutcome) else [],
+        stream_closed=f"{last.close_code or ''} {last.close_reason}".strip(),
     )
+
+
+async def _first_set(*events: asyncio.Event) -> None:
+    waits = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+async def _follow_twilio(
+    call: TwilioCall, outcome: AudioOutcome | TextOutcome,
+    reopen: Callable[[StreamTarget], Awaitable[AudioOutcome | TextOutcome]],
+    timeline: CallTimeline, wait_s: float,
+) -> list[AudioOutcome | TextOutcome]:
+    """After each media stream of a call the Twilio stand-in knows: tell it how the stream
+    ended (unless the service's new TwiML or hang-up ended it), then stay on until the
+    call is over, or open the stream the service connects the caller to; the outcomes of
+    the streams opened."""
+    opened: list[AudioOutcome | TextOutcome] = []
+    while True:
+        if call.redirected.is_set():
+            timeline.note("handed_off", "the service gave the call new TwiML")
+        elif not call.hung_up.is_set():
+            call.stream_ended(caller_hung_up=outcome.ended_by == "caller")
+        target = await _next_stream(call, timeline, wait_s)
+        if target is None:
+            return opened
+        outcome = await reopen(target)
+        opened.append(outcome)
+
+
+async def _next_stream(call: TwilioCall, timeline: CallTimeline,
+                       wait_s: float) -> StreamTarget | None:
+    """The stream the service connects the caller to next; None once the call is over
+    (the caller hangs up after `wait_s` without either)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while not call.finished.is_set():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            timeline.note("caller_hangup", f"handed off for {wait_s:g} s")
+            call.stream_ended(caller_hung_up=True)
+            return None
+        try:
+            await asyncio.wait_for(_first_set(call.finished, call.reconnected), remaining)
+        except TimeoutError:
+            continue
+        reconnect = call.take_reconnect() if call.reconnected.is_set() else None
+        if reconnect is not None:
+            url, parameters = reconnect
+            timeline.note("reconnected", url)
+            return StreamTarget(url, parameters)
+    timeline.note("call_over")
+    return None
 
 
 def _agent_was_heard(outcome: AudioOutcome | TextOutcome) -> bool:
@@ -1079,10 +1221,13 @@ def _agent_was_heard(outcome: AudioOutcome | TextOutcome) -> bool:
 async def run_leg(
     ws_url: str, parties: CallParties, target: StreamTarget, timeline: CallTimeline,
     caller: Caller, text_mode: bool, quiet_s: float | None, agent_words: AgentWords | None,
-    headers: dict[str, str],
+    headers: dict[str, str], *, until: Callable[[], Awaitable[None]] | None = None,
+    restart_clock: bool = True,
 ) -> AudioOutcome | TextOutcome:
     """Open the media stream at `ws_url` as Twilio does and play `caller` on it (typed over
-    RTVI in text mode) until one side hangs up."""
+    RTVI in text mode) until one side hangs up, or, on an audio call, `until()` returns
+    (Twilio stops the stream). `restart_clock`: the stream opening is the call's time
+    zero (a stream opened again later keeps the call's clock)."""
     try:
         websocket = await connect(ws_url, open_timeout=WS_OPEN_TIMEOUT_S, max_size=2**22,
                                   additional_headers=headers)
@@ -1096,7 +1241,8 @@ async def run_leg(
         raise SimulationError(
             f"cannot open the media stream at {ws_url}: {_reason(error)}"
         ) from error
-    timeline.restart()
+    if restart_clock:
+        timeline.restart()
     if text_mode:
         leg = RtviTextLeg(websocket, timeline, TEXT_QUIET_S if quiet_s is None else quiet_s)
         return await leg.run(caller)
@@ -1105,7 +1251,19 @@ async def run_leg(
     )
     quiet = AGENT_QUIET_S if quiet_s is None else quiet_s
     audio = AudioCallLeg(websocket, identity, timeline, quiet_s=quiet, agent_words=agent_words)
-    return await audio.run(caller)
+    if until is None:
+        return await audio.run(caller)
+    stopper = asyncio.create_task(_stop_when(until, audio))
+    try:
+        return await audio.run(caller)
+    finally:
+        stopper.cancel()
+        await asyncio.gather(stopper, return_exceptions=True)
+
+
+async def _stop_when(until: Callable[[], Awaitable[None]], audio: AudioCallLeg) -> None:
+    await until()
+    audio.stop()
 
 
 # -- The command line ------------------------------------------------------------

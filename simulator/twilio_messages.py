@@ -28,8 +28,8 @@ import httpx
 from loguru import logger
 from twilio.request_validator import RequestValidator
 
-from simulator.outbound_callee import rfc2822, webhook_tls
 from simulator.simulator import E164, send_signed
+from simulator.twilio_wire import rfc2822, webhook_tls
 
 MAX_BODY = 1600
 # How long a message takes to be sent, then delivered.

@@ -1,7 +1,8 @@
 """A local stand-in for Twilio's REST API: the IncomingPhoneNumbers resource
-services/twilio/numbers.py uses, the Calls resource services/twilio/calls.py uses and the
-Messages resource services/twilio/messages.py uses (simulator/twilio_messages.py), in
-the shapes Twilio documents (twilio.com/docs/phone-numbers/api/incomingphonenumber-resource,
+services/twilio/numbers.py uses, the Calls resource services/twilio/calls.py uses, the
+Messages resource services/twilio/messages.py uses (simulator/twilio_messages.py) and the
+Conferences and Participants resources (simulator/twilio_conference_api.py), in the
+shapes Twilio documents (twilio.com/docs/phone-numbers/api/incomingphonenumber-resource,
 /docs/voice/api/call-resource, /docs/usage/requests-to-twilio, /docs/errors).
 
 In memory; a real HTTP server on 127.0.0.1 under `/2010-04-01`. Every request is
@@ -18,12 +19,21 @@ Calls: `POST Calls.json` places a call (To, From and Url or Twiml required; From
 one of the account's numbers, else 21212; a To that is not E.164 is 21211) and answers
 201 with the call resource, `queued`. The call then runs in the background as Twilio runs
 it, answered by the callee registered for its To number (`add_callee`; nobody answers an
-unknown number): see simulator/outbound_callee.py. `GET Calls.json` lists calls newest
-first, filtered by To, From, Status and StartTime (`StartTime>=` / `StartTime<=` take a
-date or a date-time; a call not dialled yet counts from its creation). `GET
-Calls/{Sid}.json` reads one; `POST Calls/{Sid}.json` with `Status=completed` hangs it up
-(`canceled` before it is answered) and `Status=canceled` cancels one not answered yet; a
-call that has ended cannot be changed (21220).
+unknown number): see simulator/outbound_callee.py, and simulator/twiml_run.py for the
+TwiML it runs. `GET Calls.json` lists the placed calls newest first, filtered by To,
+From, Status and StartTime (`StartTime>=` / `StartTime<=` take a date or a date-time; a
+call not dialled yet counts from its creation). `GET Calls/{Sid}.json` reads one;
+`POST Calls/{Sid}.json` with `Status=completed` hangs it up (`canceled` before it is
+answered) and `Status=canceled` cancels one not answered yet; with `Twiml=` or `Url=`
+(and `Method`) it gives the call new TwiML, which replaces what it runs; a call that has
+ended cannot be changed (21220).
+
+Inbound calls: the simulator plays Twilio for the calls it makes into the service, and
+registers each (`add_inbound`, simulator/inbound_leg.py) so `GET` / `POST
+Calls/{Sid}.json` work on it as on a placed call (not listed by `GET Calls.json`).
+
+Conferences: the account's conferences (`conferences`, by name: the latest of each) are
+made by the TwiML calls run (simulator/twilio_conference.py).
 
 Run by hand (`python -m simulator.twilio_rest NUMBER... [--callee NUMBER=KIND]`, see
 simulator/README.md): serves an account owning those numbers and prints the settings that
@@ -44,12 +54,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
 from lib.redaction import mask_phone
 from services.twilio.numbers import TwilioAccount
+from simulator.inbound_leg import InboundLeg
 from simulator.outbound_callee import (
     Callee,
     CalleeError,
@@ -57,13 +67,17 @@ from simulator.outbound_callee import (
     CallTiming,
     PlacedCallRun,
     PlacedCallState,
-    Sent,
     hang_up_status,
     parse_callee,
-    rfc2822,
 )
 from simulator.simulator import E164
+from simulator.twilio_api_shapes import error as _error
+from simulator.twilio_api_shapes import page as _page
+from simulator.twilio_conference import ConferenceBridge, ConferenceState
+from simulator.twilio_conference_api import conference_route
 from simulator.twilio_messages import FakeMessages, Refusal
+from simulator.twilio_wire import Sent, rfc2822
+from simulator.twiml_run import Document, LegWiring, UrlDocument
 
 API = "/2010-04-01"
 # Resource fields an update may set (form name → resource field).
@@ -117,8 +131,12 @@ class FakeTwilioRest:
     faults: list[Fault] = field(default_factory=list)
     log: Callable[[str], None] = lambda line: None
     on_call_ended: Callable[[PlacedCallState], None] | None = None
+    conferences: dict[str, ConferenceState] = field(default_factory=dict)  # by name
+    inbound: dict[str, InboundLeg] = field(default_factory=dict)  # by SID
+    inbound_lines: dict[str, list[str]] = field(default_factory=dict)  # by caller number
     texts: FakeMessages = field(init=False)
     _running: set[asyncio.Task[None]] = field(default_factory=set)
+    _bridge: ConferenceBridge | None = None
 
     def __post_init__(self) -> None:
         self.texts = FakeMessages(self.account_sid, self.auth_token, API)
@@ -162,8 +180,46 @@ class FakeTwilioRest:
 
     def add_callee(self, phone_number: str, callee: Callee | str) -> None:
         """Who answers when the account calls `phone_number`: a Callee, or its spec
-        (`voicemail`, `busy`, `no_answer`, `fail`, `person:FILE`)."""
+        (`voicemail`, `busy`, `no_answer`, `fail`, `decline`, `person:FILE`, `operator`,
+        `operator:FILE`)."""
         self.callees[phone_number] = parse_callee(callee) if isinstance(callee, str) else callee
+
+    def add_inbound(self, call_sid: str, from_number: str, to_number: str, *,
+                    conference_lines: list[str] | None = None) -> InboundLeg:
+        """A call the simulator makes into the service, answered and in progress, for the
+        REST API to act on; in a conference the caller says `conference_lines` (else the
+        `inbound_lines` given for `from_number`)."""
+        owned = {n["phone_number"]: sid for sid, n in self.numbers.items()}
+        resource = self._call_resource(to_number, from_number, owned.get(to_number),
+                                       sid=call_sid, direction="inbound")
+        resource.update(status="in-progress", start_time=resource["date_created"])
+        lines = self.inbound_lines.get(from_number, []) if conference_lines is None \
+            else conference_lines
+        leg = InboundLeg(resource, self.wiring(), conference_lines=list(lines))
+        self.inbound[call_sid] = leg
+        return leg
+
+    @property
+    def bridge(self) -> ConferenceBridge:
+        """The account's conferences, as the calls' TwiML and the REST API reach them."""
+        if self._bridge is None:
+            self._bridge = ConferenceBridge(self.account_sid, self.auth_token,
+                                            self.conferences, self.webhooks)
+        return self._bridge
+
+    def wiring(self) -> LegWiring:
+        return LegWiring(self.bridge, self.auth_token, self.webhooks, self.timing.speech_scale)
+
+    async def conference_over(self, name: str, timeout_s: float = CALL_WAIT_S
+                              ) -> ConferenceState:
+        """The conference `name` once it has ended and posted its last callback."""
+        async def over() -> ConferenceState:
+            while (conference := self.conferences.get(name)) is None:
+                await asyncio.sleep(0.02)
+            await conference.settled.wait()
+            return conference
+
+        return await asyncio.wait_for(over(), timeout_s)
 
     def fail_next(self, status: int, code: int | None = None, *, message: str = "injected fault",
                   stall_s: float = 0.0) -> None:
@@ -190,10 +246,14 @@ class FakeTwilioRest:
         return self.calls[sid].resource
 
     async def close(self) -> None:
-        """Stop every call still running (as if the line dropped), and every text."""
+        """Stop every call still running (as if the line dropped), every conference's
+        callbacks, and every text."""
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
+        for leg in self.inbound.values():
+            await leg.close()
+        await self.bridge.close()
         await self.texts.close()
 
     # --- HTTP -------------------------------------------------------------------------
@@ -230,6 +290,13 @@ class FakeTwilioRest:
             return web.json_response(self.calls[call.group(1)].resource)
         if call and call.group(1) in self.calls and request.method == "POST":
             return self._update_call(self.calls[call.group(1)], form)
+        if call and call.group(1) in self.inbound and request.method == "GET":
+            return web.json_response(self.inbound[call.group(1)].resource)
+        if call and call.group(1) in self.inbound and request.method == "POST":
+            return self._update_inbound(self.inbound[call.group(1)], form)
+        conferences = conference_route(self.bridge, request, form, account, API)
+        if conferences is not None:
+            return conferences
         texts = re.fullmatch(rf"{account}/Messages\.json", path)
         text = re.fullmatch(rf"{account}/Messages/(SM\w+)\.json", path)
         if texts and request.method == "POST":
@@ -299,8 +366,7 @@ class FakeTwilioRest:
         callee = self.callees.get(to, NOBODY)
         state = PlacedCallState(resource, request, callee, CalleeOutcome(callee.kind))
         self.calls[resource["sid"]] = state
-        run = PlacedCallRun(state, auth_token=self.auth_token, timing=self.timing,
-                            sent=self.webhooks, log=self.log)
+        run = PlacedCallRun(state, wiring=self.wiring(), timing=self.timing, log=self.log)
         task = asyncio.create_task(run.run(), name=f"twilio-call-{resource['sid'][:8]}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
@@ -308,8 +374,10 @@ class FakeTwilioRest:
             task.add_done_callback(lambda _task: self.on_call_ended(state))
         return web.json_response(resource, status=201)
 
-    def _call_resource(self, to: str, from_: str, number_sid: str) -> dict[str, Any]:
-        sid = "CA" + secrets.token_hex(16)
+    def _call_resource(self, to: str, from_: str, number_sid: str | None, *,
+                       sid: str | None = None, direction: str = "outbound-api"
+                       ) -> dict[str, Any]:
+        sid = sid or "CA" + secrets.token_hex(16)
         now = rfc2822(datetime.now(UTC))
         uri = f"{API}/Accounts/{self.account_sid}/Calls/{sid}"
         return {
@@ -317,7 +385,7 @@ class FakeTwilioRest:
             "account_sid": self.account_sid, "to": to, "to_formatted": to, "from": from_,
             "from_formatted": from_, "phone_number_sid": number_sid, "status": "queued",
             "start_time": None, "end_time": None, "duration": None, "price": None,
-            "price_unit": "USD", "direction": "outbound-api", "answered_by": None,
+            "price_unit": "USD", "direction": direction, "answered_by": None,
             "api_version": "2010-04-01", "forwarded_from": None, "group_sid": None,
             "caller_name": None, "queue_time": "0", "trunk_sid": None, "uri": f"{uri}.json",
             "subresource_uris": {name: f"{uri}/{name.title().replace('_', '')}.json" for name
@@ -349,31 +417,42 @@ class FakeTwilioRest:
         return _page(request, "calls", found)
 
     def _update_call(self, state: PlacedCallState, form: dict[str, str]) -> web.Response:
-        status = form.get("Status")
-        if status is None:
+        status, document = form.get("Status"), _document(form)
+        if status is None and document is None:
             return web.json_response(state.resource)
-        if status not in ("completed", "canceled"):
+        if status is not None and status not in ("completed", "canceled"):
             return _error(400, 20001, "Status must be canceled or completed")
         if state.ended:
             return _error(400, 21220, "Call is not in-progress. Cannot redirect.")
+        if status is None and document is not None:
+            state.give(document)
+            return web.json_response(state.resource)
         if status == "canceled" and state.resource["status"] == "in-progress":
             return web.json_response(state.resource)  # canceling leaves an answered call be
         state.set_status(hang_up_status(state))
         state.hang_up.set()
         return web.json_response(state.resource)
 
+    def _update_inbound(self, leg: InboundLeg, form: dict[str, str]) -> web.Response:
+        status, document = form.get("Status"), _document(form)
+        if status is not None and status not in ("completed", "canceled"):
+            return _error(400, 20001, "Status must be canceled or completed")
+        if (status is not None or document is not None) and leg.ended:
+            return _error(400, 21220, "Call is not in-progress. Cannot redirect.")
+        if status == "completed":
+            leg.hang_up()
+        elif status is None and document is not None:
+            leg.give(document)
+        return web.json_response(leg.resource)
 
-def _page(request: web.Request, key: str, found: list[dict[str, Any]]) -> web.Response:
-    """Twilio's paged list shape, everything on the first page."""
-    page_size = int(request.query.get("PageSize", "50"))
-    found = found[:page_size]
-    query = {k: v for k, v in request.query.items() if k not in ("Page", "PageToken")}
-    uri = f"{request.path}?{urlencode({**query, 'PageSize': page_size, 'Page': 0})}"
-    return web.json_response({
-        key: found, "end": max(len(found) - 1, 0), "first_page_uri": uri,
-        "next_page_uri": None, "page": 0, "page_size": page_size, "previous_page_uri": None,
-        "start": 0, "uri": uri,
-    })
+
+def _document(form: dict[str, str]) -> Document | None:
+    """The new TwiML a call update gives: inline (`Twiml`), else a URL (`Url`, `Method`)."""
+    if form.get("Twiml"):
+        return form["Twiml"]
+    if form.get("Url"):
+        return UrlDocument(form["Url"], form.get("Method", "POST").upper())
+    return None
 
 
 def _moment(value: str | None, *, end_of_day: bool = False) -> datetime | None:
@@ -390,12 +469,6 @@ def _moment(value: str | None, *, end_of_day: bool = False) -> datetime | None:
 def _started(call: dict[str, Any]) -> datetime:
     """When the call started; one not dialled yet, when it was created."""
     return parsedate_to_datetime(call["start_time"] or call["date_created"])
-
-
-def _error(status: int, code: int, message: str) -> web.Response:
-    return web.json_response({"code": code, "message": message,
-                              "more_info": f"https://www.twilio.com/docs/errors/{code}",
-                              "status": status}, status=status)
 
 
 @asynccontextmanager
@@ -438,8 +511,9 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("numbers", nargs="+", help="numbers the account owns (E.164)")
     parse.add_argument(
         "--callee", action="append", type=_callee_option, default=[], metavar="NUMBER=KIND",
-        help="who answers NUMBER: person:FILE (a persona or a call script), voicemail, "
-        "busy, no_answer or fail (repeatable; nobody answers any other number)")
+        help="who answers NUMBER: person:FILE (a persona or a call script), operator "
+        "(or operator:FILE, a call script whose lines it says in the conference), decline, "
+        "voicemail, busy, no_answer or fail (repeatable; nobody answers any other number)")
     parse.add_argument("--port", type=int, default=0)
     parse.add_argument("--ring-s", type=float, default=2.0,
                        help="ringing before a person or a voicemail answers (default 2)")
@@ -447,6 +521,8 @@ def parser() -> argparse.ArgumentParser:
                        help="ringing before a call nobody answers ends (default 15)")
     parse.add_argument("--voicemail-s", type=float, default=30.0,
                        help="the longest message a voicemail records (default 30)")
+    parse.add_argument("--speech-scale", type=float, default=1.0,
+                       help="how long <Say> and <Pause> take against real time (default 1)")
     parse.add_argument(
         "--api-key", default=None,
         help="the service's API key, for a persona to hear the agent through the call's "
@@ -466,14 +542,16 @@ def _report(state: PlacedCallState) -> None:
     said = f", said {len(outcome.said)} line(s)" if outcome.said else ""
     talk = (f", person said {len(outcome.callee_said)} line(s)"
             if outcome.callee_said else "")
+    talk += f", in conference {', '.join(outcome.conferences)}" if outcome.conferences else ""
     error = f" ({outcome.error})" if outcome.error else ""
     print(f"call {call['sid']} to {mask_phone(call['to'])}: {outcome.kind}, "
           f"{call['status']} after {call['duration'] or 0} s{said}{talk}{error}", flush=True)
 
 
 async def _serve_until_stopped(args: argparse.Namespace) -> None:
-    fake = FakeTwilioRest(timing=CallTiming(args.ring_s, args.no_answer_s, args.voicemail_s),
-                          on_call_ended=_report)
+    timing = CallTiming(args.ring_s, args.no_answer_s, args.voicemail_s,
+                        speech_scale=args.speech_scale)
+    fake = FakeTwilioRest(timing=timing, on_call_ended=_report)
     for number in args.numbers:
         fake.add_number(number)
     api_key = args.api_key or _api_key()
