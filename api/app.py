@@ -13,6 +13,7 @@ from api import (
     clinics,
     control,
     dashboard,
+    handoff_webhooks,
     health,
     insights,
     keys,
@@ -53,7 +54,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Clinic voice agent", lifespan=lifespan)
     # observe before calls: its /api/calls/active must not be read as a call id; reminders
     # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
-    for module in (health, voice, outbound_voice, media_stream, observe, calls, recordings,
+    for module in (health, voice, handoff_webhooks, outbound_voice, media_stream, observe, calls, recordings,
                    transcripts, world, control, insights, keys, workspaces, audit, reminders,
                    clinics, tasks, patients, text_webhooks, payment_webhooks, dashboard):
         app.include_router(module.router)

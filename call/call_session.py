@@ -184,6 +184,7 @@ class CallSession:
     completion_reason: CompletionReason | None = None
     # Where to put the caller through once the goodbye has played (instead of hanging up).
     transfer_to: str | None = None
+    transfer_why: str | None = None  # who asked: a graph state, `operator`, `safety_escalation`
     caller_hung_up: bool = False
     bad_messages: int = 0
     # What the observer layers share: goodbye, suspension, the conversation so far.
@@ -229,6 +230,7 @@ class CallSession:
         if self.transfer_to is not None:
             return False
         self.transfer_to = number
+        self.transfer_why = why
         self.log.event("transfer_requested", state=why)
         return True
 

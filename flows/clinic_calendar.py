@@ -29,6 +29,7 @@ from db.opening import (
     Closure,
     blocks_on,
     closure_on,
+    is_open,
     status,
     upcoming_closures,
     weekly_blocks,
@@ -443,3 +444,10 @@ def calendar_context(locations: Sequence[Location], closures: Sequence[Closure],
         text += f" Closed in the next {UPCOMING_DAYS} days: " + "; ".join(ahead) + "."
     return text
 
+
+
+def open_lines(locations: Sequence[Location], closures: Sequence[Closure],
+               now: datetime) -> list[Location]:
+    """The locations open at `now` with a number a person answers: where a caller who
+    asks for a person can be put through right away."""
+    return [loc for loc in locations if loc.phone_number and is_open(loc, now, closures)]

@@ -167,6 +167,7 @@ ACTION_TOOLS: dict[str, Callable[[GraphSession, str], ToolCall | None]] = {
     "answer_hours": lambda s, said: ("GetLocationInfo", {"question": said}),
     "answer_payment_status": lambda s, said: ("CheckPaymentStatus", {}),
     "transfer_confirmed": lambda s, said: ("TransferCall", {}),
+    "put_through_to_person": lambda s, said: ("TransferToPerson", {"location": said}),
     # companion check-in calls: the person's own words are what is worth remembering
     "listen_and_reflect": lambda s, said: (
         ("save_important_detail", {"detail": said})

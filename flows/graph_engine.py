@@ -25,7 +25,7 @@ from call.outbound_call import OutboundCall
 from db.deadline import within
 from flows.ambient import ambient_context
 from flows.callee import Callee
-from flows.clinic_calendar import clinic_today
+from flows.clinic_calendar import clinic_today, open_lines
 from flows.engage_local import engage
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
@@ -74,6 +74,7 @@ class GraphEngine:
         dialled_number: str | None = None, country_code: str = "1",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         outbound: OutboundCall | None = None, reach: Reach | None = None,
+        can_put_through: bool = False,
     ) -> None:
         """`outbound`: the clinic placed this call for a task (flows/callee.py): the
         callee is loaded at start but identified only by the right-person check, and
@@ -82,8 +83,10 @@ class GraphEngine:
         clinic's number on this call (the one dialled, or the one an outbound call comes
         from).
         `today`: the date the caller's words are read against ("tomorrow"); by default
-        the clinic's own date at `now` (`clinic_today`), whatever the server's timezone."""
+        the clinic's own date at `now` (`clinic_today`), whatever the server's timezone.
+        `can_put_through`: a person can be put on this call (a warm hand-off)."""
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
+        session.can_put_through = can_put_through
         today = today or (lambda: clinic_today(session.locations, now(), dialled_number))
         if outbound is not None and session.callee is None:
             session.callee = Callee(outbound)
@@ -155,6 +158,9 @@ class GraphEngine:
         be walked; the caller of this method switches to static prompt mode.
         """
         started = time.perf_counter()
+        if self.session.can_put_through:
+            self.session.open_lines = open_lines(self.session.locations, self.session.closures,
+                                                 self._now())
         decision = await self.navigator.navigate(
             self.session, self.state, caller_text, self._today(), filler=filler
         )
@@ -227,7 +233,10 @@ class GraphEngine:
         decisions = [decision]
         after = await self.settle()
         if after is not None:
-            if after.action != decision.action:  # never the same thing twice in one reply
+            # never the same thing twice in one reply; a caller being put through hears
+            # "please hold" last, not a goodbye
+            if after.action != decision.action and not (after.terminal
+                                                         and self.session.handoff_to):
                 said.append(await self._say(after, caller_text))
             decisions.append(after)
         done = TASK_DONE.get(decisions[-1].action)

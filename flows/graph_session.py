@@ -100,6 +100,10 @@ class GraphSession:
     registered: list[str] = field(default_factory=list)  # patient ids this call created
     outcome: str | None = None  # what the last action's write did ("booked", "cancelled", ...)
     handoff_to: str | None = None  # the number TransferCall chose; dialled after the goodbye
+    # This call can be put through to a person (a phone call the service can hand off).
+    can_put_through: bool = False
+    # The locations open now with a number to ring, this turn (only when it can).
+    open_lines: list[Location] = field(default_factory=list)
     in_crisis: bool = False  # the caller spoke of ending their life: never hang up on them
     red_flag: bool = False  # the caller's words raised a medical red flag (or a crisis)
     crisis_escalated: bool = False  # the team was asked, urgently, to take this call

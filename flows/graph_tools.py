@@ -707,6 +707,28 @@ class GraphTools:
         session.outcome = "handed_off"
         return "The call will be transferred to the front desk after the goodbye."
 
+    async def _put_through(self, args: Mapping[str, Any]) -> str:
+        """Put the caller through to a person now: the location they name if it is open,
+        else the one they dialled, else the front desk, else any open location. Numbers
+        come from the clinic's records, never from the conversation."""
+        session = self.session
+        lines = session.open_lines
+        if not session.can_put_through or not lines:
+            raise Refused("nobody can be put through right now; offer a callback instead")
+        named = place_named(str(args.get("location") or ""), session.locations)
+        dialled = next((loc for loc in lines if loc.phone_number == self._dialled_number), None)
+        chosen = (next((loc for loc in lines if named is not None and loc.id == named.id), None)
+                  or dialled)
+        if chosen is None and self._transfer_number:
+            number, place = self._transfer_number, "the front desk"
+        else:
+            chosen = chosen or lines[0]
+            number, place = str(chosen.phone_number), f"our {chosen.name} clinic"
+        session.handoff_to = number
+        session.outcome = "handed_off"
+        self.log.event("put_through", place=place, named=named.name if named else None)
+        return place
+
     # --- Companion check-in calls ---------------------------------------------------
 
     async def _search_memories(self, args: Mapping[str, Any]) -> str:
@@ -798,6 +820,7 @@ HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] =
     "ConfirmAppointment": GraphTools._confirm_appointment,
     "EscalateToHuman": GraphTools._escalate,
     "TransferCall": GraphTools._transfer,
+    "TransferToPerson": GraphTools._put_through,
     # after a booking (flows/post_booking_tools.py)
     "SendTextMessage": lambda tools, args: tools.post_booking.send_text(args),
     "GetTelehealthLink": lambda tools, args: tools.post_booking.get_video_link(args),

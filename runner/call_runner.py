@@ -33,6 +33,7 @@ from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner import transcript_verification as tv
 from runner.call_setup import build_call, new_session
 from runner.drain import end_call_on_drain
+from runner.handoff import hand_off_for
 from runner.outbound.answer import profile_for_call
 from runner.runtime import AppRuntime, CallProfile
 from services.twilio import PHONE_SAMPLE_RATE
@@ -226,6 +227,10 @@ async def _phone_pipeline(
     )
     call_pipeline = build_call(runtime, transport, session, profile, greeting=greeting,
                                sample_rate=PHONE_SAMPLE_RATE)
+    engine = call_pipeline.engine
+    serializer.hand_off = hand_off_for(runtime.handoffs, session,
+                                       engine.session if engine is not None else None,
+                                       profile.dialled_number)
     end_on_disconnect(transport, session, call_pipeline)
     return call_pipeline
 

@@ -89,6 +89,8 @@ def graph_engine(
         country_code=runtime.settings.world.phone_country_code,
         outbound=profile.outbound,  # a call the clinic placed: its task
         reach=runtime.reach,
+        # a phone call Twilio carries can be handed to a person warmly (runner/handoff.py)
+        can_put_through=runtime.handoffs is not None and session.call_sid is not None,
     )
 
 

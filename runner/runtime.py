@@ -57,6 +57,7 @@ from runner.after_call import verify_after_call
 from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
 from runner.greeting_cache import GreetingCache
+from runner.handoff import warm_handoffs
 from runner.heartbeat import beat_forever
 from runner.job_worker import JobKind, JobWorker
 from runner.orphaned_calls import close_orphaned_calls
@@ -166,6 +167,7 @@ class AppRuntime:
         self.world_index = WorldIndex(self.safety.embedder)
         self.practice = build_practice(settings, db.pool)
         self.reach = build_reach(settings, db.pool)  # texts (and links) beyond the call
+        self.handoffs = warm_handoffs(settings, db.pool)  # a person joins the caller
         self.extractor = build_extractor(self.plan, settings)
         self.audio_verifier = build_audio_verifier(self.plan, settings)
         self.verifier = build_verifier(self.plan, settings)

@@ -71,17 +71,24 @@ class TwilioCalls:
     def __init__(self, account: TwilioAccount) -> None:
         self._account = account
 
-    async def create(self, *, to: str, from_: str, url: str, status_callback: str,
-                     machine_detection: bool = True) -> PlacedCall:
-        """Place a call from `from_` (one of the account's numbers) to `to`; Twilio POSTs
-        `url` for the TwiML once answered, and every progress event to `status_callback`."""
+    async def create(self, *, to: str, from_: str, status_callback: str, url: str | None = None,
+                     twiml: str | None = None, machine_detection: bool = True,
+                     ring_s: int | None = None) -> PlacedCall:
+        """Place a call from `from_` (one of the account's numbers) to `to`; once answered
+        Twilio runs `twiml`, or POSTs `url` for it; every progress event goes to
+        `status_callback`. `ring_s`: how long it rings before it is `no-answer`."""
+        if (url is None) == (twiml is None):
+            raise ValueError("a call needs either its TwiML URL or its TwiML")
         options: dict[str, Any] = {
-            "to": to, "from_": from_, "url": url, "method": "POST",
+            "to": to, "from_": from_,
             "status_callback": status_callback, "status_callback_method": "POST",
             "status_callback_event": list(PROGRESS_EVENTS),
+            **({"url": url, "method": "POST"} if url is not None else {"twiml": twiml}),
         }
         if machine_detection:
             options["machine_detection"] = MACHINE_DETECTION
+        if ring_s is not None:
+            options["timeout"] = ring_s
 
         def place() -> Any:
             return self._calls().create(**options)
@@ -101,6 +108,15 @@ class TwilioCalls:
 
         calls = [_placed(call) for call in await self._run("list calls", listed)]
         return [call for call in calls if call.start_time is None or call.start_time >= after]
+
+    async def run_twiml(self, sid: str, twiml: str) -> None:
+        """Replace what the live call `sid` is doing with `twiml` (Twilio ends a media
+        stream it was running, then runs this)."""
+
+        def update() -> Any:
+            return self._calls()(sid).update(twiml=twiml)
+
+        await self._run("redirect a call", update)
 
     async def hang_up(self, sid: str) -> None:
         """End the call whatever its state; one that has already ended is left as it is."""

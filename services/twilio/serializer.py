@@ -13,6 +13,7 @@ import asyncio
 import base64
 import binascii
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -287,10 +288,16 @@ class SafeTwilioFrameSerializer(TwilioFrameSerializer):
         self._max_bad = max_bad
         self._credentials = credentials
         self._hang_up_call_sid = kwargs.get("call_sid")
+        # Puts the caller through to a person warmly (a conference, a summary first);
+        # False when it could not, and the caller is then dialled through directly.
+        self.hand_off: Callable[[str], Awaitable[bool]] | None = None
 
     async def _hang_up_call(self) -> None:
         """End the call at Twilio, or put the caller through if a transfer was agreed."""
         if self._credentials is None or not self._hang_up_call_sid:
+            return
+        if self._session.transfer_to and self.hand_off is not None and await self.hand_off(
+                self._session.transfer_to):
             return
         if self._session.transfer_to:
             result = await play_twiml_on_call(

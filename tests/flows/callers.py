@@ -39,7 +39,7 @@ class Caller:
 async def call_from(db, clinic, phone: str | None, *, graph: ContextGraph = GRAPH,
                     now: Callable[[], datetime] | None = None,
                     today: Callable[[], date] | None = None, reach: Reach | None = None,
-                    dialled_number: str | None = None) -> Caller:
+                    dialled_number: str | None = None, can_put_through: bool = False) -> Caller:
     """A call from `phone` to `clinic` (workspace id, service id), started; `now` and
     `today` fix the engine's clock; `reach`: how the clinic texts."""
     workspace_id, service_id = clinic
@@ -52,7 +52,8 @@ async def call_from(db, clinic, phone: str | None, *, graph: ContextGraph = GRAP
     clock = {key: value for key, value in (("now", now), ("today", today)) if value}
     engine = GraphEngine(
         graph, session, db.pool, CallLog(call_id, writer), clinic_name="Demo Family Clinic",
-        emergency_number="911", reach=reach, dialled_number=dialled_number, **clock,
+        emergency_number="911", reach=reach, dialled_number=dialled_number,
+        can_put_through=can_put_through, **clock,
     )
     await engine.start()
     return Caller(engine, writer)

@@ -62,7 +62,7 @@ OUR_ACTIONS = {
     "reask_shared_phone_dob", "offer_help_when_stuck", "ask_to_confirm_appointment",
     "mark_appointment_confirmed", "confirm_corrected_details", "correct_registered_details",
     "ask_caller_full_name", "look_up_caller_record", "crisis_support_first", "crisis_listen",
-    "answer_payment_status",
+    "answer_payment_status", "put_through_to_person",
 }
 
 
