@@ -15,6 +15,7 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from datetime import date
 from pathlib import Path
 
 import asyncpg
@@ -27,6 +28,7 @@ from db import repositories as repo
 from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
+from db.seed import seed_clinic
 from tests.fakes import CollectingWriter, make_session
 
 
@@ -71,6 +73,14 @@ def settings(tmp_path: Path, pg_dsn: str, db: Database) -> Settings:
 async def workspace_id(db: Database) -> str:
     workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
     return workspace["id"]
+
+
+@pytest.fixture
+async def demo_clinic(db: Database, workspace_id: str) -> tuple[str, str]:
+    """A service of its own with the demo clinic seeded from today: (workspace, service)."""
+    service = await repo.create_service(db.pool, workspace_id, f"clinic-{uuid.uuid4().hex[:6]}")
+    await seed_clinic(db.pool, workspace_id, service["id"], date.today())
+    return workspace_id, service["id"]
 
 
 @pytest.fixture

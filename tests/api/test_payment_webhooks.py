@@ -16,7 +16,6 @@ from config import Settings
 from db import visit_links
 from simulator.stripe_api import FakeStripe
 from tests.api.clinics import new_number
-from tests.flows.conftest import clinic  # noqa: F401 - the demo clinic of its own
 
 SECRET = "whsec_" + "ab" * 16
 
@@ -29,9 +28,9 @@ def client(tmp_path_factory, pg_dsn):
         yield client
 
 
-async def a_deposit_link(db, clinic) -> visit_links.VisitLink:
+async def a_deposit_link(db, demo_clinic) -> visit_links.VisitLink:
     """A booked appointment of the demo clinic with its deposit link kept."""
-    workspace_id, service_id = clinic
+    workspace_id, service_id = demo_clinic
     row = await db.pool.fetchrow(
         """WITH p AS (INSERT INTO patients (workspace_id, first_name, last_name,
                                             date_of_birth, phone)
@@ -64,8 +63,8 @@ def post(client: TestClient, body: bytes, signature: str):
                                 "Content-Type": "application/json"})
 
 
-async def test_a_paid_session_marks_its_deposit_paid(client, db, clinic):  # noqa: F811
-    link = await a_deposit_link(db, clinic)
+async def test_a_paid_session_marks_its_deposit_paid(client, db, demo_clinic):
+    link = await a_deposit_link(db, demo_clinic)
     stripe = FakeStripe(webhook_secret=SECRET)
     body = completed(link.external_id)
 
@@ -77,8 +76,8 @@ async def test_a_paid_session_marks_its_deposit_paid(client, db, clinic):  # noq
 
 
 @pytest.mark.parametrize("forged", ["wrong secret", "tampered", "stale", "unsigned"])
-async def test_an_event_not_from_stripe_changes_nothing(client, db, clinic, forged):  # noqa: F811
-    link = await a_deposit_link(db, clinic)
+async def test_an_event_not_from_stripe_changes_nothing(client, db, demo_clinic, forged):
+    link = await a_deposit_link(db, demo_clinic)
     stripe = FakeStripe(webhook_secret=SECRET)
     body = completed(link.external_id)
     signature = {
@@ -95,8 +94,8 @@ async def test_an_event_not_from_stripe_changes_nothing(client, db, clinic, forg
 
 
 async def test_an_unpaid_session_or_another_event_is_acknowledged_and_ignored(
-        client, db, clinic):  # noqa: F811
-    link = await a_deposit_link(db, clinic)
+        client, db, demo_clinic):
+    link = await a_deposit_link(db, demo_clinic)
     stripe = FakeStripe(webhook_secret=SECRET)
     unpaid = completed(link.external_id, "unpaid")
     other = json.dumps({"id": "evt_2", "type": "payment_link.updated",
