@@ -1,5 +1,5 @@
-"""A clinic's reminder calls over HTTP: on or off, how many hours before the appointment,
-and which appointment types (none: every type), by name or id.
+"""A clinic's reminders over HTTP: on or off, a call or a text, how many hours before the
+appointment, and which appointment types (none: every type), by name or id.
 
 Reading needs any key; a change needs an admin and writes its audit row in the same
 transaction. Another workspace's clinic, an unknown id and a malformed one answer 404; a
@@ -9,7 +9,7 @@ routes, whose `/{clinic_id}/{part}` would otherwise take the path.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import asyncpg
 from fastapi import APIRouter, Depends, HTTPException, status
@@ -36,20 +36,27 @@ class TypeOut(BaseModel):
     name: str
 
 
+CHANNEL = ("How patients are reminded: a call (the agent phones them), or a text from "
+           "the clinic's number (needs the Twilio account; a patient who texted STOP gets "
+           "none)")
+
+
 class RemindersOut(BaseModel):
     clinic_id: str
     enabled: bool
-    lead_hours: int = Field(description="How long before the appointment the call is made")
+    channel: Literal["call", "text"] = Field(description=CHANNEL)
+    lead_hours: int = Field(description="How long before the appointment the reminder goes")
     appointment_types: list[TypeOut] = Field(
         description="The types reminded of; empty: every type")
     stored: bool = Field(description="False: the clinic has no campaign yet (these are the "
-                                     "defaults, and no reminder calls are made)")
+                                     "defaults, and no reminders go)")
 
 
 class RemindersIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool
+    channel: Literal["call", "text"] = Field(default="call", description=CHANNEL)
     lead_hours: int = Field(ge=campaigns.MIN_LEAD_HOURS, le=campaigns.MAX_LEAD_HOURS)
     appointment_types: list[Annotated[PlainText, Field(max_length=200)]] = Field(
         default_factory=list, max_length=MAX_TYPES,
@@ -79,11 +86,12 @@ async def _out(conn: asyncpg.Connection | asyncpg.Pool, workspace_id: str,
     campaign = await campaigns.get_campaign(conn, workspace_id, service_id)
     names = {str(t["id"]): t["name"] for t in await _types(conn, service_id)}
     if campaign is None:
-        return RemindersOut(clinic_id=service_id, enabled=False,
+        return RemindersOut(clinic_id=service_id, enabled=False, channel="call",
                             lead_hours=campaigns.DEFAULT_LEAD_HOURS, appointment_types=[],
                             stored=False)
     return RemindersOut(
-        clinic_id=service_id, enabled=campaign.enabled, lead_hours=campaign.lead_hours,
+        clinic_id=service_id, enabled=campaign.enabled, channel=campaign.channel,
+        lead_hours=campaign.lead_hours,
         appointment_types=[TypeOut(id=t, name=names.get(t, t))
                            for t in campaign.appointment_type_ids], stored=True)
 
@@ -98,7 +106,7 @@ def _type_ids(given: list[str], types: list[dict[str, Any]]) -> list[str]:
 @router.get("/{clinic_id}/reminders", response_model=RemindersOut, responses=NOT_FOUND)
 async def get_reminders(clinic_id: str, caller: Caller = Depends(read_only),
                         runtime: AppRuntime = Depends(get_runtime)) -> RemindersOut:
-    """The clinic's reminder calls as set (off, 24 hours, every type, until set)."""
+    """The clinic's reminders as set (off, by call, 24 hours, every type, until set)."""
     pool = runtime.db.pool
 
     async def read() -> RemindersOut | None:
@@ -117,7 +125,10 @@ async def get_reminders(clinic_id: str, caller: Caller = Depends(read_only),
                 "A field is invalid, or a type is not one of the clinic's")}})
 async def put_reminders(clinic_id: str, body: RemindersIn, caller: Caller = Depends(admin),
                         runtime: AppRuntime = Depends(get_runtime)) -> RemindersOut:
-    """Set the clinic's reminder calls whole (audited)."""
+    """Set the clinic's reminders whole (audited). `channel` "call" (the default) has the
+    agent phone each patient; "text" texts them from the clinic's number instead (the
+    deployment's Twilio account; a patient who texted STOP gets none, one who asked not
+    to be called still gets the text), at the same lead time and never at night."""
     workspace_id = caller.workspace_id
 
     async def change(conn: asyncpg.Connection) -> RemindersOut:
@@ -127,6 +138,7 @@ async def put_reminders(clinic_id: str, body: RemindersIn, caller: Caller = Depe
         try:
             await campaigns.put_campaign(
                 conn, workspace_id, clinic_id, enabled=body.enabled, lead_hours=body.lead_hours,
+                channel=body.channel,
                 appointment_type_ids=_type_ids(body.appointment_types,
                                                await _types(conn, clinic_id)))
         except campaigns.ClinicNotFound:
@@ -141,6 +153,6 @@ async def put_reminders(clinic_id: str, body: RemindersIn, caller: Caller = Depe
         return after
 
     out = await in_transaction(runtime, change, what="reminders write")
-    logger.info(f"clinic {clinic_id}: reminder calls {'on' if out.enabled else 'off'}, "
+    logger.info(f"clinic {clinic_id}: reminder {out.channel}s {'on' if out.enabled else 'off'}, "
                 f"{out.lead_hours} h ahead, by {caller.actor}")
     return out

@@ -1,5 +1,6 @@
-"""Reminder campaigns: per clinic, whether its patients get a reminder call, how many
-hours before the appointment, and for which appointment types (none listed: every type).
+"""Reminder campaigns: per clinic, whether its patients get a reminder, by a call or a
+text, how many hours before the appointment, and for which appointment types (none
+listed: every type).
 
 A clinic with no stored campaign has none running. A campaign only ever names the
 clinic's own appointment types, and only a clinic of the workspace that sets it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 import asyncpg
 
@@ -18,6 +20,8 @@ Executor = asyncpg.Pool | asyncpg.Connection
 MIN_LEAD_HOURS = 1
 MAX_LEAD_HOURS = 336  # two weeks
 DEFAULT_LEAD_HOURS = 24
+Channel = Literal["call", "text"]
+CHANNELS: tuple[Channel, ...] = ("call", "text")
 
 
 class CampaignRefused(ValueError):
@@ -35,12 +39,14 @@ class Campaign:
     enabled: bool
     lead_hours: int
     appointment_type_ids: tuple[str, ...]  # empty: every type of the clinic
+    channel: Channel = "call"
 
 
 def _campaign(row: asyncpg.Record) -> Campaign:
     return Campaign(service_id=str(row["service_id"]), workspace_id=str(row["workspace_id"]),
                     enabled=row["enabled"], lead_hours=row["lead_hours"],
-                    appointment_type_ids=tuple(str(t) for t in row["appointment_type_ids"]))
+                    appointment_type_ids=tuple(str(t) for t in row["appointment_type_ids"]),
+                    channel=row["channel"])
 
 
 async def get_campaign(pool: Executor, workspace_id: str, service_id: str) -> Campaign | None:
@@ -54,20 +60,24 @@ async def get_campaign(pool: Executor, workspace_id: str, service_id: str) -> Ca
 
 async def put_campaign(pool: Executor, workspace_id: str, service_id: str, *, enabled: bool,
                        lead_hours: int, appointment_type_ids: tuple[str, ...] | list[str],
-                       ) -> Campaign:
+                       channel: Channel = "call") -> Campaign:
     """Store the clinic's campaign (created or replaced). Raises `ClinicNotFound` for a
-    clinic that is not the workspace's, `CampaignRefused` for a lead time out of range or
-    a type that is not one of the clinic's live types. Given a connection, it writes in
-    the caller's transaction."""
+    clinic that is not the workspace's, `CampaignRefused` for a lead time out of range,
+    a channel that is neither a call nor a text, or a type that is not one of the
+    clinic's live types. Given a connection, it writes in the caller's transaction."""
     if isinstance(pool, asyncpg.Pool):
         async with pool.acquire() as conn, conn.transaction():
             return await _put(conn, workspace_id, service_id, enabled, lead_hours,
-                              appointment_type_ids)
-    return await _put(pool, workspace_id, service_id, enabled, lead_hours, appointment_type_ids)
+                              appointment_type_ids, channel)
+    return await _put(pool, workspace_id, service_id, enabled, lead_hours, appointment_type_ids,
+                      channel)
 
 
 async def _put(conn: asyncpg.Connection, workspace_id: str, service_id: str, enabled: bool,
-               lead_hours: int, type_ids: tuple[str, ...] | list[str]) -> Campaign:
+               lead_hours: int, type_ids: tuple[str, ...] | list[str],
+               channel: Channel) -> Campaign:
+    if channel not in CHANNELS:
+        raise CampaignRefused(f"a reminder is a call or a text, not {channel!r}")
     if not MIN_LEAD_HOURS <= lead_hours <= MAX_LEAD_HOURS:
         raise CampaignRefused(f"the lead time is {MIN_LEAD_HOURS} to {MAX_LEAD_HOURS} hours, "
                               f"not {lead_hours}")
@@ -88,13 +98,14 @@ async def _put(conn: asyncpg.Connection, workspace_id: str, service_id: str, ena
         raise CampaignRefused("not appointment types of this clinic: " + ", ".join(foreign))
     row = await conn.fetchrow(
         """INSERT INTO reminder_campaigns (service_id, workspace_id, enabled, lead_hours,
-               appointment_type_ids)
-           VALUES ($1, $2, $3, $4, $5)
+               appointment_type_ids, channel)
+           VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (service_id) DO UPDATE
                SET enabled = EXCLUDED.enabled, lead_hours = EXCLUDED.lead_hours,
-                   appointment_type_ids = EXCLUDED.appointment_type_ids, updated_at = now()
+                   appointment_type_ids = EXCLUDED.appointment_type_ids,
+                   channel = EXCLUDED.channel, updated_at = now()
            RETURNING *""",
-        service, workspace, enabled, lead_hours, list(dict.fromkeys(wanted)))
+        service, workspace, enabled, lead_hours, list(dict.fromkeys(wanted)), channel)
     return _campaign(row)
 
 

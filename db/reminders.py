@@ -1,45 +1,66 @@
-"""Reminder calls: a `reminder` task for each upcoming appointment a clinic's campaign
-covers, due `lead_hours` before it starts.
+"""Reminders: for each upcoming appointment a clinic's campaign covers, a `reminder`
+call task due `lead_hours` before it starts, or, for a campaign that texts, a
+`reminder_text` job run then (`db/reminder_texts.py`).
 
 A periodic sweep (`reminder_sweep`, every few minutes) makes them for appointments
-starting within the lead time plus one sweep interval, so each task exists before it is
-due. A reminder is never due in the past nor after its appointment, is dialled within
-the clinic's business hours, and is made once per appointment however often the sweep
-runs (a unique index). A cancelled appointment gets none, and a reminder still waiting
-when its appointment is cancelled is called off (`db/waitlist.slot_freed`).
+starting within the lead time plus one sweep interval, so each exists before it is due.
+A reminder is never due in the past nor after its appointment, goes within the clinic's
+business hours (`db/reminder_timing.py`), and is made once per appointment however often
+the sweep runs (a unique index). A cancelled appointment gets none, and a reminder call
+still waiting when its appointment is cancelled is called off (`db/waitlist.slot_freed`).
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 
 from db import outbound, scheduling
-from db.calling_window import next_calling_time
-from db.promised_calls import clinic_window
 from db.reminder_campaigns import Campaign, enabled_campaigns
+from db.reminder_texts import queue_texts
+from db.reminder_timing import clinic_hours, reminder_time
 
 SWEEP_JOB = "reminder_sweep"
 REMINDER_PRIORITY = 4
 REMINDER_ATTEMPTS, REMINDER_BACKOFF_MIN = 3, 60
 
 
-async def sweep_reminders(pool: asyncpg.Pool, now: datetime, *,
-                          interval: timedelta) -> list[str]:
-    """Make the reminder tasks every enabled campaign is due; their ids."""
-    made: list[str] = []
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep made: reminder call tasks and reminder text jobs (their ids), and
+    the clinics whose campaign texts though this deployment cannot text."""
+
+    tasks: list[str]
+    text_jobs: list[int]
+    untexted: list[str]
+
+
+async def sweep_reminders(pool: asyncpg.Pool, now: datetime, *, interval: timedelta,
+                          can_text: bool = True) -> Swept:
+    """Make the reminders every enabled campaign is due. `can_text`: this deployment
+    sends texts (else a campaign that texts makes nothing, and is named)."""
+    tasks: list[str] = []
+    text_jobs: list[int] = []
+    untexted: list[str] = []
     for campaign in await enabled_campaigns(pool):
-        made += await remind(pool, campaign, now, interval=interval)
-    return made
+        if campaign.channel == "call":
+            tasks += await remind(pool, campaign, now, interval=interval)
+        elif can_text:
+            text_jobs += await queue_texts(pool, campaign, now, interval=interval)
+        else:
+            untexted.append(campaign.service_id)
+    return Swept(tasks, text_jobs, untexted)
 
 
 async def remind(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
                  interval: timedelta) -> list[str]:
     """The campaign's reminder tasks for live appointments of its types starting within
-    its lead time (plus `interval`) that have none yet, skipping patients who asked not
-    to be called or have no number, and appointments no call can reach in time."""
+    its lead time (plus `interval`) that have no reminder yet (called or texted),
+    skipping patients who asked not to be called or have no number, and appointments no
+    call can reach in time."""
     lead = timedelta(hours=campaign.lead_hours)
     rows = await pool.fetch(
         """SELECT a.id, a.patient_id, a.starts_at, a.location_id, p.timezone,
@@ -56,33 +77,29 @@ async def remind(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
                              WHERE d.workspace_id = p.workspace_id AND d.phone = p.phone)
              AND NOT EXISTS (SELECT 1 FROM outbound_tasks o
                              WHERE o.kind = 'reminder' AND o.appointment_id = a.id)
+             AND NOT EXISTS (SELECT 1 FROM text_messages m
+                             WHERE m.kind = 'reminder' AND m.appointment_id = a.id)
            ORDER BY a.starts_at""",
         uuid.UUID(campaign.service_id), uuid.UUID(campaign.workspace_id),
         list(scheduling.LIVE), now, now + lead + interval,
         [uuid.UUID(t) for t in campaign.appointment_type_ids])
     if not rows:
         return []
-    places = {loc.id: loc for loc in await scheduling.locations(pool, campaign.service_id)}
-    closures = await scheduling.closures(pool, campaign.service_id,
-                                         now.date() - timedelta(days=1))
+    hours = await clinic_hours(pool, campaign.service_id, now)
     made: list[str] = []
     async with pool.acquire() as conn:
         for row in rows:
-            place = places.get(str(row["location_id"]))
-            if place is None:
-                continue
-            zone = row["timezone"] or place.timezone
-            window = clinic_window([place], zone)
-            due = max(now, row["starts_at"] - lead)
-            at = next_calling_time(due, task_window=window, patient_timezone=zone,
-                                   places=[place], closures=closures)
-            if at is None or at >= row["starts_at"]:
+            when = reminder_time(hours, location_id=str(row["location_id"]),
+                                 patient_timezone=row["timezone"], starts_at=row["starts_at"],
+                                 lead=lead, now=now)
+            if when is None:
                 continue  # no calling time before the appointment
+            window = when.window
             spec = outbound.TaskSpec(
                 workspace_id=campaign.workspace_id, service_id=campaign.service_id,
                 kind="reminder", reason=f"Reminder of their {row['type_name']} appointment",
                 goal="Remind them of the appointment; confirm, cancel or move it as they ask",
-                timezone=zone, not_before=due, priority=REMINDER_PRIORITY,
+                timezone=when.timezone, not_before=when.due, priority=REMINDER_PRIORITY,
                 patient_id=str(row["patient_id"]), window_start=window.start,
                 window_end=window.end, window_days=window.days,
                 max_attempts=REMINDER_ATTEMPTS, retry_backoff_minutes=REMINDER_BACKOFF_MIN,

@@ -8,6 +8,11 @@ or says why not (`refused`, with Twilio's code). Status callbacks then move it o
 
 A number that texted STOP to any of the workspace's clinic numbers gets no text from it
 (`may_text`) until it texts START.
+
+A reminder names its appointment, and an appointment gets one reminder text: beginning
+a second one is `AlreadySent` once Twilio took the first. One Twilio refused, or whose
+answer was lost, is tried again on the same record (a reminder that may arrive twice
+is better than one that never comes).
 """
 
 from __future__ import annotations
@@ -27,12 +32,17 @@ PROGRESS = {"unsent": 0, "accepted": 1, "scheduled": 1, "queued": 2, "sending": 
 FAILED = frozenset({"undelivered", "failed", "canceled", "refused"})
 
 
+class AlreadySent(Exception):
+    """This appointment's reminder text went to Twilio already."""
+
+
 @dataclass(frozen=True)
 class TextMessage:
     id: str
     workspace_id: str
     call_id: str | None
     patient_id: str | None
+    appointment_id: str | None
     kind: str
     to_number: str
     from_number: str | None
@@ -50,22 +60,33 @@ class TextMessage:
 
 def _text(row: asyncpg.Record) -> TextMessage:
     values = dict(row)
-    for name in ("id", "workspace_id", "call_id", "patient_id"):
+    for name in ("id", "workspace_id", "call_id", "patient_id", "appointment_id"):
         values[name] = str(values[name]) if values[name] is not None else None
     return TextMessage(**values)
 
 
 async def begin(pool: asyncpg.Pool | asyncpg.Connection, *, workspace_id: str, kind: str,
                 to: str, from_: str | None, body: str, call_id: str | None = None,
-                patient_id: str | None = None) -> str:
-    """Write the text before Twilio is asked; its id."""
+                patient_id: str | None = None, appointment_id: str | None = None) -> str:
+    """Write the text before Twilio is asked; its id. Raises `AlreadySent` for a reminder
+    whose appointment has one Twilio took."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of text {kind!r}")
-    return str(await pool.fetchval(
-        """INSERT INTO text_messages (workspace_id, call_id, patient_id, kind, to_number,
-                                      from_number, body)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id""",
-        as_uuid(workspace_id), as_uuid(call_id), as_uuid(patient_id), kind, to, from_, body))
+    text_id = await pool.fetchval(
+        """INSERT INTO text_messages (workspace_id, call_id, patient_id, appointment_id, kind,
+                                      to_number, from_number, body)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+           ON CONFLICT (appointment_id) WHERE kind = 'reminder' AND appointment_id IS NOT NULL
+           DO UPDATE SET to_number = EXCLUDED.to_number, from_number = EXCLUDED.from_number,
+                         body = EXCLUDED.body, status = 'unsent', error_code = NULL,
+                         updated_at = now()
+              WHERE text_messages.status IN ('unsent', 'refused')
+           RETURNING id""",
+        as_uuid(workspace_id), as_uuid(call_id), as_uuid(patient_id), as_uuid(appointment_id),
+        kind, to, from_, body)
+    if text_id is None:
+        raise AlreadySent(f"appointment {appointment_id} has its reminder text")
+    return str(text_id)
 
 
 async def accepted(pool: asyncpg.Pool, text_id: str, *, sid: str, status: str) -> None:
@@ -136,5 +157,5 @@ def _known(status: str) -> str:
     return status
 
 
-__all__ = ["KINDS", "TextMessage", "accepted", "begin", "for_call", "may_text", "on_status",
-           "opt_in", "opt_out", "refused"]
+__all__ = ["KINDS", "AlreadySent", "TextMessage", "accepted", "begin", "for_call", "may_text",
+           "on_status", "opt_in", "opt_out", "refused"]

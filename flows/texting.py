@@ -5,6 +5,7 @@ answer is lost is still on record. A number that texted STOP is never tried. Twi
 refusal is recorded with its code; a recipient who opted out at Twilio (21610) is
 marked here too, so the next call does not offer a text at all. A request that outlasts
 the bound is `unsure`: it may still arrive, so nobody is told it was or was not sent.
+A reminder names its appointment, which gets one (`already_sent` for a second).
 
 The body is never logged: it can name a patient's appointment.
 """
@@ -44,6 +45,7 @@ class TextRequest:
     from_number: str | None  # the clinic's number on this call (None: the Messaging Service)
     call_id: str | None = None
     patient_id: str | None = None
+    appointment_id: str | None = None  # what the text is about (one reminder each)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class TextOutcome:
     opted_out: bool = False
     unsure: bool = False  # Twilio did not answer in time: it may still arrive
     error_code: int | None = None
+    retryable: bool = False  # Twilio could not take it now; it may later
+    already_sent: bool = False  # the appointment's reminder went before
 
 
 class Texter:
@@ -88,10 +92,14 @@ class Texter:
         if not await self.may_text(request.workspace_id, request.to):
             return TextOutcome(False, why_not="they asked for no texts from the clinic",
                                opted_out=True)
-        text_id = await asyncio.wait_for(texts.begin(
-            self._pool, workspace_id=request.workspace_id, kind=request.kind, to=request.to,
-            from_=None if self._service else request.from_number, body=request.body,
-            call_id=request.call_id, patient_id=request.patient_id), RECORD_TIMEOUT_S)
+        try:
+            text_id = await asyncio.wait_for(texts.begin(
+                self._pool, workspace_id=request.workspace_id, kind=request.kind, to=request.to,
+                from_=None if self._service else request.from_number, body=request.body,
+                call_id=request.call_id, patient_id=request.patient_id,
+                appointment_id=request.appointment_id), RECORD_TIMEOUT_S)
+        except texts.AlreadySent:
+            return TextOutcome(False, why_not="it was sent already", already_sent=True)
         sender = (Sender(messaging_service_sid=self._service) if self._service
                   else Sender(number=request.from_number))
         try:
@@ -120,4 +128,5 @@ class Texter:
                                opted_out=True, error_code=error.code)
         why = ("the text service could not be reached" if error.retryable
                else "the text service refused it")
-        return TextOutcome(False, text_id, why_not=why, error_code=error.code)
+        return TextOutcome(False, text_id, why_not=why, error_code=error.code,
+                           retryable=error.retryable)

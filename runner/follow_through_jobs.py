@@ -1,6 +1,7 @@
 """The follow-through's jobs: offering a freed slot to the waitlist, and the periodic
-sweep that makes reminder calls. Both are idempotent (unique indexes keep one offer per
-entry and slot, one reminder per appointment), so a job run again changes nothing."""
+sweep that makes reminders (call tasks, or text jobs). Both are idempotent (unique
+indexes and dedupe keys keep one offer per entry and slot, one reminder per
+appointment), so a job run again changes nothing."""
 
 from __future__ import annotations
 
@@ -30,8 +31,15 @@ async def offer_freed_slot(runtime: AppRuntime, payload: dict[str, Any]) -> None
 
 
 async def sweep_reminders(runtime: AppRuntime, payload: dict[str, Any]) -> None:
-    """The reminder calls every enabled campaign is due."""
-    made = await reminders.sweep_reminders(runtime.db.pool, runtime.clock(),
-                                           interval=sweep_interval(runtime.settings))
-    if made:
-        logger.info(f"reminders: {len(made)} reminder call(s) scheduled")
+    """The reminders every enabled campaign is due: calls, or texts when this deployment
+    can send them."""
+    swept = await reminders.sweep_reminders(
+        runtime.db.pool, runtime.clock(), interval=sweep_interval(runtime.settings),
+        can_text=runtime.reach.texter is not None)
+    if swept.tasks:
+        logger.info(f"reminders: {len(swept.tasks)} reminder call(s) scheduled")
+    if swept.text_jobs:
+        logger.info(f"reminders: {len(swept.text_jobs)} reminder text(s) scheduled")
+    if swept.untexted:
+        logger.warning(f"reminders: {len(swept.untexted)} clinic(s) remind by text, but "
+                       "texting is not set up (the Twilio account); no reminder texts")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from db import reminders, visit_links, waitlist
+from db import reminder_texts, reminders, visit_links, waitlist
 from db.outbound import DIAL_JOB
 from runner import post_call, practice_push, visit_link_jobs
+from runner import reminder_texts as reminder_text_jobs
 from runner.follow_through_jobs import offer_freed_slot, sweep_interval, sweep_reminders
 from runner.job_worker import JobKind
 from runner.outbound.dispatcher import outbound_dial
@@ -41,9 +42,12 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
         post_call.RETRIES.kind(post_call.ENTRYPOINT, bind(_post_call)),
         # A cancelled appointment's slot, offered to the waitlist.
         JobKind(waitlist.OFFER_JOB, bind(offer_freed_slot)),
-        # Reminder calls for every enabled campaign: one job across processes, every few minutes.
+        # Reminders for every enabled campaign: one job across processes, every few minutes.
         JobKind(reminders.SWEEP_JOB, bind(sweep_reminders),
                 every=sweep_interval(runtime.settings)),
+        # One appointment's reminder text, when it is due: 5 retries, 1 min doubling.
+        reminder_text_jobs.RETRIES.kind(reminder_texts.TEXT_JOB,
+                                        bind(reminder_text_jobs.send_reminder_text)),
         # A booking's video or deposit link the call could not make: made, then texted.
         visit_link_jobs.RETRIES.kind(visit_links.FINISH_JOB,
                                      bind(visit_link_jobs.finish_visit_links)),

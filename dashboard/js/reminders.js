@@ -1,6 +1,7 @@
-// A clinic's reminder calls, as a section of the Clinic view: on or off, how many hours
-// before the appointment, and which appointment types (none ticked: every type). Saved
-// whole with PUT /api/clinics/{id}/reminders (an admin); a refusal is shown by the form.
+// A clinic's reminders, as a section of the Clinic view: on or off, a call or a text, how
+// many hours before the appointment, and which appointment types (none ticked: every
+// type). Saved whole with PUT /api/clinics/{id}/reminders (an admin); a refusal is shown
+// by the form.
 
 import { api } from "./api.js";
 import { el, say } from "./dom.js";
@@ -11,15 +12,18 @@ export function remindersSection(clinicId, typeNames, canWrite) {
   const path = `/api/clinics/${encodeURIComponent(clinicId)}/reminders`;
   const body = el("div", { id: "reminders-body" }, el("p", { class: "muted" }, "Loading…"));
   const section = el("section", { id: "clinic-reminders", "aria-labelledby": "clinic-reminders-title" },
-    el("h2", { id: "clinic-reminders-title" }, "Reminder calls"),
+    el("h2", { id: "clinic-reminders-title" }, "Reminders"),
     el("p", { class: "muted" }, "Patients with a booking get a call this long before it, to "
-      + "confirm, cancel or move it."),
+      + "confirm, cancel or move it, or a text from the clinic's number."),
     body);
 
   function form(campaign, status) {
     const chosen = new Set((campaign.appointment_types ?? []).map((t) => t.name));
     const enabled = el("input", { id: "reminders-enabled", type: "checkbox",
       checked: campaign.enabled, disabled: !canWrite });
+    const channel = el("select", { id: "reminders-channel", disabled: !canWrite },
+      [["call", "A call"], ["text", "A text"]].map(([value, label]) =>
+        el("option", { value, selected: campaign.channel === value }, label)));
     const lead = el("input", { id: "reminders-lead", type: "number", min: 1, max: 336, step: 1,
       value: campaign.lead_hours, required: true, disabled: !canWrite });
     const names = [...new Set([...typeNames, ...chosen])];
@@ -29,7 +33,8 @@ export function remindersSection(clinicId, typeNames, canWrite) {
     const save = el("button", { type: "submit", id: "reminders-save", disabled: !canWrite }, "Save");
     const node = el("form", { id: "reminders-form", class: "editor" },
       el("label", { class: "check", for: "reminders-enabled" }, enabled,
-        " Call patients before their appointments"),
+        " Remind patients before their appointments"),
+      el("div", { class: "field" }, el("label", { for: "reminders-channel" }, "By"), channel),
       el("div", { class: "field" }, el("label", { for: "reminders-lead" },
         "Hours before the appointment (1–336)"), lead),
       el("fieldset", { class: "field checks" },
@@ -41,11 +46,11 @@ export function remindersSection(clinicId, typeNames, canWrite) {
       save.disabled = true;
       try {
         const saved = await api(path, { method: "PUT", body: {
-          enabled: enabled.checked, lead_hours: Number(lead.value),
+          enabled: enabled.checked, channel: channel.value, lead_hours: Number(lead.value),
           appointment_types: boxes.filter((b) => b.checked).map((b) => b.value) } });
         body.replaceChildren(form(saved, el("p", { class: "notice info", role: "status" },
-          saved.enabled ? `Saved: reminder calls ${saved.lead_hours} hours ahead.`
-            : "Saved: no reminder calls.")));
+          saved.enabled ? `Saved: reminder ${saved.channel}s ${saved.lead_hours} hours ahead.`
+            : "Saved: no reminders.")));
       } catch (error) {
         const fields = Array.isArray(error.detail) ? error.detail.map((d) => d.msg).join("; ") : "";
         say(problems, fields || error.message, "error");

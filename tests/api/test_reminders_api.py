@@ -1,6 +1,7 @@
-"""A clinic's reminder calls over the API: off until set; set whole by an admin with the
-clinic's appointment types by name or id, audited with the key; a type the clinic does
-not have is 422 naming it, and changes nothing; another workspace's clinic is 404."""
+"""A clinic's reminders over the API: off until set; set whole by an admin, by call or by
+text, with the clinic's appointment types by name or id, audited with the key; a type the
+clinic does not have is 422 naming it, and changes nothing; another workspace's clinic
+is 404."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ async def audit_rows(db, workspace_id: str) -> list[dict]:
 async def test_a_clinic_has_no_reminder_calls_until_they_are_set(client, world):
     answer = await client.get(path(world), headers=bearer(world.keys["read_only"]))
     assert answer.status_code == 200
-    assert answer.json() == {"clinic_id": world.clinic_id, "enabled": False, "lead_hours": 24,
-                             "appointment_types": [], "stored": False}
+    assert answer.json() == {"clinic_id": world.clinic_id, "enabled": False, "channel": "call",
+                             "lead_hours": 24, "appointment_types": [], "stored": False}
 
 
 async def test_an_admin_sets_them_by_type_name_and_the_change_is_audited(client, db, world):
@@ -54,7 +55,7 @@ async def test_an_admin_sets_them_by_type_name_and_the_change_is_audited(client,
         {"id": ids["Vaccination"], "name": "Vaccination"},
         {"id": ids["Dressing"], "name": "Dressing"}]
     assert read.json() == second.json() == {
-        "clinic_id": world.clinic_id, "enabled": True, "lead_hours": 6,
+        "clinic_id": world.clinic_id, "enabled": True, "channel": "call", "lead_hours": 6,
         "appointment_types": [{"id": ids["Consultation"], "name": "Consultation"}],
         "stored": True}
     stored = await campaigns.get_campaign(db.pool, world.workspace_id, world.clinic_id)
@@ -65,6 +66,26 @@ async def test_an_admin_sets_them_by_type_name_and_the_change_is_audited(client,
         (f"key vk_{prefix}", "reminder_campaign.replace", world.clinic_id)] * 2
     assert rows[0]["before"] is None and rows[0]["after"]["lead_hours"] == 48
     assert rows[1]["before"]["lead_hours"] == 48 and rows[1]["after"]["lead_hours"] == 6
+
+
+async def test_a_clinic_that_texts_its_reminders_says_so_and_the_change_is_audited(
+        client, db, world):
+    admin = bearer(world.keys["admin"])
+
+    texting = await client.put(path(world), headers=admin, json={
+        "enabled": True, "channel": "text", "lead_hours": 24})
+    read = await client.get(path(world), headers=bearer(world.keys["read_only"]))
+    calling = await client.put(path(world), headers=admin, json={
+        "enabled": True, "lead_hours": 24})
+
+    assert texting.status_code == 200, texting.text
+    assert texting.json()["channel"] == read.json()["channel"] == "text"
+    assert calling.json()["channel"] == "call"  # set whole: a call unless it says text
+    stored = await campaigns.get_campaign(db.pool, world.workspace_id, world.clinic_id)
+    assert stored.channel == "call"
+    rows = await audit_rows(db, world.workspace_id)
+    assert [r["after"]["channel"] for r in rows] == ["text", "call"]
+    assert rows[1]["before"]["channel"] == "text"
 
 
 async def test_a_type_the_clinic_does_not_have_is_refused_by_name(client, db, world):

@@ -39,6 +39,24 @@ async def test_a_campaign_is_stored_then_replaced_whole(db, workspace_id):
     assert await campaigns.get_campaign(db.pool, workspace_id, service_id) == second
 
 
+async def test_a_campaign_calls_unless_it_is_set_to_text(db, workspace_id):
+    service_id, _ = await clinic_with_types(db, workspace_id, "Consult")
+
+    texting = await campaigns.put_campaign(db.pool, workspace_id, service_id, enabled=True,
+                                           lead_hours=24, appointment_type_ids=(),
+                                           channel="text")
+    assert texting.channel == "text"
+    assert await campaigns.get_campaign(db.pool, workspace_id, service_id) == texting
+    calling = await campaigns.put_campaign(db.pool, workspace_id, service_id, enabled=True,
+                                           lead_hours=24, appointment_type_ids=())
+    assert calling.channel == "call"
+
+    with pytest.raises(campaigns.CampaignRefused, match="a call or a text, not 'sms'"):
+        await campaigns.put_campaign(db.pool, workspace_id, service_id, enabled=True,
+                                     lead_hours=24, appointment_type_ids=(), channel="sms")
+    assert await campaigns.get_campaign(db.pool, workspace_id, service_id) == calling
+
+
 async def test_types_of_another_clinic_or_retired_ones_are_refused_by_name(db, workspace_id):
     service_id, (consult, retired) = await clinic_with_types(db, workspace_id, "Consult", "Old")
     _, (elsewhere,) = await clinic_with_types(db, workspace_id, "Consult")

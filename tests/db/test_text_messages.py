@@ -3,9 +3,13 @@ which callbacks only ever move forward; a number that texted STOP gets none unti
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from db import text_messages as texts
+from tests.db.small_clinic import small_clinic
 
 PATIENT = "+15550107100"
 CLINIC = "+15550107001"
@@ -81,3 +85,30 @@ async def test_stop_holds_every_text_of_the_workspace_until_start(db, workspace_
 
     await texts.opt_in(db.pool, workspace_id, PATIENT)
     assert await texts.may_text(db.pool, workspace_id, PATIENT)
+
+
+async def test_an_appointment_gets_one_reminder_text_once_twilio_took_it(db, workspace_id):
+    clinic = await small_clinic(db, workspace_id)
+    patient = await clinic.patient("Ada")
+    booking = await clinic.book(patient, datetime.now(UTC) + timedelta(days=2))
+
+    async def remind() -> str:
+        return await texts.begin(db.pool, workspace_id=workspace_id, kind="reminder",
+                                 to=PATIENT, from_=CLINIC, body="A reminder.",
+                                 patient_id=patient, appointment_id=booking)
+
+    refused = await remind()
+    await texts.refused(db.pool, refused, code=None)  # Twilio unreachable: tried again
+    lost = await remind()
+    taken = await remind()  # Twilio's answer to the last one was lost: tried again
+    await texts.accepted(db.pool, taken, sid="SM-reminder", status="queued")
+
+    assert refused == lost == taken
+    with pytest.raises(texts.AlreadySent):
+        await remind()
+    other = await texts.begin(db.pool, workspace_id=workspace_id, kind="confirmation",
+                              to=PATIENT, from_=CLINIC, body="Booked.", appointment_id=booking)
+    assert other != taken  # one reminder per appointment; other kinds are not held
+    (row,) = await db.pool.fetch("SELECT status, appointment_id FROM text_messages "
+                                 "WHERE id = $1", uuid.UUID(taken))
+    assert (row["status"], str(row["appointment_id"])) == ("queued", booking)

@@ -1,8 +1,8 @@
-"""The dashboard's Tasks view and the Clinic view's reminder calls in headless Chromium
+"""The dashboard's Tasks view and the Clinic view's reminders in headless Chromium
 against the running service: a person claims a callback and it leaves the dialer's queue,
 another task is cancelled; a task's attempts link to their call records; a task made
-through the form has its dial job; the reminder campaign changed through the page is there
-after a reload; a read-only key sees no action.
+through the form has its dial job; the reminder campaign changed through the page (to
+texts) is there after a reload; a read-only key sees no action.
 
 Needs Debian's `chromium`; without it these tests skip, unless REQUIRE_BROWSER_TESTS=1
 (CI), where they fail.
@@ -124,6 +124,7 @@ async def test_the_reminder_campaign_changed_on_the_page_is_there_after_a_reload
     await open_page(page, world.keys["admin"], f"/clinic/{world.clinic_id}", "#reminders-form")
     assert not await page.is_checked("#reminders-enabled")
     await page.check("#reminders-enabled")
+    await page.select_option("#reminders-channel", "text")
     await page.fill("#reminders-lead", "6")
     await page.check("input[name=reminder-types][value=Vaccination]")
     await page.click("#reminders-save")
@@ -133,11 +134,12 @@ async def test_the_reminder_campaign_changed_on_the_page_is_there_after_a_reload
     await page.wait_for_selector("#reminders-form")
     assert await page.is_checked("#reminders-enabled")
     assert await page.input_value("#reminders-lead") == "6"
+    assert await page.input_value("#reminders-channel") == "text"
     assert await page.is_checked("input[name=reminder-types][value=Vaccination]")
     assert not await page.is_checked("input[name=reminder-types][value=Dressing]")
     campaign = await campaigns.get_campaign(db.pool, world.workspace_id, world.clinic_id)
-    assert (campaign.enabled, campaign.lead_hours, len(campaign.appointment_type_ids)) == (
-        True, 6, 1)
+    assert (campaign.enabled, campaign.channel, campaign.lead_hours,
+            len(campaign.appointment_type_ids)) == (True, "text", 6, 1)
     assert page.errors.errors == []
 
 
@@ -155,6 +157,7 @@ async def test_a_read_only_key_sees_tasks_and_reminders_but_no_action(page, serv
     await page.wait_for_selector("#reminders-form")
     assert await page.is_disabled("#reminders-save")
     assert await page.is_disabled("#reminders-enabled")
+    assert await page.is_disabled("#reminders-channel")
     assert (await outbound.get_task(db.pool, world.workspace_id, task_id)).status == "pending"
     assert page.errors.errors == []
 
