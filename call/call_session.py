@@ -68,19 +68,20 @@ class CallLog:
 
     def __init__(self, call_id: str, writer: CallRecordWriter | None,
                  observe: Callable[[str, dict[str, Any]], None] | None = None, *,
-                 first_event_seq: int = 1) -> None:
+                 first_event_seq: int = 1, first_seq: int = 1) -> None:
         """`observe`: sees every record (kind, fields) for live observers
         (ops/feed.CallFeed); it must never block or raise. `first_event_seq`: where a
         log opened on a finished call's record (work after the call) numbers its events,
-        past the ones already there (a taken number would drop the event)."""
+        past the ones already there (a taken number would drop the event); `first_seq`:
+        the same for every kind of record, for a call the agent takes back."""
         self.call_id = call_id
         self._writer = writer
         self.observe = observe
-        self._event_seq = itertools.count(first_event_seq)
-        self._turn_seq = itertools.count(1)
-        self._transition_seq = itertools.count(1)
-        self._tool_seq = itertools.count(1)
-        self._escalation_seq = itertools.count(1)
+        self._event_seq = itertools.count(max(first_event_seq, first_seq))
+        self._turn_seq = itertools.count(first_seq)
+        self._transition_seq = itertools.count(first_seq)
+        self._tool_seq = itertools.count(first_seq)
+        self._escalation_seq = itertools.count(first_seq)
         self._started = time.monotonic()
         self.escalations = 0  # escalations recorded on this call so far
 

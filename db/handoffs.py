@@ -11,7 +11,7 @@ from datetime import datetime
 
 import asyncpg
 
-from db.repositories import as_uuid
+from db.repositories import _row, as_uuid
 
 OUTCOMES = ("answered", "no_answer", "busy", "failed", "declined")
 
@@ -32,6 +32,7 @@ class Handoff:
     started_at: datetime
     answered_at: datetime | None
     ended_at: datetime | None
+    resumed_at: datetime | None = None
 
     @property
     def reached(self) -> bool:
@@ -85,6 +86,27 @@ async def ended(pool: asyncpg.Pool, handoff_id: str, at: datetime) -> None:
     """The conference is over (after an answered hand-off)."""
     await pool.execute("UPDATE handoffs SET ended_at = coalesce(ended_at, $2) WHERE id = $1",
                        as_uuid(handoff_id), at)
+
+
+async def resume_call(pool: asyncpg.Pool, call_id: str, owner_instance: str | None
+                      ) -> tuple[dict, Handoff] | None:
+    """Open the call's record again for the agent, once, after a hand-off that did not
+    reach anyone: the call row as it is now, and that hand-off. None when the call had no
+    such hand-off, or was taken back already (a stream cannot claim it twice)."""
+    async with pool.acquire() as connection, connection.transaction():
+        handoff = await connection.fetchrow(
+            """UPDATE handoffs SET resumed_at = now()
+               WHERE id = (SELECT id FROM handoffs WHERE call_id = $1 AND resumed_at IS NULL
+                             AND outcome IN ('no_answer', 'busy', 'failed', 'declined')
+                           ORDER BY started_at DESC LIMIT 1)
+               RETURNING *""", as_uuid(call_id))
+        if handoff is None:
+            return None
+        call = await connection.fetchrow(
+            """UPDATE calls SET status = 'in_progress', ended_at = NULL,
+                   completion_reason = NULL, owner_instance = coalesce($2, owner_instance)
+               WHERE id = $1 RETURNING *""", as_uuid(call_id), owner_instance)
+    return _row(call), _handoff(handoff)
 
 
 async def for_call(pool: asyncpg.Pool, call_id: str) -> list[Handoff]:

@@ -367,6 +367,19 @@ async def last_event_seq(pool: asyncpg.Pool, call_id: str) -> int:
         as_uuid(call_id)) or 0)
 
 
+async def last_record_seq(pool: asyncpg.Pool, call_id: str) -> int:
+    """The highest number any record of the call has (events, turns, transitions, tool
+    calls, escalations); 0 for none."""
+    return int(await pool.fetchval(
+        """SELECT greatest(
+               (SELECT coalesce(max(seq), 0) FROM call_events WHERE call_id = $1),
+               (SELECT coalesce(max(seq), 0) FROM turns WHERE call_id = $1),
+               (SELECT coalesce(max(seq), 0) FROM state_transitions WHERE call_id = $1),
+               (SELECT coalesce(max(seq), 0) FROM escalations WHERE call_id = $1),
+               (SELECT count(*) FROM tool_calls WHERE call_id = $1))""",
+        as_uuid(call_id)) or 0)
+
+
 async def claim_call_for_stream(
     pool: asyncpg.Pool, call_id: str, owner_instance: str | None = None
 ) -> JsonDict | None:

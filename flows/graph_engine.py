@@ -39,6 +39,7 @@ from flows.navigator import (
     Navigator,
     opening,
     settle,
+    took_action,
     understand_targets,
 )
 from flows.outbound_tools import finish
@@ -103,6 +104,9 @@ class GraphEngine:
         self._today = today
         self.state = graph.initial_state
         self.failed = False
+        # (state, action): where a call taken back by the agent goes on from, its greeting
+        # having asked that action's question (None: from the start)
+        self.resume: tuple[str, str] | None = None
 
     @property
     def navigates_by_model(self) -> bool:
@@ -118,6 +122,12 @@ class GraphEngine:
         first = opening(self.graph, self.session)
         self._record(first.hops)
         self.state = first.state
+        if self.resume is not None and self.resume[0] in self.graph.states and (
+                self.resume[1] in self.graph.actions):
+            # the call comes back to the agent mid-way (a person could not be reached):
+            # its greeting asked this state's question
+            self.state = self.resume[0]
+            took_action(self.session, self.resume[1])
         try:
             await within(self._prefetch(), PREFETCH_TIMEOUT_S, what="call prefetch")
         except Exception as error:  # noqa: BLE001 - the call goes on without the context

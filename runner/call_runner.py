@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,15 +27,19 @@ from pipecat.workers.runner import WorkerRunner
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from call.call_session import CallSession, CompletionReason, SessionMode
+from db import handoffs
 from db import repositories as repo
+from db.handoffs import Handoff
+from lib.prompts import render_prompt
 from ops.commands import CallControl
 from pipeline.factory import CallPipeline
 from processors.voice.greeting_player_processor import PrerenderedSpeech
 from runner import transcript_verification as tv
 from runner.call_setup import build_call, new_session
 from runner.drain import end_call_on_drain
-from runner.handoff import hand_off_for
+from runner.handoff import RESUME_AT, hand_off_for
 from runner.outbound.answer import profile_for_call
+from runner.post_call import SEQ_ROOM
 from runner.runtime import AppRuntime, CallProfile
 from services.twilio import PHONE_SAMPLE_RATE
 from services.twilio.serializer import (
@@ -136,8 +141,12 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         await _close(websocket, "no valid start message")
         return
     call_id = start.custom_parameters.get("call_id")
+    resumed: Handoff | None = None
     try:
-        call = await _known_call(runtime, call_id)
+        if start.custom_parameters.get("resume"):
+            call, resumed = await _taken_back(runtime, call_id)
+        else:
+            call = await _known_call(runtime, call_id)
     except CallLookupFailed:
         await tell_caller_unavailable(runtime, start.call_sid)
         await _close(websocket, "database unavailable")
@@ -147,10 +156,19 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         await _close(websocket, "unknown call")
         return
     profile = await _profile_of(runtime, call_id, call)
+    first_seq = 1
+    if resumed is not None:
+        first_seq = await runtime.db.bounded(repo.last_record_seq(runtime.db.pool, call_id),
+                                             what="call record") + SEQ_ROOM + 1
+        profile = replace(profile, resume=RESUME_AT, greeting=render_prompt(
+            "handoff/not_reached.txt", place=resumed.destination))
     session = new_session(
         runtime, profile, SessionMode.PHONE, call_sid=start.call_sid,
-        caller_number=_other_party(call),
+        caller_number=_other_party(call), first_seq=first_seq,
     )
+    if resumed is not None:
+        session.log.event("handoff_taken_back", handoff_id=resumed.id,
+                          outcome=resumed.outcome)
     for kind in start.bad_messages:
         session.log.event("bad_input", kind=kind, where="before start")
 
@@ -160,6 +178,22 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         await _abort_call(websocket, runtime, session, error, call_sid=start.call_sid)
         return
     await run_call(call_pipeline, session, runtime)
+
+
+async def _taken_back(runtime: AppRuntime, call_id: str | None
+                      ) -> tuple[dict | None, Handoff | None]:
+    """The call coming back to the agent after a hand-off that reached nobody, its
+    record opened again (once); (None, None) when it is not such a call."""
+    if not call_id:
+        return None, None
+    try:
+        taken = await runtime.db.bounded(
+            handoffs.resume_call(runtime.db.pool, call_id, runtime.identity.instance_id),
+            what="call taken back")
+    except Exception as error:
+        logger.warning(f"media stream: call lookup failed ({type(error).__name__})")
+        raise CallLookupFailed from error
+    return taken if taken is not None else (None, None)
 
 
 async def _profile_of(runtime: AppRuntime, call_id: str, call: dict) -> CallProfile:

@@ -27,16 +27,17 @@ from runner.runtime import AppRuntime, CallProfile
 
 def new_session(
     runtime: AppRuntime, profile: CallProfile, mode: SessionMode, call_sid: str | None = None,
-    caller_number: str | None = None,
+    caller_number: str | None = None, first_seq: int = 1,
 ) -> CallSession:
-    """The call's session, with its record opened (`in_progress`, `call_started`)."""
+    """The call's session, with its record opened (`in_progress`, `call_started`);
+    `first_seq`: past the records a call taken back by the agent already has."""
     graph = runtime.graph_for(profile)
     feed = runtime.ops.feed(
         profile.call_id, profile.workspace_id, service_id=profile.service_id, call_sid=call_sid,
         initial_state=graph.initial_state if graph is not None else None,
         navigator_model=navigator_model(runtime.plan.navigator.provider, runtime.settings),
     )
-    log = CallLog(profile.call_id, runtime.writer, observe=feed)
+    log = CallLog(profile.call_id, runtime.writer, observe=feed, first_seq=first_seq)
     session = CallSession(
         identity=CallIdentity(profile.call_id, profile.workspace_id, profile.service_id,
                               caller_number),
@@ -81,7 +82,7 @@ def graph_engine(
             filler_guidance=lambda: filler_guidance(
                 emotion.snapshot() if emotion is not None else None),
         )
-    return GraphEngine(
+    engine = GraphEngine(
         graph, booking, runtime.db.pool, session.log, clinic_name=session.clinic_name,
         emergency_number=runtime.settings.safety.emergency_number, navigator=navigator,
         index=runtime.world_index, practice=runtime.practice,
@@ -92,6 +93,8 @@ def graph_engine(
         # a phone call Twilio carries can be handed to a person warmly (runner/handoff.py)
         can_put_through=runtime.handoffs is not None and session.call_sid is not None,
     )
+    engine.resume = profile.resume
+    return engine
 
 
 def call_deps(

@@ -52,6 +52,8 @@ REASONS = {
     "time_limit": "the call reached its time limit",
 }
 CALLER_ASKED = "the caller asked to speak with a person"
+# Where a call the agent takes back goes on from: the call-back offer, its message asked.
+RESUME_AT = ("handoff_prep", "ask_callback_message")
 
 
 class HandoffCalls(Protocol):

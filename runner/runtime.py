@@ -102,6 +102,8 @@ class CallProfile:
     calendar_problems: list[str] = field(default_factory=list)  # why it could not say
     # A call the clinic placed: the task it carries out (None: a call someone made to us).
     outbound: OutboundCall | None = None
+    # (state, action) a call taken back by the agent goes on from (None: the start).
+    resume: tuple[str, str] | None = None
     created: float = field(default_factory=time.monotonic)
 
     def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:

@@ -22,7 +22,9 @@ CREATE TABLE handoffs (
     summary            text NOT NULL,
     started_at         timestamptz NOT NULL DEFAULT now(),
     answered_at        timestamptz,
-    ended_at           timestamptz
+    ended_at           timestamptz,
+    -- when the caller, not reached, was taken back to the agent (once only)
+    resumed_at         timestamptz
 );
 CREATE INDEX handoffs_call ON handoffs (call_id);
 CREATE INDEX handoffs_operator_leg ON handoffs (operator_call_sid);

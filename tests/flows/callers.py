@@ -39,7 +39,8 @@ class Caller:
 async def call_from(db, clinic, phone: str | None, *, graph: ContextGraph = GRAPH,
                     now: Callable[[], datetime] | None = None,
                     today: Callable[[], date] | None = None, reach: Reach | None = None,
-                    dialled_number: str | None = None, can_put_through: bool = False) -> Caller:
+                    dialled_number: str | None = None, can_put_through: bool = False,
+                    resume: tuple[str, str] | None = None) -> Caller:
     """A call from `phone` to `clinic` (workspace id, service id), started; `now` and
     `today` fix the engine's clock; `reach`: how the clinic texts."""
     workspace_id, service_id = clinic
@@ -55,6 +56,7 @@ async def call_from(db, clinic, phone: str | None, *, graph: ContextGraph = GRAP
         emergency_number="911", reach=reach, dialled_number=dialled_number,
         can_put_through=can_put_through, **clock,
     )
+    engine.resume = resume
     await engine.start()
     return Caller(engine, writer)
 

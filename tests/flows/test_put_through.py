@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from db import scheduling as sched
+from runner.handoff import RESUME_AT
 from tests.flows.callers import PRIYA_PHONE, call_from
 
 ZONE = ZoneInfo("America/Chicago")  # the demo clinic's
@@ -75,3 +76,15 @@ async def test_a_call_that_cannot_be_handed_over_is_offered_a_call_back(db, clin
     heard = await call.says("Can I speak to a real person please?")
 
     assert "pass on to the team" in heard and call.last.transfer_to is None
+
+
+async def test_a_caller_nobody_could_take_goes_on_to_a_call_back_with_the_agent(db, clinic):
+    call = await call_from(db, clinic, PRIYA_PHONE, resume=RESUME_AT)
+
+    asked = await call.says("Could the doctor call me about my blood test results please?")
+    done = await call.says("Yes, this number is fine.")
+
+    assert "number" in asked.lower()
+    assert "call you back" in done
+    (escalated,) = call.tool_calls("EscalateToHuman")
+    assert "blood test" in escalated.input["message"]
