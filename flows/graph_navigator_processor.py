@@ -45,6 +45,8 @@ from call.frames import EndCallFrame, NavigationFrame
 from flows.compile import EngageNodes
 from flows.graph_engine import GraphEngine
 from flows.navigator import NavDecision
+from language.affirmation import Answer, classify_answer
+from language.fields import digits_in
 from lib.prompts import render_prompt
 from processors.emotion.call_emotion import CallEmotion
 from processors.llm_context import is_caller_turn, last_user_text
@@ -197,7 +199,8 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
         pcm = self._session.turn_audio.last_turn
         sample_rate = self._session.turn_audio.sample_rate
         if (kind is None or verifier is None or not self._session.is_audio
-                or not verifier.supports(kind) or len(pcm) < MIN_AUDIO_S * sample_rate * 2):
+                or not verifier.supports(kind) or len(pcm) < MIN_AUDIO_S * sample_rate * 2
+                or kind == "phone" and yes_or_no_without_a_number(caller_text)):
             return None
         await self._offer_filler(None, kind="audio_verification", verifying=True)
         started = time.perf_counter()
@@ -306,3 +309,12 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
             self._session.log.event("prefetch_slow", waited_ms=int(PREFETCH_WAIT_S * 1000))
 
 
+# Fewer digits than this said are no phone number ("the best one").
+MIN_DIGITS = 3
+
+
+def yes_or_no_without_a_number(said: str) -> bool:
+    """A yes or no to a question that offers the number on record ("is the number you're
+    calling from the best one?"): no number was said (a lone "one" is not one), so none
+    is heard again."""
+    return classify_answer(said) is not Answer.UNCLEAR and len(digits_in(said)) < MIN_DIGITS

@@ -5,6 +5,9 @@ stand-in, with a simulated caller.
   sent from the clinic's number to the caller's, the caller heard it was texted, and
   the text's status callbacks (signed, to `/sms/status`) bring it to `delivered` in the
   clinic's record.
+- A caller who asks for a person while the clinic is open is put through: the location's
+  phone (the stand-in's operator) hears a summary of the call and joins the caller in
+  the conference; the hand-off is `answered` on record.
 - A video visit that takes a deposit, booked on the phone, is texted with its private
   Daily room's link and its Stripe deposit link; Stripe's signed webhook says when it is
   paid, and the patient calling back hears that it is.
@@ -20,11 +23,13 @@ from datetime import time as clock
 import pytest
 import yaml
 
+from db import handoffs, text_messages, visit_links
 from db import repositories as repo
-from db import text_messages, visit_links
+from db import scheduling as sched
 from db.clinic.file import parse_clinic_text
 from db.clinic.store import import_clinic
 from simulator.daily_api import FakeDaily, serve_daily
+from simulator.outbound_callee import CallTiming
 from simulator.simulator import CallScript, simulate_call
 from simulator.stripe_api import FakeStripe, serve_stripe
 from simulator.twilio_rest import FakeTwilioRest
@@ -157,3 +162,76 @@ async def test_a_video_visit_with_a_deposit_is_texted_both_links_and_its_payment
         "limit"] == 1
     assert [delivery.status for delivery in stripe.deliveries] == [204]
     assert "$25 deposit has been paid" in " | ".join(agent_lines(later.record))
+
+
+async def test_a_caller_who_asks_for_a_person_is_put_through_after_the_person_hears_a_summary(
+        pg_dsn, tmp_path):
+    caller_number = new_number()
+    twilio = FakeTwilioRest(timing=CallTiming(speech_scale=0.1))
+    async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
+        workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+        key = await repo.create_api_key(db.pool, workspace["id"], "front desk")
+        clinic = await add_clinic(db, workspace["id"], afternoon_zone(), clock(0), clock(23, 59))
+        (location,) = await sched.locations(db.pool, clinic.service_id)
+        twilio.add_number(clinic.number)
+        twilio.add_callee(location.phone_number, "operator")
+        async with service_and_twilio(db, twilio, tmp_path) as service:
+            call = await simulate_call(CallScript.model_validate({
+                "name": "asks_for_a_person", "from": caller_number, "to": clinic.number,
+                "turns": [{"say": "I want to talk to a real person please."}],
+            }), base_url=service.url, api_key=key, twilio_token=twilio.auth_token,
+                text_mode=False, log=lambda *_: None, account_sid=twilio.account_sid,
+                twilio=twilio, handoff_wait_s=60)
+
+            async def settled() -> list | None:
+                found = await handoffs.for_call(db.pool, call.call_id)
+                return found if found and found[0].outcome != "dialling" else None
+
+            (handoff,) = await eventually("the hand-off settled", settled, 30, service.log)
+
+    heard = " | ".join(agent_lines(call.record))
+    assert "putting you through to our Harbour clinic" in heard, heard
+    (placed,) = twilio.placed()
+    assert (placed.form["To"], placed.form["From"]) == (location.phone_number, clinic.number)
+    person = twilio.outcome(handoff.operator_call_sid)
+    assert "phone assistant with a caller for you" in person.heard[0], person.heard
+    assert "the caller asked to speak with a person" in person.heard[0]
+    assert person.conferences == [handoff.conference]
+    assert handoff.outcome == "answered" and handoff.destination == "our Harbour clinic"
+    leg = twilio.inbound[next(iter(twilio.inbound))]
+    assert leg.conferences == [handoff.conference]  # the caller was put in with them
+
+
+async def test_a_caller_nobody_answers_for_comes_back_to_the_agent_and_is_called_back(
+        pg_dsn, tmp_path):
+    caller_number = new_number()
+    twilio = FakeTwilioRest(timing=CallTiming(speech_scale=0.1, no_answer_s=1.0))
+    async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
+        workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+        key = await repo.create_api_key(db.pool, workspace["id"], "front desk")
+        clinic = await add_clinic(db, workspace["id"], afternoon_zone(), clock(0), clock(23, 59))
+        (location,) = await sched.locations(db.pool, clinic.service_id)
+        twilio.add_number(clinic.number)
+        twilio.add_callee(location.phone_number, "no_answer")
+        async with service_and_twilio(db, twilio, tmp_path) as service:
+            call = await simulate_call(CallScript.model_validate({
+                "name": "nobody_answers", "from": caller_number, "to": clinic.number,
+                "turns": [{"say": line} for line in (
+                    "I want to talk to a real person please.",
+                    "Please ask the doctor to call me about my blood test.",
+                    "Yes, this number is fine.", "Thanks, goodbye.")],
+            }), base_url=service.url, api_key=key, twilio_token=twilio.auth_token,
+                text_mode=False, log=lambda *_: None, account_sid=twilio.account_sid,
+                twilio=twilio, handoff_wait_s=60)
+            (handoff,) = await handoffs.for_call(db.pool, call.call_id)
+            tasks = await db.pool.fetch(
+                "SELECT kind, phone FROM outbound_tasks WHERE source_call = $1",
+                uuid.UUID(call.call_id))
+
+    heard = " | ".join(agent_lines(call.record))
+    assert handoff.outcome == "no_answer" and handoff.resumed_at is not None
+    assert "couldn't reach anyone at our Harbour clinic" in heard, heard
+    assert "call you back" in heard.split("couldn't reach anyone")[1], heard
+    assert [(t["kind"], t["phone"]) for t in tasks] == [("callback", caller_number)], heard
+    events = [e["type"] for e in call.record["events"]]
+    assert {"handoff_started", "handoff_outcome", "handoff_taken_back"} <= set(events)

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from db import scheduling as sched
+from flows.graph_navigator_processor import yes_or_no_without_a_number
 from runner.handoff import RESUME_AT
 from tests.flows.callers import PRIYA_PHONE, call_from
 
@@ -88,3 +89,15 @@ async def test_a_caller_nobody_could_take_goes_on_to_a_call_back_with_the_agent(
     assert "call you back" in done
     (escalated,) = call.tool_calls("EscalateToHuman")
     assert "blood test" in escalated.input["message"]
+
+
+@pytest.mark.parametrize(("said", "skip"), [
+    ("Yes, this number is fine.", True),
+    ("yeah that's the best one", True),
+    ("No, not that one.", True),
+    ("Yes, it's three one two five five five zero one nine nine", False),
+    ("no, use 312 555 0199", False),
+    ("three one two five five five zero one nine nine", False),
+])
+def test_a_yes_or_no_to_the_number_on_record_is_not_heard_again_as_a_number(said, skip):
+    assert yes_or_no_without_a_number(said) is skip
