@@ -29,6 +29,7 @@ class Handoff:
     operator_call_sid: str | None
     outcome: str
     summary: str
+    seq_base: int
     started_at: datetime
     answered_at: datetime | None
     ended_at: datetime | None
@@ -48,13 +49,13 @@ def _handoff(row: asyncpg.Record) -> Handoff:
 
 async def begin(pool: asyncpg.Pool, *, call_id: str, workspace_id: str, reason: str,
                 destination: str, number: str, conference: str, caller_call_sid: str,
-                summary: str) -> Handoff:
+                summary: str, seq_base: int = 0) -> Handoff:
     row = await pool.fetchrow(
         """INSERT INTO handoffs (call_id, workspace_id, reason, destination, number,
-                                 conference, caller_call_sid, summary)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *""",
+                                 conference, caller_call_sid, summary, seq_base)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *""",
         as_uuid(call_id), as_uuid(workspace_id), reason, destination, number, conference,
-        caller_call_sid, summary)
+        caller_call_sid, summary, seq_base)
     return _handoff(row)
 
 
@@ -107,6 +108,16 @@ async def resume_call(pool: asyncpg.Pool, call_id: str, owner_instance: str | No
                    completion_reason = NULL, owner_instance = coalesce($2, owner_instance)
                WHERE id = $1 RETURNING *""", as_uuid(call_id), owner_instance)
     return _row(call), _handoff(handoff)
+
+
+async def live_for(pool: asyncpg.Pool, call_id: str) -> Handoff | None:
+    """The call's hand-off still under way (ringing, or the person joined and the
+    conference has not ended); None when there is none."""
+    row = await pool.fetchrow(
+        """SELECT * FROM handoffs WHERE call_id = $1 AND ended_at IS NULL
+               AND outcome IN ('dialling', 'answered')
+           ORDER BY started_at DESC LIMIT 1""", as_uuid(call_id))
+    return None if row is None else _handoff(row)
 
 
 async def for_call(pool: asyncpg.Pool, call_id: str) -> list[Handoff]:

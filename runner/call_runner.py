@@ -71,7 +71,7 @@ async def serve_media_stream(websocket: WebSocket, runtime: AppRuntime, *,
         await _serve_text_session(websocket, runtime, flags)
     elif not signed:
         logger.warning("media stream: an unsigned upgrade may open text sessions only; closing")
-        await _close(websocket, "unsigned media stream")
+        await close_socket(websocket, "unsigned media stream")
     else:
         await _serve_phone_call(websocket, runtime, first)
 
@@ -84,7 +84,7 @@ async def _first_message(websocket: WebSocket, timeout_s: float) -> str | None:
         message = await asyncio.wait_for(websocket.receive(), timeout_s)
     except TimeoutError:
         logger.warning(f"media stream: no first message within {timeout_s:g} s; closing")
-        await _close(websocket, "no first message")
+        await close_socket(websocket, "no first message")
         return None
     except (WebSocketDisconnect, RuntimeError):
         message = {"type": "websocket.disconnect"}
@@ -93,7 +93,7 @@ async def _first_message(websocket: WebSocket, timeout_s: float) -> str | None:
         return None
     if message.get("text") is None:
         logger.warning("media stream: binary first message; closing (unsupported data)")
-        await _close(websocket, "text messages only", code=UNSUPPORTED_DATA)
+        await close_socket(websocket, "text messages only", code=UNSUPPORTED_DATA)
         return None
     return message["text"]
 
@@ -105,7 +105,7 @@ def _eval_flags(message: str) -> EvalConnectionFlags | None:
         return None
 
 
-async def _close(websocket: WebSocket, reason: str, code: int = POLICY_VIOLATION) -> None:
+async def close_socket(websocket: WebSocket, reason: str, code: int = POLICY_VIOLATION) -> None:
     if WebSocketState.DISCONNECTED in (websocket.client_state, websocket.application_state):
         return  # the peer left, or we already closed it
     try:
@@ -138,7 +138,7 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
         max_bytes=telephony.ws_max_message_bytes, max_bad=telephony.ws_max_bad_messages,
     )
     if start is None:
-        await _close(websocket, "no valid start message")
+        await close_socket(websocket, "no valid start message")
         return
     call_id = start.custom_parameters.get("call_id")
     resumed: Handoff | None = None
@@ -149,11 +149,11 @@ async def _serve_phone_call(websocket: WebSocket, runtime: AppRuntime, first: st
             call = await _known_call(runtime, call_id)
     except CallLookupFailed:
         await tell_caller_unavailable(runtime, start.call_sid)
-        await _close(websocket, "database unavailable")
+        await close_socket(websocket, "database unavailable")
         return
     if call is None:
         logger.warning("media stream: start for an unknown or finished call; closing")
-        await _close(websocket, "unknown call")
+        await close_socket(websocket, "unknown call")
         return
     profile = await _profile_of(runtime, call_id, call)
     first_seq = 1
@@ -278,7 +278,7 @@ async def _abort_call(
         told = await tell_caller_unavailable(runtime, call_sid)
         session.log.event("caller_told_unavailable", **(told or {"outcome": "no_credentials"}))
     await close_failed_call(runtime, session, error)
-    await _close(websocket, "internal error")
+    await close_socket(websocket, "internal error")
 
 
 async def close_failed_call(runtime: AppRuntime, session: CallSession, error: Exception) -> None:
@@ -299,12 +299,12 @@ async def _serve_text_session(
     try:
         call = await _known_call(runtime, call_id)
     except CallLookupFailed:
-        await _close(websocket, "database unavailable")
+        await close_socket(websocket, "database unavailable")
         return
     if call is None:
         if call_id or not runtime.settings.server.allow_open_eval_sessions:
             logger.warning("text session: no matching call from /voice/answer; closing")
-            await _close(websocket, "text sessions need a call created by /voice/answer")
+            await close_socket(websocket, "text sessions need a call created by /voice/answer")
             return
         profile = await runtime.resolve_profile("", None)
         call_id = await repo.create_call(

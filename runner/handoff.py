@@ -4,8 +4,9 @@ hearing a summary of the call before they join.
 `begin` places the person's leg (their phone rings; once answered it hears the summary,
 then enters the conference and starts it) and moves the caller's call into the same
 conference, where they wait in silence until the person joins; the agent's media stream
-ends there. Either party leaving ends the conference. With forks on, each leg's audio
-is also streamed to `/ws/listen` so the record keeps both parties' words.
+ends there. Either party leaving ends the conference. With forks on (the
+service's), each leg's audio is also streamed to `/ws/listen` (runner/listen.py), so the
+record keeps both parties' words, the caller's and the person's.
 
 How it ends comes from Twilio's callbacks (`api/handoff_webhooks.py`): the person joining
 is `answered`; their call ending `no-answer`, `busy` or `failed`, or after answering
@@ -31,9 +32,11 @@ from loguru import logger
 from call.call_session import CallLog, CallSession
 from config import Settings
 from db import handoffs
+from db import repositories as repo
 from db.handoffs import Handoff
 from flows.graph_session import GraphSession
 from flows.handoff_summary import handoff_summary
+from runner.post_call import SEQ_ROOM
 from services.twilio.calls import PlacedCall, TwilioCallError, TwilioCalls
 from services.twilio.numbers import TwilioAccount
 from services.twilio.twiml import Conference, Fork, back_to_agent_twiml, conference_twiml
@@ -98,7 +101,8 @@ class WarmHandoffs:
             self._pool, call_id=request.call_id, workspace_id=request.workspace_id,
             reason=request.reason, destination=request.destination, number=request.number,
             conference=f"handoff-{uuid.uuid4().hex}", caller_call_sid=request.caller_call_sid,
-            summary=request.summary)
+            summary=request.summary,
+            seq_base=await repo.last_record_seq(self._pool, request.call_id) + SEQ_ROOM)
         room = Conference(handoff.conference,
                           status_callback=f"{self._base}/voice/handoff/{handoff.id}/conference")
         placed = await self._calls.create(
@@ -161,7 +165,7 @@ def warm_handoffs(settings: Settings, pool: asyncpg.Pool) -> WarmHandoffs | None
     account = TwilioAccount(telephony.twilio_account_sid,
                             telephony.twilio_auth_token.get_secret_value(),
                             telephony.twilio_api_base_url)
-    return WarmHandoffs(pool, TwilioCalls(account), public_url)
+    return WarmHandoffs(pool, TwilioCalls(account), public_url, forks=True)
 
 
 def hand_off_for(warm: WarmHandoffs | None, session: CallSession, booking: GraphSession | None,

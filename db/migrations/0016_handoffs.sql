@@ -20,6 +20,8 @@ CREATE TABLE handoffs (
         CHECK (outcome IN ('dialling', 'answered', 'no_answer', 'busy', 'failed',
                            'declined')),
     summary            text NOT NULL,
+    -- the parties' turns, written while the agent is gone, are numbered past this
+    seq_base           integer NOT NULL DEFAULT 0,
     started_at         timestamptz NOT NULL DEFAULT now(),
     answered_at        timestamptz,
     ended_at           timestamptz,

@@ -28,8 +28,9 @@ from db import repositories as repo
 from db import scheduling as sched
 from db.clinic.file import parse_clinic_text
 from db.clinic.store import import_clinic
+from services.espeak.engine import synthesize_pcm
 from simulator.daily_api import FakeDaily, serve_daily
-from simulator.outbound_callee import CallTiming
+from simulator.outbound_callee import CallTiming, operator_callee
 from simulator.simulator import CallScript, simulate_call
 from simulator.stripe_api import FakeStripe, serve_stripe
 from simulator.twilio_rest import FakeTwilioRest
@@ -174,7 +175,10 @@ async def test_a_caller_who_asks_for_a_person_is_put_through_after_the_person_he
         clinic = await add_clinic(db, workspace["id"], afternoon_zone(), clock(0), clock(23, 59))
         (location,) = await sched.locations(db.pool, clinic.service_id)
         twilio.add_number(clinic.number)
-        twilio.add_callee(location.phone_number, "operator")
+        twilio.add_callee(location.phone_number, operator_callee(
+            ["Hello, this is the front desk. How can I help you today?"], stay_s=6,
+            synthesize=synthesize_pcm))
+        twilio.inbound_lines[caller_number] = ["I would like to move my appointment please."]
         async with service_and_twilio(db, twilio, tmp_path) as service:
             call = await simulate_call(CallScript.model_validate({
                 "name": "asks_for_a_person", "from": caller_number, "to": clinic.number,
@@ -189,6 +193,16 @@ async def test_a_caller_who_asks_for_a_person_is_put_through_after_the_person_he
 
             (handoff,) = await eventually("the hand-off settled", settled, 30, service.log)
 
+            async def both_parties() -> list | None:
+                rows = await db.pool.fetch(
+                    "SELECT speaker_role, text FROM turns WHERE call_id = $1 AND seq > $2",
+                    uuid.UUID(call.call_id), handoff.seq_base)
+                return rows if {r["speaker_role"] for r in rows} == {"caller", "operator"} \
+                    else None
+
+            parties = await eventually("both parties' words on record", both_parties, 40,
+                                       service.log)
+
     heard = " | ".join(agent_lines(call.record))
     assert "putting you through to our Harbour clinic" in heard, heard
     (placed,) = twilio.placed()
@@ -200,6 +214,9 @@ async def test_a_caller_who_asks_for_a_person_is_put_through_after_the_person_he
     assert handoff.outcome == "answered" and handoff.destination == "our Harbour clinic"
     leg = twilio.inbound[next(iter(twilio.inbound))]
     assert leg.conferences == [handoff.conference]  # the caller was put in with them
+    # the record keeps the agent's turns, then the caller's and the person's
+    assert {row["speaker_role"] for row in parties} == {"caller", "operator"}
+    assert all(row["text"].strip() for row in parties)
 
 
 async def test_a_caller_nobody_answers_for_comes_back_to_the_agent_and_is_called_back(
