@@ -13,7 +13,6 @@ per appointment while it waits or runs, the text's record one text after it
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,7 +20,7 @@ import asyncpg
 
 from db import jobs, scheduling
 from db.reminder_campaigns import Campaign
-from db.reminder_timing import clinic_hours, reminder_time
+from db.reminder_timing import clinic_hours, due_appointments, reminder_time
 from db.repositories import as_uuid
 from db.scheduling import Appointment
 
@@ -38,25 +37,7 @@ async def queue_texts(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
     """Queue a reminder text job for each appointment the campaign covers that has none
     yet; the new jobs' ids (one already waiting is not queued twice)."""
     lead = timedelta(hours=campaign.lead_hours)
-    rows = await pool.fetch(
-        """SELECT a.id, a.starts_at, a.location_id, p.timezone
-           FROM appointments a
-           JOIN locations l ON l.id = a.location_id
-           JOIN patients p ON p.id = a.patient_id
-           WHERE l.service_id = $1 AND p.workspace_id = $2 AND a.status = ANY($3)
-             AND a.starts_at > $4 AND a.starts_at <= $5
-             AND (cardinality($6::uuid[]) = 0 OR a.appointment_type_id = ANY($6::uuid[]))
-             AND p.phone IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM text_opt_outs s
-                             WHERE s.workspace_id = p.workspace_id AND s.phone = p.phone)
-             AND NOT EXISTS (SELECT 1 FROM text_messages m
-                             WHERE m.kind = 'reminder' AND m.appointment_id = a.id)
-             AND NOT EXISTS (SELECT 1 FROM outbound_tasks o
-                             WHERE o.kind = 'reminder' AND o.appointment_id = a.id)
-           ORDER BY a.starts_at""",
-        uuid.UUID(campaign.service_id), uuid.UUID(campaign.workspace_id),
-        list(scheduling.LIVE), now, now + lead + interval,
-        [uuid.UUID(t) for t in campaign.appointment_type_ids])
+    rows = await due_appointments(pool, campaign, now, interval=interval, channel="text")
     if not rows:
         return []
     hours = await clinic_hours(pool, campaign.service_id, now)

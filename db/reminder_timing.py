@@ -9,6 +9,7 @@ The same rule as a promised call's (`db.calling_window.next_calling_time` over
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,6 +19,7 @@ from db import scheduling
 from db.calling_window import DailyWindow, next_calling_time
 from db.opening import Closure
 from db.promised_calls import clinic_window
+from db.reminder_campaigns import Campaign
 from db.scheduling import Location
 
 
@@ -58,3 +60,42 @@ def reminder_time(hours: ClinicHours, *, location_id: str, patient_timezone: str
     if at is None or at >= starts_at:
         return None
     return ReminderTime(due, at, window, zone)
+
+
+# Whom a reminder can reach, by how it is sent: a call needs a patient and a number that
+# may be called; a text a number that did not text STOP (a patient who asked not to be
+# called is still texted).
+REACHABLE = {
+    "call": """NOT p.do_not_call
+               AND NOT EXISTS (SELECT 1 FROM do_not_call_numbers d
+                               WHERE d.workspace_id = p.workspace_id AND d.phone = p.phone)""",
+    "text": """NOT EXISTS (SELECT 1 FROM text_opt_outs s
+                           WHERE s.workspace_id = p.workspace_id AND s.phone = p.phone)""",
+}
+
+
+async def due_appointments(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
+                           interval: timedelta, channel: str) -> list[asyncpg.Record]:
+    """The live appointments of the campaign's types starting within its lead time (plus
+    `interval`) whose patient has a number the `channel` can reach, with no reminder yet
+    (neither a call nor a text), soonest first."""
+    lead = timedelta(hours=campaign.lead_hours)
+    return await pool.fetch(
+        f"""SELECT a.id, a.patient_id, a.starts_at, a.location_id, p.timezone,
+                   t.name AS type_name
+            FROM appointments a
+            JOIN locations l ON l.id = a.location_id
+            JOIN patients p ON p.id = a.patient_id
+            JOIN appointment_types t ON t.id = a.appointment_type_id
+            WHERE l.service_id = $1 AND p.workspace_id = $2 AND a.status = ANY($3)
+              AND a.starts_at > $4 AND a.starts_at <= $5
+              AND (cardinality($6::uuid[]) = 0 OR a.appointment_type_id = ANY($6::uuid[]))
+              AND p.phone IS NOT NULL AND {REACHABLE[channel]}
+              AND NOT EXISTS (SELECT 1 FROM outbound_tasks o
+                              WHERE o.kind = 'reminder' AND o.appointment_id = a.id)
+              AND NOT EXISTS (SELECT 1 FROM text_messages m
+                              WHERE m.kind = 'reminder' AND m.appointment_id = a.id)
+            ORDER BY a.starts_at""",
+        uuid.UUID(campaign.service_id), uuid.UUID(campaign.workspace_id),
+        list(scheduling.LIVE), now, now + lead + interval,
+        [uuid.UUID(t) for t in campaign.appointment_type_ids])

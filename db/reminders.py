@@ -12,16 +12,15 @@ still waiting when its appointment is cancelled is called off (`db/waitlist.slot
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 
-from db import outbound, scheduling
+from db import outbound
 from db.reminder_campaigns import Campaign, enabled_campaigns
 from db.reminder_texts import queue_texts
-from db.reminder_timing import clinic_hours, reminder_time
+from db.reminder_timing import clinic_hours, due_appointments, reminder_time
 
 SWEEP_JOB = "reminder_sweep"
 REMINDER_PRIORITY = 4
@@ -62,27 +61,7 @@ async def remind(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
     skipping patients who asked not to be called or have no number, and appointments no
     call can reach in time."""
     lead = timedelta(hours=campaign.lead_hours)
-    rows = await pool.fetch(
-        """SELECT a.id, a.patient_id, a.starts_at, a.location_id, p.timezone,
-                  t.name AS type_name
-           FROM appointments a
-           JOIN locations l ON l.id = a.location_id
-           JOIN patients p ON p.id = a.patient_id
-           JOIN appointment_types t ON t.id = a.appointment_type_id
-           WHERE l.service_id = $1 AND p.workspace_id = $2 AND a.status = ANY($3)
-             AND a.starts_at > $4 AND a.starts_at <= $5
-             AND (cardinality($6::uuid[]) = 0 OR a.appointment_type_id = ANY($6::uuid[]))
-             AND NOT p.do_not_call AND p.phone IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM do_not_call_numbers d
-                             WHERE d.workspace_id = p.workspace_id AND d.phone = p.phone)
-             AND NOT EXISTS (SELECT 1 FROM outbound_tasks o
-                             WHERE o.kind = 'reminder' AND o.appointment_id = a.id)
-             AND NOT EXISTS (SELECT 1 FROM text_messages m
-                             WHERE m.kind = 'reminder' AND m.appointment_id = a.id)
-           ORDER BY a.starts_at""",
-        uuid.UUID(campaign.service_id), uuid.UUID(campaign.workspace_id),
-        list(scheduling.LIVE), now, now + lead + interval,
-        [uuid.UUID(t) for t in campaign.appointment_type_ids])
+    rows = await due_appointments(pool, campaign, now, interval=interval, channel="call")
     if not rows:
         return []
     hours = await clinic_hours(pool, campaign.service_id, now)

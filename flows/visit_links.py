@@ -11,8 +11,10 @@ a video link carries its room's token, and both name a patient's visit.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import asyncpg
 
@@ -21,6 +23,8 @@ from db.visit_links import VisitLink, VisitTerms
 from flows.reach import Reach
 from services.payments import Deposit, PaymentError
 from services.telehealth.links import LinkTemplate, TelehealthError, VideoVisits, VisitWindow
+
+T = TypeVar("T")
 
 
 class LinkNotMade(Exception):
@@ -65,13 +69,8 @@ async def video_link(pool: asyncpg.Pool, reach: Reach, terms: VisitTerms, *,
         raise LinkNotMade("this visit is in person", retryable=False)
     provider = video_provider(reach, terms)
     window = VisitWindow(terms.appointment_id, terms.starts_at, terms.ends_at)
-    try:
-        made = await asyncio.wait_for(provider.link_for(window),
-                                      timeout_s or reach.provider_timeout_s)
-    except TimeoutError:
-        raise LinkNotMade("the video provider did not answer in time", retryable=True) from None
-    except TelehealthError as error:
-        raise LinkNotMade(error.reason, retryable=error.retryable) from None
+    made = await _asked(provider.link_for(window), timeout_s or reach.provider_timeout_s,
+                        "the video provider")
     return await visit_links.keep(pool, terms, "video", provider=made.provider, url=made.url,
                                   external_id=made.room, expires_at=made.expires_at,
                                   call_id=call_id)
@@ -90,14 +89,8 @@ async def payment_link(pool: asyncpg.Pool, reach: Reach, terms: VisitTerms, desc
         raise LinkNotMade("deposit links are not set up here", retryable=False)
     deposit = Deposit(terms.appointment_id, terms.deposit_cents, terms.currency.lower(),
                       description)
-    try:
-        made = await asyncio.wait_for(reach.payments.create_link(deposit),
-                                      timeout_s or reach.provider_timeout_s)
-    except TimeoutError:
-        raise LinkNotMade("the payment provider did not answer in time",
-                          retryable=True) from None
-    except PaymentError as error:
-        raise LinkNotMade(error.reason, retryable=error.retryable) from None
+    made = await _asked(reach.payments.create_link(deposit),
+                        timeout_s or reach.provider_timeout_s, "the payment provider")
     return await visit_links.keep(pool, terms, "payment", provider=reach.payment_provider,
                                   url=made.url, external_id=made.id,
                                   amount_cents=made.amount_minor,
@@ -112,14 +105,18 @@ async def deposit_paid(pool: asyncpg.Pool, reach: Reach, link: VisitLink, *,
         return True
     if reach.payments is None or not link.external_id:
         raise LinkNotMade("deposit links are not set up here", retryable=False)
-    try:
-        state = await asyncio.wait_for(reach.payments.state(link.external_id),
-                                       timeout_s or reach.provider_timeout_s)
-    except TimeoutError:
-        raise LinkNotMade("the payment provider did not answer in time",
-                          retryable=True) from None
-    except PaymentError as error:
-        raise LinkNotMade(error.reason, retryable=error.retryable) from None
+    state = await _asked(reach.payments.state(link.external_id),
+                         timeout_s or reach.provider_timeout_s, "the payment provider")
     if state.paid:
         await visit_links.mark_paid(pool, link.provider, link.external_id, datetime.now(UTC))
     return state.paid
+
+
+async def _asked(request: Awaitable[T], timeout_s: float, who: str) -> T:
+    """A provider's answer within `timeout_s`; its refusal or silence as `LinkNotMade`."""
+    try:
+        return await asyncio.wait_for(request, timeout_s)
+    except TimeoutError:
+        raise LinkNotMade(f"{who} did not answer in time", retryable=True) from None
+    except (TelehealthError, PaymentError) as error:
+        raise LinkNotMade(error.reason, retryable=error.retryable) from None
