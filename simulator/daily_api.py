@@ -36,6 +36,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
 
+from simulator.loopback import serve_on_loopback
+
 API = "/v1"
 ROOM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 PRIVACY = ("public", "private")
@@ -235,19 +237,12 @@ async def serve_daily(fake: FakeDaily, port: int = 0) -> AsyncIterator[str]:
     """Serve the stand-in on a loopback port (a free one by default); yields the API base
     URL (`…/v1`, Daily's `https://api.daily.co/v1` in production). A stalled answer is
     cut short when it stops."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
-    fake.base_url = f"http://127.0.0.1:{bound}{API}"
-    try:
-        yield fake.base_url
-    finally:
-        fake.close()
-        await runner.cleanup()
+    async with serve_on_loopback(fake.handle, port) as url:
+        fake.base_url = f"{url}{API}"
+        try:
+            yield fake.base_url
+        finally:
+            fake.close()
 
 
 __all__ = ["FakeDaily", "Grant", "Received", "serve_daily"]

@@ -48,6 +48,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from simulator.loopback import serve_on_loopback
+
 API = "/v1"
 # The API version events are rendered in (the one the pinned SDK asks for).
 API_VERSION = "2026-10-28.endive"
@@ -464,18 +466,9 @@ def _token(length: int) -> str:
 async def serve_stripe(fake: FakeStripe, port: int = 0) -> AsyncIterator[str]:
     """Serve the stand-in on a loopback port (a free one by default); yields the base URL
     to point the adapter at (Stripe's is `https://api.stripe.com`)."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]
-    fake.base_url = f"http://127.0.0.1:{bound}"
-    try:
-        yield fake.base_url
-    finally:
-        await runner.cleanup()
+    async with serve_on_loopback(fake.handle, port) as url:
+        fake.base_url = url
+        yield url
 
 
 __all__ = ["Delivery", "FakeStripe", "Received", "Refused", "error_body", "mask_key",

@@ -60,6 +60,7 @@ from aiohttp import web
 from lib.redaction import mask_phone
 from services.twilio.numbers import TwilioAccount
 from simulator.inbound_leg import InboundLeg
+from simulator.loopback import serve_on_loopback
 from simulator.outbound_callee import (
     Callee,
     CalleeError,
@@ -476,19 +477,12 @@ async def serve_twilio_rest(fake: FakeTwilioRest, port: int = 0) -> AsyncIterato
     """Serve the stand-in on a loopback port (a free one by default); yields the base URL
     to configure (`TWILIO_API_BASE_URL`, Twilio's `https://api.twilio.com` in production).
     Calls still running when it stops are cut off."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]
-    fake.base_url = f"http://127.0.0.1:{bound}"
-    try:
-        yield fake.base_url
-    finally:
-        await fake.close()
-        await runner.cleanup()
+    async with serve_on_loopback(fake.handle, port) as url:
+        fake.base_url = url
+        try:
+            yield url
+        finally:
+            await fake.close()
 
 
 # --- The command line ---------------------------------------------------------------
