@@ -32,8 +32,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 from loguru import logger
@@ -52,15 +50,9 @@ from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
 from flows.navigator import warm_up
 from flows.reach import Reach
-from flows.texting import Texter
 from lib import event_loop
-from services.payments import StripeLinks
-from services.telehealth.daily import DailyRooms
-from services.twilio.messages import TwilioMessages
-from simulator.daily_api import FakeDaily, serve_daily
-from simulator.stripe_api import FakeStripe, serve_stripe
-from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.fakes import CollectingWriter
+from tests.reach_stand_ins import reach_through_stand_ins
 
 PHONE = "+15550100204"
 BEFORE_YES = ["Hi, I'd like to book a physio appointment", "next week in the morning please",
@@ -68,22 +60,6 @@ BEFORE_YES = ["Hi, I'd like to book a physio appointment", "next week in the mor
 FOLLOW_UPS = ("GetTelehealthLink", "CreatePaymentLink", "SendTextMessage")
 CONDITIONS = ("nothing set up", "texts", "texts and links", "video provider stalled")
 STALL_S = 5.0
-
-
-@asynccontextmanager
-async def stand_ins(pool) -> AsyncIterator[tuple[Reach, FakeDaily]]:
-    twilio, daily, stripe = FakeTwilioRest(), FakeDaily(), FakeStripe()
-    twilio.add_number(DEMO_NUMBER)
-    async with AsyncExitStack() as stack:
-        await stack.enter_async_context(serve_twilio_rest(twilio))
-        daily_url = await stack.enter_async_context(serve_daily(daily))
-        stripe_url = await stack.enter_async_context(serve_stripe(stripe))
-        yield Reach(texter=Texter(pool, TwilioMessages(twilio.account())),
-                    daily=DailyRooms(daily.api_key, base_url=daily_url, timeout_s=1.0),
-                    payments=StripeLinks(stripe.api_key, api_base=stripe_url,
-                                         timeout_s=1.0)), daily
-        daily.close()
-        await twilio.close()
 
 
 async def clinic_is(db: Database, service_id: str, *, video: bool, deposit: bool) -> None:
@@ -127,7 +103,8 @@ async def main(rounds: int) -> dict:
         try:
             await apply_migrations(db.pool)
             seeded = await seed_demo(db.pool)
-            async with stand_ins(db.pool) as (reach, daily):
+            async with reach_through_stand_ins(db.pool, DEMO_NUMBER) as stand_ins:
+                reach, daily = stand_ins.reach, stand_ins.daily
                 for condition in CONDITIONS:
                     await clinic_is(db, seeded.service_id, video=condition != "texts",
                                     deposit=condition == "texts and links")

@@ -36,6 +36,7 @@ from simulator.stripe_api import FakeStripe, serve_stripe
 from simulator.twilio_rest import FakeTwilioRest
 from tests.api.clinics import new_number
 from tests.e2e.follow_through import (
+    Clinic,
     add_clinic,
     clinic_file,
     database_of_its_own,
@@ -165,16 +166,23 @@ async def test_a_video_visit_with_a_deposit_is_texted_both_links_and_its_payment
     assert "$25 deposit has been paid" in " | ".join(agent_lines(later.record))
 
 
+async def open_clinic(db, twilio: FakeTwilioRest) -> tuple[str, Clinic, sched.Location]:
+    """A workspace's clinic open all day, its number at the stand-in: the front-desk API
+    key, the clinic, and its one location (whose phone a person answers)."""
+    workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
+    key = await repo.create_api_key(db.pool, workspace["id"], "front desk")
+    clinic = await add_clinic(db, workspace["id"], afternoon_zone(), clock(0), clock(23, 59))
+    (location,) = await sched.locations(db.pool, clinic.service_id)
+    twilio.add_number(clinic.number)
+    return key, clinic, location
+
+
 async def test_a_caller_who_asks_for_a_person_is_put_through_after_the_person_hears_a_summary(
         pg_dsn, tmp_path):
     caller_number = new_number()
     twilio = FakeTwilioRest(timing=CallTiming(speech_scale=0.1))
     async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
-        workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
-        key = await repo.create_api_key(db.pool, workspace["id"], "front desk")
-        clinic = await add_clinic(db, workspace["id"], afternoon_zone(), clock(0), clock(23, 59))
-        (location,) = await sched.locations(db.pool, clinic.service_id)
-        twilio.add_number(clinic.number)
+        key, clinic, location = await open_clinic(db, twilio)
         twilio.add_callee(location.phone_number, operator_callee(
             ["Hello, this is the front desk. How can I help you today?"], stay_s=6,
             synthesize=synthesize_pcm))
@@ -224,11 +232,7 @@ async def test_a_caller_nobody_answers_for_comes_back_to_the_agent_and_is_called
     caller_number = new_number()
     twilio = FakeTwilioRest(timing=CallTiming(speech_scale=0.1, no_answer_s=1.0))
     async with database_of_its_own(pg_dsn, tmp_path / "db") as db:
-        workspace = await repo.create_workspace(db.pool, f"ws-{uuid.uuid4().hex[:8]}")
-        key = await repo.create_api_key(db.pool, workspace["id"], "front desk")
-        clinic = await add_clinic(db, workspace["id"], afternoon_zone(), clock(0), clock(23, 59))
-        (location,) = await sched.locations(db.pool, clinic.service_id)
-        twilio.add_number(clinic.number)
+        key, clinic, location = await open_clinic(db, twilio)
         twilio.add_callee(location.phone_number, "no_answer")
         async with service_and_twilio(db, twilio, tmp_path) as service:
             call = await simulate_call(CallScript.model_validate({

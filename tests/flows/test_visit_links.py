@@ -11,49 +11,25 @@ from __future__ import annotations
 
 import re
 import uuid
-from contextlib import AsyncExitStack
 from types import SimpleNamespace
 
 import pytest
 
 from db import jobs, text_messages, visit_links
 from db.visit_links import FINISH_JOB
-from flows.reach import Reach
-from flows.texting import Texter
 from runner.visit_link_jobs import finish_visit_links
-from services.payments import StripeLinks
-from services.telehealth.daily import DailyRooms
-from services.twilio.messages import TwilioMessages
-from simulator.daily_api import FakeDaily, serve_daily
-from simulator.stripe_api import FakeStripe, serve_stripe
-from simulator.twilio_rest import FakeTwilioRest, serve_twilio_rest
 from tests.flows.callers import PRIYA_PHONE, Caller, call_from
 from tests.flows.test_confirmation_texts import books_the_first_morning_physio
+from tests.reach_stand_ins import StandIns, reach_through_stand_ins
 
 CLINIC_NUMBER = "+15550100100"
 PHYSIO = "Physiotherapy session"
 
 
-class Providers(SimpleNamespace):
-    twilio: FakeTwilioRest
-    daily: FakeDaily
-    stripe: FakeStripe
-    reach: Reach
-
-
 @pytest.fixture
 async def providers(db):
-    twilio, daily, stripe = FakeTwilioRest(), FakeDaily(), FakeStripe()
-    twilio.add_number(CLINIC_NUMBER)
-    async with AsyncExitStack() as stack:
-        await stack.enter_async_context(serve_twilio_rest(twilio))
-        daily_url = await stack.enter_async_context(serve_daily(daily))
-        stripe_url = await stack.enter_async_context(serve_stripe(stripe))
-        reach = Reach(texter=Texter(db.pool, TwilioMessages(twilio.account())),
-                      daily=DailyRooms(daily.api_key, base_url=daily_url, timeout_s=1.0),
-                      payments=StripeLinks(stripe.api_key, api_base=stripe_url, timeout_s=1.0))
-        yield Providers(twilio=twilio, daily=daily, stripe=stripe, reach=reach)
-        daily.close()
+    async with reach_through_stand_ins(db.pool, CLINIC_NUMBER) as stand_ins:
+        yield stand_ins
 
 
 async def physio_is(db, clinic, *, video: bool = False, deposit_cents: int | None = None,
@@ -67,7 +43,7 @@ async def physio_is(db, clinic, *, video: bool = False, deposit_cents: int | Non
         PHYSIO)
 
 
-async def priya_calls(db, clinic, providers: Providers) -> Caller:
+async def priya_calls(db, clinic, providers: StandIns) -> Caller:
     return await call_from(db, clinic, PRIYA_PHONE, reach=providers.reach,
                            dialled_number=CLINIC_NUMBER)
 
