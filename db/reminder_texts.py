@@ -20,7 +20,7 @@ import asyncpg
 
 from db import jobs, scheduling
 from db.reminder_campaigns import Campaign
-from db.reminder_timing import clinic_hours, due_appointments, reminder_time
+from db.reminder_timing import due_reminders
 from db.repositories import as_uuid
 from db.scheduling import Appointment
 
@@ -36,18 +36,9 @@ async def queue_texts(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
                       interval: timedelta) -> list[int]:
     """Queue a reminder text job for each appointment the campaign covers that has none
     yet; the new jobs' ids (one already waiting is not queued twice)."""
-    lead = timedelta(hours=campaign.lead_hours)
-    rows = await due_appointments(pool, campaign, now, interval=interval, channel="text")
-    if not rows:
-        return []
-    hours = await clinic_hours(pool, campaign.service_id, now)
     queued: list[int] = []
-    for row in rows:
-        when = reminder_time(hours, location_id=str(row["location_id"]),
-                             patient_timezone=row["timezone"], starts_at=row["starts_at"],
-                             lead=lead, now=now)
-        if when is None:
-            continue  # no daytime moment before the appointment
+    for row, when in await due_reminders(pool, campaign, now, interval=interval,
+                                         channel="text"):
         appointment_id = str(row["id"])
         job_id = await jobs.enqueue(pool, TEXT_JOB, {"appointment_id": appointment_id},
                                     delay=when.at - now, dedupe_key=text_key(appointment_id))

@@ -99,3 +99,20 @@ async def due_appointments(pool: asyncpg.Pool, campaign: Campaign, now: datetime
         uuid.UUID(campaign.service_id), uuid.UUID(campaign.workspace_id),
         list(scheduling.LIVE), now, now + lead + interval,
         [uuid.UUID(t) for t in campaign.appointment_type_ids])
+
+
+async def due_reminders(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
+                        interval: timedelta, channel: str
+                        ) -> list[tuple[asyncpg.Record, ReminderTime]]:
+    """The appointments the campaign is due to remind by `channel` (`due_appointments`),
+    each with when its reminder goes; one no daytime moment before its start can reach
+    is left out."""
+    rows = await due_appointments(pool, campaign, now, interval=interval, channel=channel)
+    if not rows:
+        return []
+    hours = await clinic_hours(pool, campaign.service_id, now)
+    lead = timedelta(hours=campaign.lead_hours)
+    due = [(row, reminder_time(hours, location_id=str(row["location_id"]),
+                               patient_timezone=row["timezone"], starts_at=row["starts_at"],
+                               lead=lead, now=now)) for row in rows]
+    return [(row, when) for row, when in due if when is not None]

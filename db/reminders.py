@@ -20,7 +20,7 @@ import asyncpg
 from db import outbound
 from db.reminder_campaigns import Campaign, enabled_campaigns
 from db.reminder_texts import queue_texts
-from db.reminder_timing import clinic_hours, due_appointments, reminder_time
+from db.reminder_timing import due_reminders
 
 SWEEP_JOB = "reminder_sweep"
 REMINDER_PRIORITY = 4
@@ -60,19 +60,10 @@ async def remind(pool: asyncpg.Pool, campaign: Campaign, now: datetime, *,
     its lead time (plus `interval`) that have no reminder yet (called or texted),
     skipping patients who asked not to be called or have no number, and appointments no
     call can reach in time."""
-    lead = timedelta(hours=campaign.lead_hours)
-    rows = await due_appointments(pool, campaign, now, interval=interval, channel="call")
-    if not rows:
-        return []
-    hours = await clinic_hours(pool, campaign.service_id, now)
+    due = await due_reminders(pool, campaign, now, interval=interval, channel="call")
     made: list[str] = []
     async with pool.acquire() as conn:
-        for row in rows:
-            when = reminder_time(hours, location_id=str(row["location_id"]),
-                                 patient_timezone=row["timezone"], starts_at=row["starts_at"],
-                                 lead=lead, now=now)
-            if when is None:
-                continue  # no calling time before the appointment
+        for row, when in due:
             window = when.window
             spec = outbound.TaskSpec(
                 workspace_id=campaign.workspace_id, service_id=campaign.service_id,
