@@ -74,6 +74,8 @@ NO_PROMISE = {
     "actions.yaml:rephrased.ask_callback_message": "asks what to pass on",
     "actions.yaml:rephrased.ask_callback_contact_details": "asks which number to use",
     "actions.yaml:actions.offer_help_when_stuck": "offers a call back (a question)",
+    "handoff/not_reached.txt": "offers a call back after a person could not be reached, "
+                               "asking what to pass on (the callback flow writes the task)",
     "actions.yaml:lookups.not_found": "offers a call back (a question)",
     "actions.yaml:outcomes.no_slots": "offers a call back (a question)",
     "actions.yaml:outcomes.system_down": "offers a call back (a question)",
