@@ -23,6 +23,7 @@ from db.slots import Slot
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.graph_tools import PROMISE_TOOLS, GraphTools, ToolResult
+from flows.post_booking_tools import TOOLS as POST_BOOKING_TOOLS
 from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from lib.prompts import PROMPTS_DIR
 
@@ -44,9 +45,6 @@ OUTCOMES = frozenset({"no_slots", "blocked", "not_reached", "system_down", "syst
                       "slot_taken",
                       "slot_taken_none", "slot_gone", "callback_failed",
                       "emergency_callback_failed", "crisis_callback_failed"})
-# Texts and links: a failure is said in the tool's own words (flows/post_booking_tools).
-REACH_TOOLS = frozenset({"SendTextMessage", "GetTelehealthLink", "CreatePaymentLink",
-                         "CheckPaymentStatus"})
 # When the call from the team an action promises was not arranged: what it says instead.
 CALL_NOT_ARRANGED = {"red_flag_emergency_redirect": "emergency_callback_failed",
                      "crisis_support_first": "crisis_callback_failed"}
@@ -206,7 +204,7 @@ async def engage(
                          if clinic_number else lines.clinic_numbers["unknown"])
     if result is not None and not result.ok:
         outcome = (_call_not_arranged(action) if call and call[0] in PROMISE_TOOLS
-                   else "not_reached" if call and call[0] in REACH_TOOLS
+                   else "not_reached" if call and call[0] in POST_BOOKING_TOOLS
                    and result.error_class == "other" else _failure(result, session))
         return Engaged(fill(lines.outcomes[outcome], fields), result)
     if action == "propose_initial_slot" and not session.last_offer:

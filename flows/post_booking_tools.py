@@ -35,6 +35,9 @@ from lib.prompts import render_prompt
 
 TEXT_KINDS = ("confirmation", "telehealth_link", "payment_link")
 LINK_TOOLS = {"video": "GetTelehealthLink", "payment": "CreatePaymentLink"}
+# Every tool here: a failure of one is said in its own words (NotReached), never as the
+# booking system being down.
+TOOLS = frozenset({"SendTextMessage", *LINK_TOOLS.values(), "CheckPaymentStatus"})
 
 
 class NotReached(Exception):
