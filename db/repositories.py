@@ -31,7 +31,7 @@ MAX_LIST_LIMIT = 200
 CALL_UPDATE_COLUMNS = frozenset({
     "status", "twilio_status", "twilio_duration_s", "connected_at", "ended_at", "duration_s",
     "completion_reason", "final_state", "config_snapshot", "recording_path",
-    "emotional_summary",
+    "emotional_summary", "patient_id",
 })
 # Twilio's own reports (the status callback), the only writer of these columns: they are
 # not part of the call's lifecycle order, so writing them never makes a lifecycle update

@@ -422,6 +422,10 @@ async def finish_call(
                       repeated_questions=session.conversation.tracker.repeated_questions)
     if call_pipeline.emotion is not None:
         session.log.update_call(emotional_summary=call_pipeline.emotion.summary_record())
+    patient_id = (call_pipeline.engine.session.identified_patient_id()
+                  if call_pipeline.engine is not None else None)
+    if patient_id is not None:
+        session.log.update_call(patient_id=patient_id)
     session.log.update_call(
         status="completed", ended_at=ended, completion_reason=reason.value,
         duration_s=round((ended - started).total_seconds(), 3),
