@@ -18,6 +18,7 @@ COPY api api
 COPY runner runner
 COPY pipeline pipeline
 COPY flows flows
+COPY analysis analysis
 COPY processors processors
 COPY turns turns
 COPY observers observers
