@@ -76,7 +76,8 @@ class VoiceSettings(BaseModel):
     keyterms: tuple[str, ...] = ()
     correction_categories: tuple[str, ...] = ()
     sensitive_topics: tuple[str, ...] = DEFAULT_SENSITIVE_TOPICS
-    post_call_analysis_enabled: bool = False
+    # Each finished call summarised and scored, its memories kept (runner/call_analysis.py).
+    post_call_analysis_enabled: bool = True
     # Each recorded call re-transcribed after it ends (runner/call_runner.finish_call).
     transcript_correction_enabled: bool = False
     fillers_enabled: bool = True

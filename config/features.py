@@ -174,6 +174,10 @@ class WorldSettings(SettingsGroup):
     verification_timeout_s: float = Field(
         default=20.0, gt=0, le=300,
         description="Each model stage of the after-call verification (then the rules judge).")
+    analysis_timeout_s: float = Field(
+        default=30.0, gt=0, le=300,
+        description="The fast model's after-call analysis of one call (summary, quality "
+        "score): past it, the rules' analysis stands, marked as such.")
     audio_verification_timeout_s: float = Field(
         default=2.5, gt=0, le=10,
         description="How long a caller waits for an audio check before the call goes on "

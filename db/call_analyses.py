@@ -26,6 +26,7 @@ class RecordedTurn:
     speech_start_ms: int | None = None  # the caller's speech, or the agent's
     speech_end_ms: int | None = None
     emotion: str | None = None
+    valence: float | None = None  # signed: below 0 unpleasant
     words: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -114,7 +115,7 @@ async def load_call_record(pool: asyncpg.Pool, call_id: str) -> CallRecord | Non
             "ORDER BY seq", key)
         writes = await conn.fetch(
             "SELECT type, summary, turn_seq, payload FROM clinical_events WHERE call_id = $1 "
-            "AND source <> 'practice' ORDER BY occurred_at, id", key)
+            "AND source NOT IN ('practice', 'verification') ORDER BY occurred_at, id", key)
     return CallRecord(
         call_id=str(call["id"]), workspace_id=str(call["workspace_id"]),
         service_id=str(call["service_id"]) if call["service_id"] else None,
@@ -140,7 +141,8 @@ def _turn(row: asyncpg.Record) -> RecordedTurn:
     start = row["user_speech_start_ms"] if caller else row["agent_speech_start_ms"]
     end = row["user_speech_end_ms"] if caller else row["agent_speech_end_ms"]
     return RecordedTurn(row["seq"], row["speaker_role"], row["text"], row["interrupted"],
-                        start, end, row["emotion"], _json(row["words"], []) or [])
+                        start, end, row["emotion"], row["valence"],
+                        _json(row["words"], []) or [])
 
 
 async def store_analysis(

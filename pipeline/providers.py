@@ -18,6 +18,7 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transcriptions.language import Language
 
+from analysis.analyst import Analyst, ModelAnalyst, RulesAnalyst, answer_schema
 from call.voice_settings import VoiceSettings
 from config import Settings
 from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
@@ -64,6 +65,8 @@ EXTRACTION_INSTRUCTION = render_prompt("world/system.md")
 EXTRACTION_MAX_TOKENS = 200
 VERIFICATION_INSTRUCTION = EXTRACTION_INSTRUCTION
 VERIFICATION_MAX_TOKENS = 300
+ANALYSIS_INSTRUCTION = render_prompt("analysis/system.md")
+ANALYSIS_MAX_TOKENS = 1500
 
 
 @dataclass(frozen=True)
@@ -383,6 +386,17 @@ def build_verifier(plan: ProviderPlan, settings: Settings) -> Judges:
                                     schema=schema, max_tokens=VERIFICATION_MAX_TOKENS)
             for stage, schema in VERIFICATION_SCHEMAS.items()}
     return ModelJudges(asks, timeout_s=settings.world.verification_timeout_s)
+
+
+def build_analyst(plan: ProviderPlan, settings: Settings) -> Analyst:
+    """The after-call analyst: the fast model over the rules, else the rules alone."""
+    service = build_fast_llm(plan.world_model.provider, settings)
+    if service is None:
+        return RulesAnalyst()
+    ask = structured_model(service, instruction=ANALYSIS_INSTRUCTION, schema=answer_schema(),
+                           max_tokens=ANALYSIS_MAX_TOKENS)
+    return ModelAnalyst(ask, provider=plan.world_model.provider,
+                        timeout_s=settings.world.analysis_timeout_s)
 
 
 def build_audio_verifier(plan: ProviderPlan, settings: Settings) -> AudioVerifier:

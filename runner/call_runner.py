@@ -434,6 +434,8 @@ async def finish_call(
     flushed = await runtime.writer.flush(FLUSH_TIMEOUT_S)
     if session.workspace_id is not None:
         runtime.verify_soon(session.call_id, session.log)
+        if session.voice.post_call_analysis_enabled:
+            runtime.analyse_soon(session.call_id, session.log)
         if saved and recording is not None:
             verify_transcript_soon(runtime, session, recording.path, flushed=flushed)
 

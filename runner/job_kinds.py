@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from db import reminder_texts, reminders, visit_links, waitlist
 from db.outbound import DIAL_JOB
-from runner import post_call, practice_push, visit_link_jobs
+from runner import call_analysis, post_call, practice_push, visit_link_jobs
 from runner import reminder_texts as reminder_text_jobs
 from runner.follow_through_jobs import offer_freed_slot, sweep_interval, sweep_reminders
 from runner.job_worker import JobKind
@@ -40,6 +40,8 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
         practice_push.RETRIES.kind(practice_push.ENTRYPOINT, bind(_push_booking)),
         # Verify what a call wrote, then sync it: 3 retries, 30 s doubling.
         post_call.RETRIES.kind(post_call.ENTRYPOINT, bind(_post_call)),
+        # A call's summary, quality score and memories: 3 retries, 30 s doubling.
+        call_analysis.RETRIES.kind(call_analysis.ENTRYPOINT, bind(_analyse_call)),
         # A cancelled appointment's slot, offered to the waitlist.
         JobKind(waitlist.OFFER_JOB, bind(offer_freed_slot)),
         # Reminders for every enabled campaign: one job across processes, every few minutes.
@@ -57,6 +59,10 @@ def job_kinds(runtime: AppRuntime) -> dict[str, JobKind]:
 
 async def _push_booking(runtime: AppRuntime, payload: dict[str, Any]) -> None:
     await push_booking(Pusher(runtime.db.pool, runtime.practice, runtime.writer), payload)
+
+
+async def _analyse_call(runtime: AppRuntime, payload: dict[str, Any]) -> None:
+    await call_analysis.run_call_analysis(runtime.analysis_parts(), payload)
 
 
 async def _post_call(runtime: AppRuntime, payload: dict[str, Any]) -> None:

@@ -38,6 +38,7 @@ from lib.prompts import render_prompt
 from ops.plane import OpsPlane
 from pipeline.providers import (
     ProviderPlan,
+    build_analyst,
     build_audio_verifier,
     build_director,
     build_emotion_providers,
@@ -52,7 +53,7 @@ from processors.safety.concept_store import workspace_concepts
 from processors.safety.concepts import ConceptIndex
 from processors.safety.monitor import concepts_named_by
 from processors.world.index import WorldIndex
-from runner import dev_credentials, post_call
+from runner import call_analysis, dev_credentials, post_call
 from runner.after_call import verify_after_call
 from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
@@ -75,6 +76,7 @@ WORLD_BACKFILL_TIMEOUT_S = 300.0
 STARTUP_SWEEP_TIMEOUT_S = 20.0
 STOP_RECORD_TIMEOUT_S = 2.0
 VERIFY_TIMEOUT_S = 120.0
+ANALYSIS_HERE_TIMEOUT_S = 60.0  # a call's analysis run in-process when it cannot be queued
 
 
 @dataclass
@@ -173,6 +175,7 @@ class AppRuntime:
         self.extractor = build_extractor(self.plan, settings)
         self.audio_verifier = build_audio_verifier(self.plan, settings)
         self.verifier = build_verifier(self.plan, settings)
+        self.analyst = build_analyst(self.plan, settings)
         self._background = BackgroundTasks()
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
@@ -326,6 +329,30 @@ class AppRuntime:
         await verify_after_call(
             self.db.pool, log, self.verifier, self.practice, timeout_s=VERIFY_TIMEOUT_S,
             country_code=self.settings.world.phone_country_code)
+
+    def analyse_soon(self, call_id: str, log: CallLog) -> asyncio.Task:
+        """Queue a finished call's analysis (summary, quality score, memories) as a durable
+        job (`runner/call_analysis.py`). If it cannot be queued it runs here in the
+        background (bounded), and the call's record (`log`) says so."""
+        return self.in_background(self._queue_analysis(call_id, log), name=f"analyse-{call_id}")
+
+    def analysis_parts(self) -> call_analysis.CallAnalysisParts:
+        return call_analysis.CallAnalysisParts(self.db.pool, self.writer, self.analyst)
+
+    async def _queue_analysis(self, call_id: str, log: CallLog) -> None:
+        try:
+            await self.db.bounded(call_analysis.queue_call_analysis(self.db.pool, call_id),
+                                  what="call analysis job")
+            return
+        except Exception as error:  # noqa: BLE001 - the work still runs, here
+            logger.warning(f"call {call_id}: analysis job not queued ({type(error).__name__}); "
+                           "analysing here")
+            log.event("call_analysis_not_queued", error=type(error).__name__)
+        try:
+            async with asyncio.timeout(ANALYSIS_HERE_TIMEOUT_S):
+                await call_analysis.run_call_analysis(self.analysis_parts(), {"call_id": call_id})
+        except Exception as error:  # noqa: BLE001 - the call is over; its record says so
+            logger.warning(f"call {call_id}: analysis not finished ({type(error).__name__})")
 
     def in_background(self, work: Any, *, name: str) -> asyncio.Task:
         """Run `work` off every call's path; kept until done, cancelled at close."""

@@ -1,0 +1,87 @@
+"""The `call_analysis` job: a finished call's summary, quality score and memories, durable.
+
+Queued once the call's record is closed (one per call, `call_analysis:<call id>`), when
+the workspace's voice settings keep `post_call_analysis_enabled` on. It never delays the
+end of a call and survives a restart: a worker that dies mid-run leaves it to another. A
+run that fails is retried with backoff; the last failure is an event on the call
+(`call_analysis_failed`, its error class only) and the call itself is untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from loguru import logger
+
+from analysis.analyst import Analysis, Analyst
+from db import call_analyses, jobs
+from db.call_analyses import CallRecord
+from db.writer import CallRecordWriter
+from runner.job_retries import Retries, last_try
+from runner.post_call import call_log_after
+
+ENTRYPOINT = "call_analysis"
+RETRIES = Retries(max_attempts=3, initial_delay=timedelta(seconds=30),
+                  max_delay=timedelta(minutes=5))
+
+
+def analysis_key(call_id: str) -> str:
+    return f"{ENTRYPOINT}:{call_id}"
+
+
+async def queue_call_analysis(db: asyncpg.Pool | asyncpg.Connection, call_id: str
+                              ) -> int | None:
+    """Queue the call's analysis (None: it is already queued or running)."""
+    return await jobs.enqueue(db, ENTRYPOINT, {"call_id": call_id},
+                              dedupe_key=analysis_key(call_id))
+
+
+@dataclass(frozen=True)
+class CallAnalysisParts:
+    """What the analysis needs from the process."""
+
+    pool: asyncpg.Pool
+    writer: CallRecordWriter | None
+    analyst: Analyst
+
+
+async def analyse_call(parts: CallAnalysisParts, record: CallRecord) -> Analysis:
+    """Analyse one call's record and store the result (replacing an earlier one)."""
+    started = time.perf_counter()
+    analysis = await parts.analyst.analyse(record)
+    duration_ms = round(1000 * (time.perf_counter() - started))
+    await call_analyses.store_analysis(
+        parts.pool, record, analyst=analysis.analyst, fallback=analysis.fallback,
+        summary=analysis.summary.as_json(), quality=analysis.quality.as_json(),
+        quality_score=analysis.quality.overall, duration_ms=duration_ms)
+    return analysis
+
+
+async def run_call_analysis(parts: CallAnalysisParts, payload: dict[str, Any], *,
+                            retries: Retries = RETRIES) -> Analysis | None:
+    call_id = str(payload.get("call_id") or "")
+    if not call_id:
+        logger.warning("call_analysis job without a call id: nothing to do")
+        return None
+    try:
+        record = await call_analyses.load_call_record(parts.pool, call_id)
+        if record is None:
+            logger.warning(f"call {call_id}: not analysed (no such call in a workspace)")
+            return None
+        analysis = await analyse_call(parts, record)
+    except Exception as error:
+        if await last_try(parts.pool, analysis_key(call_id), retries):
+            log = await call_log_after(parts.pool, parts.writer, call_id)
+            log.event("call_analysis_failed", error=type(error).__name__)
+        logger.warning(f"call {call_id}: analysis failed ({type(error).__name__})")
+        raise
+    log = await call_log_after(parts.pool, parts.writer, call_id)
+    log.event("call_analysed", analyst=analysis.analyst, fallback=analysis.fallback,
+              quality=analysis.quality.overall)
+    logger.info(f"call {call_id}: analysed by {analysis.analyst}, quality "
+                f"{analysis.quality.overall}")
+    return analysis

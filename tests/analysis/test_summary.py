@@ -1,0 +1,81 @@
+"""A finished call's summary by rules: what the caller wanted, what was done, what is left
+for a person and the concerns raised, each pointing at its turns."""
+
+from analysis.summary import summarise
+from tests.analysis.records import booked, conversation, record
+
+
+def test_a_booking_call_says_what_was_wanted_and_what_was_booked():
+    turns = conversation(
+        "agent: Thanks for calling. How can I help?",
+        "caller: hiya, I'd like to get an appointment for my shoulder physio",
+        "agent: I have Tuesday at 10 AM. Shall I book it?",
+        "caller: yes please go ahead",
+        "agent: Booked.")
+    summary = summarise(record(turns, writes=[booked(3)]))
+
+    assert [w.text for w in summary.wanted] == ["Book an appointment"]
+    assert summary.wanted[0].turns == (1,)
+    assert summary.done[0].kind == "booked"
+    assert summary.done[0].text.startswith("Booked: Physiotherapy")
+    assert summary.done[0].turns == (3,)
+    assert summary.done[0].recap == ("booked Physiotherapy with Dr Okafor at Harbour, "
+                                     "Tuesday 1 December at 10 AM")
+    assert summary.left_for_person == () and summary.unresolved == ()
+
+
+def test_a_cancellation_that_never_happened_is_left_for_a_person():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: I need to call off my appointment on Friday",
+        "agent: I couldn't find that appointment.",
+        "caller: ok never mind bye")
+    summary = summarise(record(turns))
+
+    assert [u.text for u in summary.unresolved] == ["Cancel an appointment"]
+    assert summary.left_for_person[0].text == "Not done: cancel an appointment"
+    assert summary.left_for_person[0].turns == (1,)
+    assert summary.recaps() == ["called to cancel an appointment"]
+
+
+def test_a_request_handed_to_the_team_is_done_as_a_call_back_and_left_for_a_person():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: could somebody ring me back about my bill",
+        "agent: Someone from the team will call you back tomorrow morning.")
+    summary = summarise(record(turns, events=[("call_back_promised", {}, 5300)]))
+
+    assert summary.done[0].kind == "callback"
+    assert summary.done[0].turns == (2,)
+    assert "Call the caller back" in [item.text for item in summary.left_for_person]
+    assert summary.unresolved == ()
+
+
+def test_concerns_come_from_the_callers_words_and_the_safety_monitor():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: my knee has been really swollen since Monday",
+        "agent: I'm sorry to hear that.",
+        "caller: honestly you are not listening to me",
+        "caller: I've got crushing chest pain right now")
+    summary = summarise(record(turns, escalations=[
+        {"seq": 0, "concept": "chest_pain", "severity": "hard", "status": "open",
+         "at_ms": 10500}]))
+
+    kinds = [(c.kind, c.turns) for c in summary.concerns]
+    assert ("health", (1,)) in kinds
+    assert ("dissatisfaction", (3,)) in kinds
+    assert ("safety", (4,)) in kinds
+    assert any(c.text.startswith("Red flag") and c.turns == (4,) for c in summary.concerns)
+    assert "An escalation is still open" in [item.text for item in summary.left_for_person]
+
+
+def test_a_question_answered_is_done_without_any_write():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: what time do you close on saturdays",
+        "agent: We close at 1 PM on Saturdays.")
+    summary = summarise(record(turns))
+
+    assert [w.recap for w in summary.wanted] == ["asked about our opening hours"]
+    assert summary.unresolved == () and summary.left_for_person == ()
