@@ -6,7 +6,7 @@ call is "not found", like an id that is not a UUID).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from api.deps import AUTH_RESPONSES, Caller, Role, get_runtime, require_role
 from api.recordings import without_recording_path
+from db import call_analyses
 from db import repositories as repo
 from runner.runtime import AppRuntime
 
@@ -59,6 +60,9 @@ class CallFields(BaseModel):
 class CallSummary(CallFields):
     """One call in the history."""
 
+    quality_score: float | None = Field(
+        default=None, description="The call's quality, 1-5 (the mean of its five scores); "
+        "null until the call is analysed.")
     turn_count: int = Field(description="Turns recorded (caller and agent).")
     escalated: bool = Field(description="The safety monitor escalated at least once.")
     tool_errors: int = Field(description="Tool calls that failed (any error class).")
@@ -164,6 +168,68 @@ class SafetyState(BaseModel):
     last_concept: str | None = None
 
 
+class SummaryLine(BaseModel):
+    """One line of a call's summary and the turns (`seq`) it comes from."""
+
+    text: str
+    turns: list[int] = Field(default_factory=list)
+    kind: str | None = Field(default=None, description="What sort of thing: booked, "
+                             "callback, health, safety, dissatisfaction, ...")
+    task: str | None = None
+    recap: str | None = Field(default=None, description="As the caller would hear it later.")
+
+
+class CallSummaryText(BaseModel):
+    """What the call was about, for the clinic to read."""
+
+    wanted: list[SummaryLine] = Field(default_factory=list,
+                                      description="What the caller wanted.")
+    done: list[SummaryLine] = Field(default_factory=list, description="What was done.")
+    left_for_person: list[SummaryLine] = Field(
+        default_factory=list, description="What a person at the clinic still has to do.")
+    concerns: list[SummaryLine] = Field(default_factory=list,
+                                        description="Health, safety, dissatisfaction.")
+    unresolved: list[SummaryLine] = Field(
+        default_factory=list, description="Wanted, and neither done nor handed on.")
+
+
+class DimensionScore(BaseModel):
+    score: int = Field(ge=1, le=5)
+    reason: str
+    turns: list[int] = Field(default_factory=list)
+
+
+class QualityOut(BaseModel):
+    """Five dimensions, 1 (bad) to 5 (good), each with its reason and turns."""
+
+    task_completion: DimensionScore
+    information_accuracy: DimensionScore
+    conversation_flow: DimensionScore
+    error_recovery: DimensionScore
+    caller_experience: DimensionScore
+
+
+class AnalysisOut(BaseModel):
+    """The call's after-call analysis."""
+
+    analyst: str = Field(description="`rules`, or the fast model (`model:google`, ...).")
+    fallback: str | None = Field(default=None, description="Why the model's analysis was "
+                                 "not kept (the rules' is shown instead).")
+    summary: CallSummaryText
+    quality: QualityOut
+    quality_score: float = Field(ge=1, le=5, description="The mean of the five scores.")
+    duration_ms: int
+    analysed_at: datetime
+
+
+class QualityWeekOut(BaseModel):
+    week_start: datetime = Field(description="Monday 00:00 UTC.")
+    calls: int
+    average: float
+    low: int = Field(description="Calls scoring under `low_below`.")
+    dimensions: dict[str, float]
+
+
 class CallDetail(CallFields):
     """One call: its record, children in order, and what was derived from them."""
 
@@ -183,6 +249,8 @@ class CallDetail(CallFields):
     events: list[EventOut]
     escalations: list[EscalationOut]
     safety: SafetyState
+    analysis: AnalysisOut | None = Field(
+        default=None, description="Summary and quality score; null until analysed.")
 
 
 # --- Logic -------------------------------------------------------------------------
@@ -217,7 +285,7 @@ def safety_state(escalations: list[dict[str, Any]], events: list[dict[str, Any]]
 def history_filters(
     started_after: datetime | None, started_before: datetime | None, state: str | None,
     status_: str | None, completion_reason: str | None, escalated: bool | None,
-    tool_error: ToolErrorFilter | None,
+    tool_error: ToolErrorFilter | None, quality_below: float | None = None,
 ) -> repo.CallFilters:
     """The query's filters from the request's parameters."""
     tool: bool | str | None = tool_error
@@ -226,7 +294,7 @@ def history_filters(
     return repo.CallFilters(
         started_after=started_after, started_before=started_before, final_state=state,
         status=status_, completion_reason=completion_reason, escalated=escalated,
-        tool_error=tool,
+        tool_error=tool, quality_below=quality_below,
     )
 
 
@@ -248,31 +316,57 @@ async def list_calls(
     escalated: bool | None = Query(default=None, description="Has (no) escalation"),
     tool_error: ToolErrorFilter | None = Query(
         default=None, description="true/false: has (no) failed tool call; or one error class"),
+    quality_below: float | None = Query(
+        default=None, ge=1, le=5, description="Analysed calls scoring under this (1-5)"),
+    sort: Literal["newest", "worst"] = Query(
+        default="newest", description="newest first, or worst: the analysed calls by "
+        "quality score, lowest first"),
     caller: Caller = Depends(require_role(Role.READ_ONLY)),
     runtime: AppRuntime = Depends(get_runtime),
 ) -> dict[str, Any]:
-    """The workspace's calls, newest first, one page at a time."""
+    """The workspace's calls, newest (or worst) first, one page at a time."""
     workspace_id = caller.workspace_id
+    worst = sort == "worst"
     position = None
     if cursor is not None:
         try:
             position = repo.decode_cursor(workspace_id, cursor)
         except repo.InvalidCursor as error:
             raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
+        if (position.quality is not None) != worst:
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, "cursor is for the other order")
     filters = history_filters(started_after, started_before, state, status_,
-                              completion_reason, escalated, tool_error)
+                              completion_reason, escalated, tool_error, quality_below)
     calls = await runtime.db.bounded(
         repo.list_calls(runtime.db.pool, workspace_id, limit=limit + 1, filters=filters,
-                        cursor=position),
+                        cursor=position, worst_first=worst),
         what="call list")
     page, more = calls[:limit], len(calls) > limit
     next_cursor = None
     if more:
         last = page[-1]
         next_cursor = repo.encode_cursor(workspace_id, repo.CallCursor(
-            datetime.fromisoformat(last["started_at"]), repo.as_uuid(last["id"])))
+            datetime.fromisoformat(last["started_at"]), repo.as_uuid(last["id"]),
+            last["quality_score"] if worst else None))
     # Rows as they are: `response_model` validates and serialises them once.
     return {"calls": page, "next_cursor": next_cursor}
+
+
+@router.get("/quality-trend", response_model=list[QualityWeekOut], responses=AUTH_RESPONSES)
+async def quality_trend(
+    weeks: int = Query(default=12, ge=1, le=104, description="How many weeks back"),
+    low_below: float = Query(default=3.0, ge=1, le=5,
+                             description="A call scoring under this counts as low"),
+    caller: Caller = Depends(require_role(Role.READ_ONLY)),
+    runtime: AppRuntime = Depends(get_runtime),
+) -> list[Any]:
+    """The workspace's average quality per week, oldest first (weeks with analysed calls)."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    since = today - timedelta(days=today.weekday(), weeks=weeks - 1)
+    return await runtime.db.bounded(
+        call_analyses.quality_by_week(runtime.db.pool, caller.workspace_id, since,
+                                      low_below=low_below),
+        what="quality trend")
 
 
 @router.get("/{call_id}", response_model=CallDetail, responses={
@@ -289,4 +383,6 @@ async def call_detail(
     if detail is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "call not found")
     detail["safety"] = safety_state(detail["escalations"], detail["events"]).model_dump()
+    detail["analysis"] = await runtime.db.bounded(
+        call_analyses.get_analysis(runtime.db.pool, call_id), what="call analysis read")
     return detail  # validated and serialised once, by response_model

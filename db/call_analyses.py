@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -153,14 +153,14 @@ async def store_analysis(
     await pool.execute(
         """INSERT INTO call_analyses (call_id, workspace_id, patient_id, analyst, fallback,
                                       summary, quality, quality_score, duration_ms)
-           VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
            ON CONFLICT (call_id) DO UPDATE SET
                patient_id = EXCLUDED.patient_id, analyst = EXCLUDED.analyst,
                fallback = EXCLUDED.fallback, summary = EXCLUDED.summary,
                quality = EXCLUDED.quality, quality_score = EXCLUDED.quality_score,
                duration_ms = EXCLUDED.duration_ms, analysed_at = now()""",
         as_uuid(record.call_id), as_uuid(record.workspace_id), as_uuid(record.patient_id),
-        analyst, fallback, json.dumps(summary), json.dumps(quality), quality_score,
+        analyst, fallback, summary, quality, quality_score,
         duration_ms)
 
 
@@ -195,3 +195,40 @@ async def earlier_calls(pool: asyncpg.Pool, patient_id: str, since: datetime, *,
         as_uuid(patient_id), since, as_uuid(before_call) if before_call else None, limit)
     return [EarlierCall(str(r["id"]), r["started_at"], _json(r["summary"], {})) for r in rows]
 
+
+
+@dataclass(frozen=True)
+class QualityWeek:
+    """One week of a workspace's analysed calls."""
+
+    week_start: datetime
+    calls: int
+    average: float
+    low: int  # calls scoring under `low_below`
+    dimensions: dict[str, float]
+
+
+async def quality_by_week(pool: asyncpg.Pool, workspace_id: str, since: datetime, *,
+                          low_below: float) -> list[QualityWeek]:
+    """Average scores per week (weeks start on Monday, UTC) of calls started since `since`,
+    oldest first."""
+    rows = await pool.fetch(
+        """SELECT date_trunc('week', c.started_at AT TIME ZONE 'UTC') AS week,
+                  count(*) AS calls, avg(a.quality_score) AS average,
+                  count(*) FILTER (WHERE a.quality_score < $3) AS low,
+                  avg((a.quality->'task_completion'->>'score')::real) AS task_completion,
+                  avg((a.quality->'information_accuracy'->>'score')::real) AS information_accuracy,
+                  avg((a.quality->'conversation_flow'->>'score')::real) AS conversation_flow,
+                  avg((a.quality->'error_recovery'->>'score')::real) AS error_recovery,
+                  avg((a.quality->'caller_experience'->>'score')::real) AS caller_experience
+           FROM call_analyses a JOIN calls c ON c.id = a.call_id
+           WHERE a.workspace_id = $1 AND c.started_at >= $2
+           GROUP BY week ORDER BY week""",
+        as_uuid(workspace_id), since, low_below)
+    dimensions = ("task_completion", "information_accuracy", "conversation_flow",
+                  "error_recovery", "caller_experience")
+    return [QualityWeek(row["week"].replace(tzinfo=UTC), row["calls"],
+                        round(float(row["average"]), 2), row["low"],
+                        {name: round(float(row[name]), 2) for name in dimensions
+                         if row[name] is not None})
+            for row in rows]

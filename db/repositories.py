@@ -454,14 +454,17 @@ class CallFilters:
     # True/False: has (no) failed tool call; "guard" | "pms" | "conflict" | "timeout" |
     # "other": one of that class.
     tool_error: bool | str | None = None
+    quality_below: float | None = None  # analysed calls scoring under this (1-5)
 
 
 @dataclass(frozen=True)
 class CallCursor:
-    """Where a history page ended: the last call's (started_at, id), newest first."""
+    """Where a history page ended: the last call's (started_at, id), newest first; in the
+    worst-first order, its quality score before them."""
 
     started_at: datetime
     call_id: uuid.UUID
+    quality: float | None = None
 
 
 class InvalidCursor(ValueError):
@@ -475,6 +478,8 @@ def _cursor_tag(workspace_id: str, payload: str) -> str:
 def encode_cursor(workspace_id: str, cursor: CallCursor) -> str:
     """Opaque to clients; the tag ties it to the workspace and shows any edit."""
     payload = f"{cursor.started_at.isoformat()}|{cursor.call_id}"
+    if cursor.quality is not None:
+        payload += f"|{cursor.quality!r}"
     raw = f"{payload}|{_cursor_tag(workspace_id, payload)}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -483,15 +488,17 @@ def decode_cursor(workspace_id: str, token: str) -> CallCursor:
     """The position a cursor names; `InvalidCursor` when it is malformed or was altered."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        started, call, tag = raw.rsplit("|", 2)
+        payload, tag = raw.rsplit("|", 1)
         # As bytes: compare_digest refuses non-ASCII str (a TypeError, i.e. a 500).
-        expected = _cursor_tag(workspace_id, f"{started}|{call}")
+        expected = _cursor_tag(workspace_id, payload)
         if not hmac.compare_digest(tag.encode(), expected.encode()):
             raise InvalidCursor("cursor was altered")
+        started, call, *quality = payload.split("|")
         started_at = datetime.fromisoformat(started)
-        if started_at.tzinfo is None:
-            raise InvalidCursor("cursor has no time zone")
-        return CallCursor(started_at, uuid.UUID(call))
+        if started_at.tzinfo is None or len(quality) > 1:
+            raise InvalidCursor("malformed cursor")
+        return CallCursor(started_at, uuid.UUID(call),
+                          float(quality[0]) if quality else None)
     except InvalidCursor:
         raise
     except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors too
@@ -528,6 +535,8 @@ def calls_history_sql(filters: CallFilters) -> tuple[str, list[Any]]:
             clauses.append(f"EXISTS ({failed} AND t.error_class = {bind(filters.tool_error)})")
         else:
             clauses.append(f"{'' if filters.tool_error else 'NOT '}EXISTS ({failed})")
+    if filters.quality_below is not None:
+        clauses.append(f"a.quality_score < {bind(filters.quality_below)}")
     return " AND ".join(clauses), values
 
 
@@ -538,8 +547,10 @@ async def list_calls(
     limit: int = 50,
     filters: CallFilters | None = None,
     cursor: CallCursor | None = None,
+    worst_first: bool = False,
 ) -> list[JsonDict]:
-    """The workspace's calls matching `filters`, newest first, after `cursor` when given.
+    """The workspace's calls matching `filters`, newest first (or, `worst_first`, the
+    analysed calls by quality score, lowest first), after `cursor` when given.
 
     Ordered by (started_at, id) so calls that started in the same microsecond still page
     in a fixed order, and a call inserted meanwhile never shifts a later page.
@@ -548,21 +559,31 @@ async def list_calls(
     if workspace is None:
         return []
     where, values = calls_history_sql(filters or CallFilters())
+    order = "c.started_at DESC, c.id DESC"
+    if worst_first:
+        where += " AND a.quality_score IS NOT NULL"
+        order = f"a.quality_score ASC, {order}"
     if cursor is not None:
         values += [cursor.started_at, cursor.call_id]
-        where += f" AND (c.started_at, c.id) < (${len(values)}, ${len(values) + 1})"
+        after = f"(c.started_at, c.id) < (${len(values)}, ${len(values) + 1})"
+        if worst_first:
+            values.append(cursor.quality)
+            score = f"${len(values) + 1}::real"
+            after = f"(a.quality_score > {score} OR (a.quality_score = {score} AND {after}))"
+        where += f" AND {after}"
     values.append(max(1, min(limit, MAX_LIST_LIMIT + 1)))  # a page and one to see if more follow
     return _rows(await pool.fetch(
         f"""SELECT c.id, c.service_id, c.call_sid, c.direction, c.status, c.started_at,
                    c.connected_at, c.ended_at, c.duration_s, c.completion_reason,
                    c.final_state, c.recording_path, c.transcript_accuracy,
+                   a.quality_score,
                    (SELECT count(*) FROM turns t WHERE t.call_id = c.id) AS turn_count,
                    EXISTS (SELECT 1 FROM escalations e WHERE e.call_id = c.id) AS escalated,
                    (SELECT count(*) FROM tool_calls t
                      WHERE t.call_id = c.id AND t.error_class IS NOT NULL) AS tool_errors
-            FROM calls c
+            FROM calls c LEFT JOIN call_analyses a ON a.call_id = c.id
             WHERE {where}
-            ORDER BY c.started_at DESC, c.id DESC LIMIT ${len(values) + 1}""",
+            ORDER BY {order} LIMIT ${len(values) + 1}""",
         workspace, *values,
     ))
 

@@ -65,11 +65,15 @@ class FakeRuntime:
         self.db = type("Db", (), {"pool": object()})()
         self.writer = FakeWriter(flushed)
         self.verified_writes: list[str] = []
+        self.analysed: list[str] = []
         self.background = BackgroundTasks()
         self.started: list[str] = []
 
     def verify_soon(self, call_id: str, log=None) -> None:
         self.verified_writes.append(call_id)
+
+    def analyse_soon(self, call_id: str, log=None) -> None:
+        self.analysed.append(call_id)
 
     def in_background(self, work, *, name: str) -> asyncio.Task:
         self.started.append(name)
@@ -145,6 +149,19 @@ async def test_nothing_is_re_verified_when_off_or_without_a_recording(
     assert runtime.verified_writes == ["call-1"]  # the write verification still runs
     assert not writer.events("transcript_verified")
     assert not writer.events("transcript_verification_failed")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_a_finished_call_is_analysed_when_its_workspace_keeps_analysis_on(
+        tmp_path, enabled):
+    writer, runtime = CollectingWriter(), FakeRuntime()
+    session = recorded_session(writer, enabled=False)
+    session.voice = VoiceSettings(post_call_analysis_enabled=enabled)
+
+    await finish(runtime, session, None)
+
+    assert runtime.analysed == (["call-1"] if enabled else [])
+    assert VoiceSettings().post_call_analysis_enabled  # on unless a workspace turns it off
 
 
 def test_the_setting_defaults_to_off():
