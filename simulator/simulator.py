@@ -70,6 +70,9 @@ WS_OPEN_TIMEOUT_S = 10.0
 # The record is written off the call path; completion_reason lands shortly after hang-up.
 RECORD_WAIT_S = 10.0
 RECORD_POLL_S = 0.25
+# The call's summary and quality score are written by its after-call job, soon after it
+# ends; a server that analyses calls shows `analysis` as null until then.
+ANALYSIS_WAIT_S = 30.0
 # Text replies arrive in one burst; this much quiet after the LLM stops ends the turn.
 TEXT_QUIET_S = 0.75
 # A text agent that ends the call does so within milliseconds of its last reply.
@@ -175,6 +178,9 @@ class ScriptExpectation(BaseModel):
     events: list[EventExpectation] = Field(
         default_factory=list, description="Events the record holds (type and data fields)."
     )
+    analysed: bool = Field(
+        default=True, description="The call ends with its summary and quality score (a "
+        "server that analyses calls; one whose record has no `analysis` field is not asked).")
 
     def failures(self, summary: dict[str, Any]) -> list[str]:
         """What the record does not show (empty: everything expected happened)."""
@@ -198,6 +204,8 @@ class ScriptExpectation(BaseModel):
         problems += [f"never reached {state}" for state in self.states if state not in visited]
         events = summary.get("events") or []
         problems += [f"no event {wanted}" for wanted in self.events if not wanted.met_by(events)]
+        if self.analysed and "analysis" in summary and summary["analysis"] is None:
+            problems.append("no summary or quality score was written for the call")
         return problems
 
 
@@ -491,7 +499,8 @@ async def fetch_call_record(
     http: httpx.AsyncClient, base_url: str, call_id: str, api_key: str | None,
     *, wait_s: float = RECORD_WAIT_S,
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The call record once its completion_reason is set: (record, problem)."""
+    """The call record once its completion_reason is set and, when the server analyses
+    calls, its analysis is written (or `ANALYSIS_WAIT_S` passed): (record, problem)."""
     if not api_key:
         return None, (
             "no API key to read the call record: pass --api-key, set VOICE_API_KEY, "
@@ -514,11 +523,13 @@ async def fetch_call_record(
             except ValueError:
                 return None, f"GET /api/calls/{call_id} did not return JSON"
             if record.get("completion_reason"):
-                return record, None
+                analysing = "analysis" in record and record["analysis"] is None
+                if not analysing or time.monotonic() >= deadline + ANALYSIS_WAIT_S:
+                    return record, None
         elif response.status_code != 404:
             status = f"HTTP {response.status_code} {_detail(response)}"
             return None, f"GET /api/calls/{call_id}: {status}"
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline and not (record or {}).get("completion_reason"):
             if record is None:
                 return None, f"call {call_id} not found in the API"
             return record, f"completion_reason still unset {wait_s:g} s after hang-up"
@@ -890,7 +901,24 @@ class SimulationResult:
             "events": [
                 {"type": e.get("type"), "data": e.get("data")} for e in record.get("events") or []
             ],
+            # only from a server that analyses calls (null until the analysis is written)
+            **({"analysis": _analysis(record["analysis"])} if "analysis" in record else {}),
         }
+
+
+def _analysis(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The call's summary and its scores (reasons and turns left to the record)."""
+    if not analysis:
+        return None
+    summary = analysis.get("summary") or {}
+    return {
+        "analyst": analysis.get("analyst"),
+        "quality_score": analysis.get("quality_score"),
+        "scores": {name: (score or {}).get("score")
+                   for name, score in (analysis.get("quality") or {}).items()},
+        **{part: [line.get("text") for line in summary.get(part) or []]
+           for part in ("wanted", "done", "left_for_person", "concerns")},
+    }
 
 
 def format_transcript(result: SimulationResult) -> str:
@@ -919,6 +947,13 @@ def format_transcript(result: SimulationResult) -> str:
         for step in summary["transitions"]:
             reason = f" ({step['reason']})" if step["reason"] else ""
             lines.append(f"  state {step['previous_state'] or '-'} -> {step['next_state']}{reason}")
+        analysis = summary.get("analysis")
+        if analysis is not None:
+            lines += ["", f"quality {analysis['quality_score']} by {analysis['analyst']}: "
+                      + ", ".join(f"{name} {score}" for name, score in analysis["scores"].items())]
+            lines += [f"  {part.replace('_', ' ')}: {text}"
+                      for part in ("wanted", "done", "left_for_person", "concerns")
+                      for text in analysis[part]]
     lines.append("")
     lines.append("what the caller heard and did:")
     timeline = [(e.at_s, f"{e.kind.replace('_', ' ')}" + (f": {e.detail}" if e.detail else ""))

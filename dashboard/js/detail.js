@@ -2,6 +2,7 @@
 // the transcript with per-turn emotion and timings where every word seeks the audio and
 // the word being played is highlighted, verification, tools, transitions, escalations.
 
+import { analysisSection } from "./analysis.js";
 import { api, apiBlob, ApiError } from "./api.js";
 import {
   el, fmtClock, fmtDate, fmtDuration, fmtEmotion, fmtMs, pct, say, shortId, table,
@@ -152,6 +153,13 @@ export function mount(root, callId) {
       el("span", {}, "Completion: ", call.completion_reason ?? "—"),
       el("span", {}, "Final state: ", call.final_state ?? "—"),
       call.safety?.suspended ? el("span", { class: "badge warn" }, "agent suspended") : null));
+    section.append(analysisSection(call.analysis, (seq) => {
+      const turn = section.querySelector(`li.turn[data-seq="${seq}"]`);
+      if (!turn) return;
+      turn.scrollIntoView({ block: "center" });
+      turn.classList.add("flash");
+      setTimeout(() => turn.classList.remove("flash"), 1500);
+    }));
 
     // --- Recording ---------------------------------------------------------------
     const audio = el("audio", { id: "player", controls: true, preload: "auto" });

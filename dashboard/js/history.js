@@ -1,5 +1,7 @@
-// History: the workspace's calls, newest first, filtered, a page at a time (cursor).
+// History: the workspace's calls, newest or worst first, filtered, a page at a time
+// (cursor), under the workspace's quality per week.
 
+import { fmtScore, scoreBand, trendTable } from "./analysis.js";
 import { api } from "./api.js";
 import { el, fmtDate, fmtDuration, say, shortId } from "./dom.js";
 
@@ -39,18 +41,28 @@ export function mount(root) {
   const toolError = el("select", { id: "f-tool_error", name: "tool_error" },
     ["", "true", "false", "guard", "pms", "other"].map((v) =>
       el("option", { value: v }, v === "" ? "any" : v)));
+  const qualityBelow = el("input", { id: "f-quality_below", name: "quality_below",
+    type: "number", min: "1", max: "5", step: "0.5" });
+  const sort = el("select", { id: "f-sort", name: "sort" },
+    el("option", { value: "newest" }, "newest first"),
+    el("option", { value: "worst" }, "worst quality first"));
   const form = el("form", { class: "filters" },
     FILTERS.map(([name, label]) => el("label", {}, label, inputs[name])),
     el("label", {}, "Escalated", escalated),
     el("label", {}, "Tool error", toolError),
+    el("label", {}, "Quality below", qualityBelow),
+    el("label", {}, "Order", sort),
     el("button", { type: "submit" }, "Apply"));
   const rows = el("tbody", { id: "history-rows" });
   const notice = el("div");
   const more = el("button", { type: "button", id: "load-more", hidden: true }, "Load more");
-  root.append(el("section", {}, el("h1", {}, "History"), form,
+  const trend = el("div", { id: "trend" });
+  root.append(el("section", {}, el("h1", {}, "History"),
+    el("details", { open: true }, el("summary", {}, "Quality per week"), trend), form,
     el("table", { class: "grid" },
-      el("thead", {}, el("tr", {}, ["Call", "Started", "Duration", "Status", "Completion",
-        "Final state", "Turns", "Escalated", "Tool errors"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["Call", "Started", "Duration", "Quality", "Status",
+        "Completion", "Final state", "Turns", "Escalated", "Tool errors"].map((h) =>
+        el("th", {}, h)))),
       rows),
     notice, more));
 
@@ -62,6 +74,8 @@ export function mount(root) {
       completion_reason: inputs.completion_reason.value.trim(),
       escalated: escalated.value,
       tool_error: toolError.value,
+      quality_below: qualityBelow.value,
+      sort: sort.value === "worst" ? "worst" : "",
     };
   }
 
@@ -80,6 +94,8 @@ export function mount(root) {
           el("td", {}, el("a", { href: `#/calls/${encodeURIComponent(call.id)}` }, shortId(call.id))),
           el("td", {}, fmtDate(call.started_at)),
           el("td", {}, fmtDuration(call.duration_s)),
+          el("td", {}, el("span", { class: `badge ${scoreBand(call.quality_score)}` },
+            fmtScore(call.quality_score))),
           el("td", {}, call.status ?? "—"),
           el("td", {}, call.completion_reason ?? "—"),
           el("td", {}, call.final_state ?? "—"),
@@ -103,6 +119,9 @@ export function mount(root) {
     load(true);
   });
   more.addEventListener("click", () => load(false));
+  api("/api/calls/quality-trend?weeks=12")
+    .then((weeks) => { if (alive) trend.replaceChildren(trendTable(weeks)); })
+    .catch((error) => { if (alive) say(trend, error.message, "error"); });
   load(true);
   return () => {
     alive = false;

@@ -289,13 +289,13 @@ async def test_history_filters_and_loads_more_a_page_at_a_time(page, server, db)
     await page.click("form.filters button[type=submit]")
     rows = page.locator("#history-rows tr")
     # The filtered page replaced the unfiltered one (rows and button are set together).
-    await page.locator(f"#history-rows tr td:nth-child(6) >> text={marker}").first.wait_for()
+    await page.locator(f"#history-rows tr td:nth-child(7) >> text={marker}").first.wait_for()
     assert await page.is_visible("#load-more")
     assert await rows.count() == 50
     await page.click("#load-more")
     await page.wait_for_selector("#load-more[hidden]", state="attached")
     assert await rows.count() == 55
-    states = await page.locator("#history-rows tr td:nth-child(6)").all_inner_texts()
+    states = await page.locator("#history-rows tr td:nth-child(7)").all_inner_texts()
     assert set(states) == {marker}
     ids = await page.locator("#history-rows tr").evaluate_all(
         "rows => rows.map(r => r.dataset.callId)")
@@ -371,11 +371,20 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
     await page.click("button.action[data-action=end]")  # too late: the call has ended
     await page.wait_for_selector("#action-status >> text=end: call is not active")
 
-    # Afterwards: history, then the record.
+    # Afterwards: history with the call's quality score, then the record with its summary.
+    score = await analysed(db, call_id)
     await page.goto("/dashboard#/calls")
-    await page.locator(f"#history-rows tr[data-call-id='{call_id}'] a").click()
+    row = page.locator(f"#history-rows tr[data-call-id='{call_id}']")
+    assert await row.locator("td:nth-child(4)").inner_text() == f"{score:.1f}"
+    await page.wait_for_selector("#quality-trend")
+    await row.locator("a").click()
     await page.wait_for_selector("#transcript .turn.agent")
     assert await page.locator("#transcript .turn").count() == len(result.record["turns"])
+    assert await page.inner_text("#quality-score") == f"{score:.1f}"
+    assert "Book an appointment" in await page.inner_text("#call-summary dd[data-part=wanted]")
+    assert await page.locator("#quality-dimensions tbody tr").count() == 5
+    await page.locator("#call-summary dd[data-part=wanted] button.link").first.click()
+    await page.wait_for_selector("#transcript li.turn.flash")
     await page.wait_for_selector("#player[data-ready=true]")
 
     # Play: the clock moves.
@@ -411,6 +420,18 @@ async def test_watch_a_call_live_then_play_it_back_and_scrub_by_word(page, serve
     assert await page.inner_text("#accuracy") == (
         f"{stored['transcript_accuracy'] * 100:.1f}% ({stored['transcript_verifier']})")
     assert page.errors.errors == []
+
+
+async def analysed(db, call_id: str, timeout_s: float = 60.0) -> float:
+    """The call's quality score once its after-call analysis is written."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        score = await db.pool.fetchval(
+            "SELECT quality_score FROM call_analyses WHERE call_id = $1", uuid.UUID(call_id))
+        if score is not None:
+            return score
+        assert asyncio.get_running_loop().time() < deadline, "the call was never analysed"
+        await asyncio.sleep(0.25)
 
 
 @pytest.mark.timeout(240)
