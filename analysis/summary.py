@@ -62,17 +62,26 @@ class CallSummary:
 
 
 def what_they_wanted(record: CallRecord) -> tuple[Item, ...]:
-    """Each distinct thing the caller asked for, in the order they first asked."""
-    wants = summary_rules().wants
-    found: dict[str, Item] = {}
+    """Each distinct thing the caller asked for, in the order they first asked: from the
+    router's reading of their words, and from the context graph's exits the call took
+    (which also read what the router alone does not, like "a checkup tomorrow")."""
+    rules = summary_rules()
+    asked: list[tuple[float, str]] = []
     for turn in caller_turns(record):
-        decision = route_turn(turn.text)
-        want = wants.get(decision.route)
-        if want is None:
-            continue
-        if want.text in found:
-            continue
-        found[want.text] = Item(want.text, (turn.seq,), task=want.task, recap=want.recap)
+        route = route_turn(turn.text).route
+        if route in rules.wants:
+            asked.append((turn.seq, route))
+    for hop in record.hops:
+        route = rules.exits.get(hop.exit or "")
+        if route is not None:  # a call without timings: the turn is not known
+            turn = caller_turn_before(record, turn_at(record, hop.at_ms))
+            asked.append((float("inf") if turn is None else turn, route))
+    found: dict[str, Item] = {}
+    for seq, route in sorted(asked):
+        want = rules.wants[route]
+        if want.text not in found:
+            found[want.text] = Item(want.text, linked(None if seq == float("inf") else int(seq)),
+                                    task=want.task, recap=want.recap)
     return tuple(found.values())
 
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from language.phrases import phrase_pattern
 
@@ -47,10 +47,18 @@ class SummaryRules(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     wants: dict[str, Want]
+    exits: dict[str, str]
     writes: dict[str, WriteRule]
     events: dict[str, EventRule]
     dissatisfied: list[str] = Field(min_length=1)
     health: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _exits_name_wants(self) -> SummaryRules:
+        unknown = sorted(set(self.exits.values()) - set(self.wants))
+        if unknown:
+            raise ValueError(f"exits name wants that are not defined: {unknown}")
+        return self
 
     def dissatisfied_pattern(self) -> re.Pattern[str]:
         return phrase_pattern(self.dissatisfied)

@@ -19,7 +19,9 @@ import asyncio
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
@@ -40,7 +42,11 @@ PERSONAS = Path(__file__).resolve().parent.parent / "scenarios" / "personas"
 PAUSE_S = 0.1  # the caller answers at once: the bench measures the conversation, not pace
 
 
-async def main(personas: list[Persona]) -> dict:
+# What a bench reads from the database after the persona calls, before it is dropped.
+Inspect = Callable[[Database, list[PersonaRun]], Awaitable[Any]]
+
+
+async def main(personas: list[Persona], *, inspect: Inspect | None = None) -> dict:
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
     with tempfile.TemporaryDirectory(prefix="bench-personas-", dir="/tmp") as directory:
@@ -64,11 +70,12 @@ async def main(personas: list[Persona]) -> dict:
                     log=lambda _line: None, pause_s=PAUSE_S,
                 )
                 took_s = time.perf_counter() - started
+                inspected = await inspect(db, runs) if inspect is not None else None
             finally:
                 service.stop()
         finally:
             await db.close()
-    return {"runs": runs, "took_s": took_s}
+    return {"runs": runs, "took_s": took_s, "inspected": inspected}
 
 
 def engine_notes(run: PersonaRun) -> str:

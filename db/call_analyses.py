@@ -49,6 +49,15 @@ class RecordedEvent:
 
 
 @dataclass(frozen=True)
+class RecordedHop:
+    """A context-graph transition: the exit taken, and when."""
+
+    exit: str | None
+    next_state: str
+    at_ms: int | None
+
+
+@dataclass(frozen=True)
 class RecordedWrite:
     """A world-model event the call wrote (a booking, a change, a message)."""
 
@@ -78,6 +87,7 @@ class CallRecord:
     events: list[RecordedEvent]
     escalations: list[dict[str, Any]]
     writes: list[RecordedWrite]
+    hops: list[RecordedHop] = field(default_factory=list)
 
     def events_of(self, *types: str) -> list[RecordedEvent]:
         return [e for e in self.events if e.type in types]
@@ -113,6 +123,9 @@ async def load_call_record(pool: asyncpg.Pool, call_id: str) -> CallRecord | Non
         escalations = await conn.fetch(
             "SELECT seq, concept, severity, status, at_ms FROM escalations WHERE call_id = $1 "
             "ORDER BY seq", key)
+        hops = await conn.fetch(
+            "SELECT reason, next_state, at_ms FROM state_transitions WHERE call_id = $1 "
+            "ORDER BY seq", key)
         writes = await conn.fetch(
             "SELECT type, summary, turn_seq, payload FROM clinical_events WHERE call_id = $1 "
             "AND source NOT IN ('practice', 'verification') ORDER BY occurred_at, id", key)
@@ -133,6 +146,7 @@ async def load_call_record(pool: asyncpg.Pool, call_id: str) -> CallRecord | Non
         escalations=[dict(row) for row in escalations],
         writes=[RecordedWrite(row["type"], row["summary"], row["turn_seq"],
                               _json(row["payload"], {})) for row in writes],
+        hops=[RecordedHop(row["reason"], row["next_state"], row["at_ms"]) for row in hops],
     )
 
 

@@ -2,6 +2,7 @@
 for a person and the concerns raised, each pointing at its turns."""
 
 from analysis.summary import summarise
+from db.call_analyses import RecordedHop
 from tests.analysis.records import booked, conversation, record
 
 
@@ -79,3 +80,16 @@ def test_a_question_answered_is_done_without_any_write():
 
     assert [w.recap for w in summary.wanted] == ["asked about our opening hours"]
     assert summary.unresolved == () and summary.left_for_person == ()
+
+
+def test_what_the_context_graph_understood_counts_as_wanted_too():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: I need a checkup tomorrow morning",  # no booking words: the engine read it
+        "agent: I have 9 AM or 10 AM.")
+    call = record(turns)
+    call.hops.append(RecordedHop("book_new", "appointment_setting", 3000))
+    call.hops.append(RecordedHop("caller_spoke", "booking_discovery", 2700))
+
+    [wanted] = summarise(call).wanted
+    assert (wanted.text, wanted.turns, wanted.task) == ("Book an appointment", (1,), "book")
