@@ -27,7 +27,7 @@ from db.deadline import within
 from flows.ambient import ambient_context
 from flows.callee import Callee
 from flows.clinic_calendar import clinic_today, open_lines
-from flows.engage_local import engage
+from flows.engage_local import engage, welcome_back
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.graph_tools import GraphTools
@@ -268,6 +268,7 @@ class GraphEngine:
             else:
                 said.append(line)
             decisions.append(decision)
+        said.insert(0, welcome_back(self.session))
         return Reply(
             " ".join(line for line in said if line), decisions, nav_ms,
             end_call=decisions[-1].terminal, transfer_to=self.session.handoff_to,

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from config import MemorySettings, Settings
-from db import memories
+from db import memories, world
 from db import repositories as repo
-from db import world
 from db.memories import MemoryCandidate
 from db.world import Provenance
 from services.embeddings import LocalEmbedder
