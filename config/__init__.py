@@ -5,7 +5,8 @@ settings come in one group per component (`settings.safety.escalate_similarity`)
 environment names stay flat (`SAFETY_ESCALATE_SIMILARITY`), and `Settings(...)` takes
 them as keywords too (config/flat_names.py). The groups: `service.py` (server, storage,
 ops, telephony), `providers.py` (which engine or vendor does each job, with their keys),
-`features.py` (call, turns, conversation, safety, emotion, world), `outbound.py`
+`features.py` (call, turns, conversation, safety, emotion, world), `memory.py` (memory
+across calls), `outbound.py`
 (the outbound dispatcher). Which provider each
 component uses is decided from these settings in pipeline/provider_choice.py.
 """
@@ -22,6 +23,7 @@ from config.features import (
 )
 from config.flat_names import flat_names
 from config.group import CommaList, SettingsGroup
+from config.memory import MemorySettings
 from config.outbound import OutboundSettings
 from config.providers import ProviderSettings
 from config.service import OpsSettings, ServerSettings, StorageSettings, TelephonySettings
@@ -34,6 +36,7 @@ __all__ = [
     "ConversationSettings",
     "CrisisResource",
     "EmotionSettings",
+    "MemorySettings",
     "OpsSettings",
     "OutboundSettings",
     "ProviderSettings",

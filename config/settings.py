@@ -16,6 +16,7 @@ from config.features import (
     WorldSettings,
 )
 from config.flat_names import FlatNamesSource
+from config.memory import MemorySettings
 from config.outbound import OutboundSettings
 from config.providers import ProviderSettings
 from config.reach import ReachSettings
@@ -40,6 +41,7 @@ class Settings(BaseSettings):
     safety: SafetySettings = Field(default_factory=SafetySettings)
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     world: WorldSettings = Field(default_factory=WorldSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     reach: ReachSettings = Field(default_factory=ReachSettings)
 

@@ -15,11 +15,13 @@ from datetime import UTC, datetime
 
 from flows.clinic_calendar import calendar_context
 from flows.graph_session import GraphSession
-from language.spoken import say_hours, say_list, say_time
+from flows.same_day import left_for_team, recaps
+from language.spoken import say_date, say_hours, say_list, say_time
 from processors.world.write_safety import SELF_REFERENCE
 
 AMBIENT_BUDGET_CHARS = 2000
 LIST_ITEMS = 5
+MEMORY_CHARS = 160  # one memory, at most, in the prompt
 
 
 def _capped(items: Sequence[str]) -> str:
@@ -50,6 +52,17 @@ def patient_sections(session: GraphSession) -> list[tuple[str, str]]:
             f"{say_time(a.local_start)}" for ref, a in session.appointment_refs.items()]) + "."))
     elif session.upcoming is not None:
         sections.append(("appointments", "Upcoming appointments: none."))
+    earlier = recaps(session)
+    if earlier:
+        left = left_for_team(session)
+        sections.append(("earlier_today", "Earlier today the caller " + say_list(earlier) + "."
+                         + (" Still with the team: " + _capped(left) + "." if left else "")))
+    if session.told_before:
+        sections.append(("memories", "What the caller told us on earlier calls (their "
+                         "words; the kind, the day last said): " + _capped([
+                             f'"{m.text[:MEMORY_CHARS]}" ({m.kind}, '
+                             f"{say_date(m.reinforced_at.date())})"
+                             for m in session.told_before]) + "."))
     if chart.medications:
         sections.append(("medications", "Medications: " + _capped([
             " ".join(part for part in (m.name, m.dose, m.frequency) if part)
@@ -87,7 +100,8 @@ def clinic_sections(session: GraphSession, dialled: str | None,
 
 
 # Dropped first when over budget (the caller, allergies and appointments never are).
-DROP_ORDER = ("services", "locations", "conditions", "insurance", "medications", "calendar")
+DROP_ORDER = ("services", "locations", "memories", "conditions", "insurance", "medications",
+              "calendar", "earlier_today")
 
 
 def ambient_context(session: GraphSession, *, dialled: str | None = None,

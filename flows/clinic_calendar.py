@@ -94,13 +94,18 @@ def _zone(locations: Sequence[Location]) -> ZoneInfo:
     return ZoneInfo(locations[0].timezone) if locations else ZoneInfo("UTC")
 
 
+def clinic_zone(locations: Sequence[Location], dialled: str | None = None) -> ZoneInfo:
+    """The clinic's own timezone: the dialled location's, else its first location's (UTC
+    with none), never the server's."""
+    place = dialled_location(locations, dialled)
+    return ZoneInfo(place.timezone) if place else _zone(locations)
+
+
 def clinic_today(locations: Sequence[Location], now: datetime,
                  dialled: str | None = None) -> date:
-    """The clinic's own date at `now`, against which "today" and "tomorrow" are read: in
-    the dialled location's timezone, else its first location's (UTC with none), never
-    the server's."""
-    place = dialled_location(locations, dialled)
-    return now.astimezone(ZoneInfo(place.timezone) if place else _zone(locations)).date()
+    """The clinic's own date at `now` (in `clinic_zone`), against which "today" and
+    "tomorrow" are read."""
+    return now.astimezone(clinic_zone(locations, dialled)).date()
 
 
 # --- Understanding the question --------------------------------------------------------

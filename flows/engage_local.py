@@ -24,6 +24,7 @@ from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.graph_tools import PROMISE_TOOLS, GraphTools, ToolResult
 from flows.post_booking_tools import TOOLS as POST_BOOKING_TOOLS
+from flows.same_day import recaps
 from language.spoken import say_date, say_list, say_phone, say_price, say_time
 from lib.prompts import PROMPTS_DIR
 
@@ -57,6 +58,7 @@ class ActionLines(BaseModel):
     lookups: dict[str, str]
     outcomes: dict[str, str]
     clinic_numbers: dict[str, str]  # known ({clinic_number}) / unknown: the field `call_us`
+    welcome_back: str  # fields: name, earlier_today
 
     @model_validator(mode="after")
     def _fields_are_known(self) -> ActionLines:
@@ -74,6 +76,10 @@ class ActionLines(BaseModel):
             problems.append(f"next_steps must be exactly {sorted(NEXT_STEPS)}")
         if set(self.lookups) != {"found", "not_found"}:
             problems.append("lookups must be exactly found and not_found")
+        welcome = {field for _, field, _, _ in string.Formatter().parse(self.welcome_back)
+                   if field}
+        if welcome != {"name", "earlier_today"}:
+            problems.append("welcome_back must say exactly {name} and {earlier_today}")
         if set(self.clinic_numbers) != {"known", "unknown"}:
             problems.append("clinic_numbers must be exactly known and unknown")
         if problems:
@@ -213,6 +219,17 @@ async def engage(
     if "{call_time}" in line and not session.call_time:  # no call arranged: never promised
         line = lines.outcomes[_call_not_arranged(action)]
     return Engaged(fill(line, fields), result)
+
+
+def welcome_back(session: GraphSession, lines: ActionLines | None = None) -> str:
+    """What the first reply of a call begins with: what an identified caller did on their
+    calls earlier today (empty for anyone else, and after the first reply)."""
+    first, session.welcomed_back = not session.welcomed_back, True
+    earlier = recaps(session) if first and session.patient is not None else []
+    if not earlier:
+        return ""
+    line = (lines or action_lines()).welcome_back
+    return line.format(name=session.patient.first_name, earlier_today=say_list(earlier))
 
 
 def _call_not_arranged(action: str) -> str:

@@ -22,11 +22,12 @@ from loguru import logger
 
 from call.call_session import CallLog
 from call.outbound_call import OutboundCall
+from config.memory import MemorySettings
 from db.deadline import within
 from flows.ambient import ambient_context
 from flows.callee import Callee
 from flows.clinic_calendar import clinic_today, open_lines
-from flows.engage_local import engage
+from flows.engage_local import engage, welcome_back
 from flows.graph import ContextGraph
 from flows.graph_session import GraphSession
 from flows.graph_tools import GraphTools
@@ -75,7 +76,7 @@ class GraphEngine:
         dialled_number: str | None = None, country_code: str = "1",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         outbound: OutboundCall | None = None, reach: Reach | None = None,
-        can_put_through: bool = False,
+        can_put_through: bool = False, memory: MemorySettings | None = None,
     ) -> None:
         """`outbound`: the clinic placed this call for a task (flows/callee.py): the
         callee is loaded at start but identified only by the right-person check, and
@@ -85,9 +86,12 @@ class GraphEngine:
         from).
         `today`: the date the caller's words are read against ("tomorrow"); by default
         the clinic's own date at `now` (`clinic_today`), whatever the server's timezone.
-        `can_put_through`: a person can be put on this call (a warm hand-off)."""
+        `can_put_through`: a person can be put on this call (a warm hand-off). `memory`:
+        how the caller's memories fade and are searched (config MEMORY_*)."""
         self.graph, self.session, self.pool, self.log = graph, session, pool, log
         session.can_put_through = can_put_through
+        if memory is not None:
+            session.memory_policy = memory
         today = today or (lambda: clinic_today(session.locations, now(), dialled_number))
         if outbound is not None and session.callee is None:
             session.callee = Callee(outbound)
@@ -264,6 +268,7 @@ class GraphEngine:
             else:
                 said.append(line)
             decisions.append(decision)
+        said.insert(0, welcome_back(self.session))
         return Reply(
             " ".join(line for line in said if line), decisions, nav_ms,
             end_call=decisions[-1].terminal, transfer_to=self.session.handoff_to,

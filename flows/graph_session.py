@@ -13,7 +13,10 @@ from datetime import date
 from typing import Any
 
 from call.identity import CallIdentity
-from db.companion import Memory, Reminder
+from config.memory import MemorySettings
+from db.call_analyses import EarlierCall
+from db.companion import Reminder
+from db.memories import Memory
 from db.opening import Closure
 from db.scheduling import Appointment, AppointmentType, Location, Patient
 from db.slots import Slot
@@ -108,8 +111,14 @@ class GraphSession:
     red_flag: bool = False  # the caller's words raised a medical red flag (or a crisis)
     crisis_escalated: bool = False  # the team was asked, urgently, to take this call
     return_to: list[str] = field(default_factory=list)  # side-loop origins, innermost last
+    # the identified caller's memories of earlier calls (strongest first) and their calls
+    # of today already analysed (newest first), for the ambient channel
+    told_before: list[Memory] = field(default_factory=list)
+    earlier_today: list[EarlierCall] = field(default_factory=list)
+    welcomed_back: bool = False  # the offline reply has said what they did earlier today
+    memory_policy: MemorySettings = field(default_factory=MemorySettings)
     # companion check-in calls: what earlier calls left, and what this one has done
-    memories: list[Memory] = field(default_factory=list)  # newest first
+    memories: list[Memory] = field(default_factory=list)  # latest said first
     followed_up: bool = False  # the latest memory was asked about
     reminders: list[Reminder] = field(default_factory=list)  # still open
     reminder_in_focus: Reminder | None = None  # the one just read out

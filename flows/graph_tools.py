@@ -26,7 +26,7 @@ import asyncpg
 from loguru import logger
 
 from call.call_session import CallLog
-from db import companion, outbound, waitlist, world
+from db import companion, memories, outbound, waitlist, world
 from db import scheduling as db
 from db.call_backs import (
     CALLBACK_PRIORITY,
@@ -36,6 +36,7 @@ from db.call_backs import (
     request_call_back,
 )
 from db.deadline import DatabaseUnavailable, within
+from db.memories import MemoryCandidate
 from db.slots import Slot, spread
 from db.world import EventDraft
 from flows import guards
@@ -729,21 +730,29 @@ class GraphTools:
         self.log.event("put_through", place=place, named=named.name if named else None)
         return place
 
-    # --- Companion check-in calls ---------------------------------------------------
+    # --- What the caller told earlier calls -------------------------------------------
 
     async def _search_memories(self, args: Mapping[str, Any]) -> str:
-        found = await companion.search_memories(
-            self.pool, self._patient().id, str(args.get("query", ""))
-        )
+        """The identified caller's memories by meaning (by words when the embedder fails),
+        with the day each was last said."""
+        found = await memories.search(
+            self.pool, self._patient().id, str(args.get("query", "")),
+            self.world.index.sentences, policy=self.session.memory_policy)
         if not found:
             return "Nothing about that in earlier calls."
-        return " ".join(f"On {say_date(m.created_at.date())} they said: {m.text}" for m in found)
+        return " ".join(f"On {say_date(m.reinforced_at.date())} they said: {m.text}"
+                        for m in found)
+
+    # --- Companion check-in calls ---------------------------------------------------
 
     async def _save_detail(self, args: Mapping[str, Any]) -> str:
         detail = str(args.get("detail", "")).strip()
         if not detail:
             raise Refused("there is no detail to save")
-        await companion.save_memory(self.pool, self._patient().id, detail, self.session.call_id)
+        await memories.remember(
+            self.pool, self._patient().id,
+            [MemoryCandidate(detail, "note", "agent", len(self.session.heard) or None)],
+            self.world.index.sentences, self.session.call_id, policy=self.session.memory_policy)
         self.session.noted.append(detail)
         return "Noted for next time."
 
@@ -837,7 +846,8 @@ HANDLERS: dict[str, Callable[[GraphTools, Mapping[str, Any]], Awaitable[str]]] =
     # outbound calls (flows/outbound_tools.py)
     "SetDoNotCall": lambda tools, args: tools.outbound.set_do_not_call(args),
     "CheckOfferedSlot": lambda tools, args: tools.outbound.check_offered_slot(args),
-    # companion check-in calls
+    # what the caller told earlier calls (the booking graph's name, and the check-in's)
+    "SearchMemories": GraphTools._search_memories,
     "search_memories": GraphTools._search_memories,
     "save_important_detail": GraphTools._save_detail,
     "mark_reminder_acknowledged": GraphTools._acknowledge_reminder,

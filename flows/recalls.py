@@ -6,6 +6,10 @@ recall runs: a booking call loads the clinic's services, locations, closures and
 caller's upcoming bookings; a companion check-in loads what the person said on earlier calls
 and their open reminders. A graph naming an unknown recall does not load.
 
+An identified caller's strongest memories of earlier calls, and their calls of today
+already analysed, are loaded with their chart (each one indexed query; a failure leaves
+the call without them, never without its chart).
+
 An outbound call identifies nobody by number: the person who answers is only the
 callee once the right-person check passes (flows/right_person.py). Its recall loads the
 callee's record and what the call is about into `session.callee`, held apart until then.
@@ -14,16 +18,18 @@ callee's record and what the call is about into `session.callee`, held apart unt
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import asyncpg
 from loguru import logger
 
-from db import companion, world
+from db import companion, memories, world
 from db import scheduling as db
+from db.call_analyses import earlier_calls
 from db.slots import Slot
 from flows.callee import Callee
+from flows.clinic_calendar import clinic_zone
 from flows.graph import ContextGraph, StateType
 from flows.graph_session import GraphSession
 
@@ -62,11 +68,39 @@ async def clinic_context(session: GraphSession, pool: asyncpg.Pool) -> None:
     session.practitioners = await db.practitioner_names(pool, session.service_id)
 
 
+# The identified caller's memories the ambient channel carries.
+AMBIENT_MEMORIES = 5
+
+
 async def load_chart(session: GraphSession, pool: asyncpg.Pool) -> None:
-    """The identified caller's chart (the ambient channel's patient context)."""
+    """The identified caller's chart (the ambient channel's patient context), and what
+    they told earlier calls when the caller is someone new to this call."""
     session.chart_stale = False
+    loaded = session.chart.patient.id if session.chart is not None else None
     session.chart = (await world.clinical_context(pool, session.patient.id)
                      if session.patient is not None else None)
+    if session.identified_patient_id() != loaded:
+        await load_earlier(session, pool)
+
+
+async def load_earlier(session: GraphSession, pool: asyncpg.Pool) -> None:
+    """The identified caller's strongest memories and their analysed calls of today (in
+    the clinic's timezone), this call left out; nothing for an unidentified caller."""
+    session.told_before, session.earlier_today = [], []
+    patient_id = session.identified_patient_id()
+    if patient_id is None:
+        return
+    now = datetime.now().astimezone()
+    zone = clinic_zone(session.locations)
+    start_of_today = datetime.combine(now.astimezone(zone).date(), time(0), tzinfo=zone)
+    try:
+        session.told_before = await memories.recall(
+            pool, patient_id, AMBIENT_MEMORIES, policy=session.memory_policy)
+        session.earlier_today = await earlier_calls(pool, patient_id, start_of_today,
+                                                    before_call=session.call_id)
+    except (asyncpg.PostgresError, OSError) as error:
+        logger.warning(f"call {session.call_id}: earlier calls not loaded "
+                       f"({type(error).__name__})")
 
 
 async def person_memories(session: GraphSession, pool: asyncpg.Pool) -> None:
@@ -76,7 +110,8 @@ async def person_memories(session: GraphSession, pool: asyncpg.Pool) -> None:
     await load_callee(session, pool)
     person = session.patient or (session.callee.patient if session.callee else None)
     if person is not None:
-        session.memories = await companion.recent_memories(pool, person.id)
+        session.memories = await memories.recent(pool, person.id,
+                                                 policy=session.memory_policy)
         session.reminders = await companion.open_reminders(pool, person.id)
 
 

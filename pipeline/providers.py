@@ -19,6 +19,12 @@ from pipecat.services.tts_service import TTSService
 from pipecat.transcriptions.language import Language
 
 from analysis.analyst import Analyst, ModelAnalyst, RulesAnalyst, answer_schema
+from analysis.memories import (
+    MemoryExtractor,
+    ModelMemoryExtractor,
+    RulesMemoryExtractor,
+    memory_schema,
+)
 from call.voice_settings import VoiceSettings
 from config import Settings
 from flows.llm_navigator import NAV_CHOICE_SCHEMA, DecisionModel
@@ -67,6 +73,8 @@ VERIFICATION_INSTRUCTION = EXTRACTION_INSTRUCTION
 VERIFICATION_MAX_TOKENS = 300
 ANALYSIS_INSTRUCTION = render_prompt("analysis/system.md")
 ANALYSIS_MAX_TOKENS = 1500
+MEMORY_INSTRUCTION = render_prompt("analysis/memories_system.md")
+MEMORY_MAX_TOKENS = 800
 
 
 @dataclass(frozen=True)
@@ -374,6 +382,19 @@ def build_extractor(plan: ProviderPlan, settings: Settings) -> Extractor:
                            schema=extraction_schema(), max_tokens=EXTRACTION_MAX_TOKENS)
     return ModelExtractor(ask, timeout_s=settings.world.extraction_timeout_s,
                           country_code=settings.world.phone_country_code, fallback=rules)
+
+
+def build_memory_extractor(plan: ProviderPlan, settings: Settings) -> MemoryExtractor:
+    """What a finished call leaves to remember: the world model's fast model, held to the
+    caller's words (the rules when it fails), else the rules."""
+    rules = RulesMemoryExtractor()
+    service = build_fast_llm(plan.world_model.provider, settings)
+    if service is None:
+        return rules
+    ask = structured_model(service, instruction=MEMORY_INSTRUCTION, schema=memory_schema(),
+                           max_tokens=MEMORY_MAX_TOKENS)
+    return ModelMemoryExtractor(ask, timeout_s=settings.memory.extraction_timeout_s,
+                                name=f"model:{plan.world_model.provider}", fallback=rules)
 
 
 def build_verifier(plan: ProviderPlan, settings: Settings) -> Judges:

@@ -92,6 +92,7 @@ def graph_engine(
         reach=runtime.reach,
         # a phone call Twilio carries can be handed to a person warmly (runner/handoff.py)
         can_put_through=runtime.handoffs is not None and session.call_sid is not None,
+        memory=runtime.settings.memory,
     )
     engine.resume = profile.resume
     return engine

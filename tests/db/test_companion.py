@@ -1,4 +1,4 @@
-"""A person's memories and reminders: found by any word, written per call, never another's."""
+"""A person's reminders: acknowledged once, only by them, only after they said so."""
 
 import uuid
 from datetime import date
@@ -24,23 +24,6 @@ async def person(db, workspace_id: str, first: str) -> sched.Patient:
         provenance=Provenance("import", "test", "verified"),
     )
     return record.as_patient()
-
-
-async def test_memories_are_found_by_any_word_newest_first_and_scoped_to_the_person(
-    db, workspace_id, call_id
-):
-    ada, bob = await person(db, workspace_id, "Ada"), await person(db, workspace_id, "Bob")
-    await companion.save_memory(db.pool, ada.id, "I planted tulips in the garden.", call_id)
-    await companion.save_memory(db.pool, ada.id, "My sister visits on Sunday.", call_id)
-    await companion.save_memory(db.pool, bob.id, "The garden needs weeding.", call_id)
-
-    found = await companion.search_memories(db.pool, ada.id, "how are the gardens?")
-    recent = await companion.recent_memories(db.pool, ada.id)
-
-    assert [m.text for m in found] == ["I planted tulips in the garden."]
-    assert [m.text for m in recent] == ["My sister visits on Sunday.",
-                                        "I planted tulips in the garden."]
-    assert await companion.search_memories(db.pool, ada.id, "?!") == []
 
 
 async def test_a_reminder_is_acknowledged_once_and_only_by_its_person(db, workspace_id, call_id):
