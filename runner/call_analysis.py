@@ -1,5 +1,10 @@
 """The `call_analysis` job: a finished call's summary, quality score and memories, durable.
 
+The summary and the score are written first; then what the identified patient said that
+is worth remembering is extracted and kept with their memories (`db/memories.remember`:
+de-duplicated, so a retried job changes nothing). An unidentified caller leaves no
+memories: nobody's record could hold them.
+
 Queued once the call's record is closed (one per call, `call_analysis:<call id>`), when
 the workspace's voice settings keep `post_call_analysis_enabled` on. It never delays the
 end of a call and survives a restart: a worker that dies mid-run leaves it to another. A
@@ -10,7 +15,7 @@ run that fails is retried with backoff; the last failure is an event on the call
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +23,9 @@ import asyncpg
 from loguru import logger
 
 from analysis.analyst import Analysis, Analyst
-from db import call_analyses, jobs
+from analysis.memories import MemoryExtractor
+from config.memory import MemorySettings
+from db import call_analyses, jobs, memories
 from db.call_analyses import CallRecord
 from db.writer import CallRecordWriter
 from runner.job_retries import Retries, last_try
@@ -47,6 +54,19 @@ class CallAnalysisParts:
     pool: asyncpg.Pool
     writer: CallRecordWriter | None
     analyst: Analyst
+    memory: MemoryExtractor | None = None  # None: memories are not kept
+    embedder: memories.Embedder | None = None
+    memory_policy: MemorySettings = field(default_factory=lambda: memories.DEFAULT_POLICY)
+
+
+@dataclass(frozen=True)
+class AnalysisDone:
+    analysis: Analysis
+    memories_added: int = 0
+    memories_reinforced: int = 0
+    memory_analyst: str | None = None
+    memory_fallback: str | None = None
+    memory_ms: int = 0
 
 
 async def analyse_call(parts: CallAnalysisParts, record: CallRecord) -> Analysis:
@@ -61,8 +81,23 @@ async def analyse_call(parts: CallAnalysisParts, record: CallRecord) -> Analysis
     return analysis
 
 
+async def keep_memories(parts: CallAnalysisParts, record: CallRecord,
+                        analysis: Analysis) -> AnalysisDone:
+    """What the identified patient said worth remembering, kept with their memories."""
+    if parts.memory is None or record.patient_id is None:
+        return AnalysisDone(analysis)
+    started = time.perf_counter()
+    found = await parts.memory.extract(record)
+    kept = await memories.remember(parts.pool, record.patient_id, list(found), parts.embedder,
+                                   record.call_id, policy=parts.memory_policy)
+    return AnalysisDone(
+        analysis, len(kept.added), len(kept.reinforced),
+        getattr(found, "analyst", parts.memory.name), getattr(found, "fallback", None),
+        round(1000 * (time.perf_counter() - started)))
+
+
 async def run_call_analysis(parts: CallAnalysisParts, payload: dict[str, Any], *,
-                            retries: Retries = RETRIES) -> Analysis | None:
+                            retries: Retries = RETRIES) -> AnalysisDone | None:
     call_id = str(payload.get("call_id") or "")
     if not call_id:
         logger.warning("call_analysis job without a call id: nothing to do")
@@ -72,16 +107,20 @@ async def run_call_analysis(parts: CallAnalysisParts, payload: dict[str, Any], *
         if record is None:
             logger.warning(f"call {call_id}: not analysed (no such call in a workspace)")
             return None
-        analysis = await analyse_call(parts, record)
+        done = await keep_memories(parts, record, await analyse_call(parts, record))
     except Exception as error:
         if await last_try(parts.pool, analysis_key(call_id), retries):
             log = await call_log_after(parts.pool, parts.writer, call_id)
             log.event("call_analysis_failed", error=type(error).__name__)
         logger.warning(f"call {call_id}: analysis failed ({type(error).__name__})")
         raise
+    analysis = done.analysis
     log = await call_log_after(parts.pool, parts.writer, call_id)
     log.event("call_analysed", analyst=analysis.analyst, fallback=analysis.fallback,
-              quality=analysis.quality.overall)
+              quality=analysis.quality.overall, memories_added=done.memories_added,
+              memories_reinforced=done.memories_reinforced,
+              memory_fallback=done.memory_fallback)
     logger.info(f"call {call_id}: analysed by {analysis.analyst}, quality "
-                f"{analysis.quality.overall}")
-    return analysis
+                f"{analysis.quality.overall}, {done.memories_added} memories added, "
+                f"{done.memories_reinforced} reinforced")
+    return done

@@ -43,6 +43,7 @@ from pipeline.providers import (
     build_director,
     build_emotion_providers,
     build_extractor,
+    build_memory_extractor,
     build_navigator_model,
     build_safety,
     build_verifier,
@@ -176,6 +177,7 @@ class AppRuntime:
         self.audio_verifier = build_audio_verifier(self.plan, settings)
         self.verifier = build_verifier(self.plan, settings)
         self.analyst = build_analyst(self.plan, settings)
+        self.memory_extractor = build_memory_extractor(self.plan, settings)
         self._background = BackgroundTasks()
         self.call_capacity = self.plan.call_capacity(settings)
         self.graph: ContextGraph | None = None
@@ -337,7 +339,9 @@ class AppRuntime:
         return self.in_background(self._queue_analysis(call_id, log), name=f"analyse-{call_id}")
 
     def analysis_parts(self) -> call_analysis.CallAnalysisParts:
-        return call_analysis.CallAnalysisParts(self.db.pool, self.writer, self.analyst)
+        return call_analysis.CallAnalysisParts(
+            self.db.pool, self.writer, self.analyst, memory=self.memory_extractor,
+            embedder=self.safety.embedder, memory_policy=self.settings.memory)
 
     async def _queue_analysis(self, call_id: str, log: CallLog) -> None:
         try:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from analysis.analyst import RulesAnalyst
+from analysis.memories import RulesMemoryExtractor
 from call.call_session import CallLog
 from db import call_analyses, jobs
 from db import repositories as repo
@@ -25,6 +26,8 @@ from runner.call_analysis import (
 from runner.job_retries import Retries
 from runner.job_worker import JobWorker
 from runner.runtime import AppRuntime
+from services.embeddings import LocalEmbedder
+from tests.db.test_memories import patient
 from tests.db.test_post_call_job import QueueDown
 from tests.fakes import CollectingWriter
 from tests.jobs import eventually, test_worker
@@ -149,3 +152,34 @@ async def test_an_analysis_that_cannot_be_queued_runs_here_and_the_call_says_so(
     assert [e.type for e in record.events()] == ["call_analysis_not_queued"]
     assert await call_analyses.get_analysis(db.pool, call_id) is not None
     assert await jobs.job_for(db.pool, analysis_key(call_id)) is None
+
+
+async def test_what_an_identified_patient_said_is_remembered_once_however_often_it_runs(
+        db, call_id, workspace_id):
+    mira = await patient(db, workspace_id, "Mira")
+    await db.pool.execute("UPDATE calls SET patient_id = $2::uuid WHERE id = $1::uuid",
+                          call_id, mira)
+    await transcript(db, call_id, ("agent", "How can I help?"),
+                     ("caller", "I'd like a check up, and mornings suit me best because I work"),
+                     ("agent", "I have Monday at 9."))
+    parts = CallAnalysisParts(db.pool, None, RulesAnalyst(), memory=RulesMemoryExtractor(),
+                              embedder=LocalEmbedder())
+
+    first = await run_call_analysis(parts, {"call_id": call_id})
+    again = await run_call_analysis(parts, {"call_id": call_id})  # a retried job
+
+    assert (first.memories_added, again.memories_added, again.memories_reinforced) == (1, 0, 0)
+    texts = await db.pool.fetch("SELECT text, kind FROM memories WHERE patient_id = $1::uuid",
+                                mira)
+    assert [(r["kind"], "morning" in r["text"].lower()) for r in texts] == [("preference", True)]
+
+
+async def test_an_unidentified_caller_leaves_no_memories(db, call_id):
+    await transcript(db, call_id, ("caller", "I prefer afternoons, I'm hard of hearing"))
+    parts = CallAnalysisParts(db.pool, None, RulesAnalyst(), memory=RulesMemoryExtractor())
+
+    done = await run_call_analysis(parts, {"call_id": call_id})
+
+    assert done.memories_added == 0
+    assert await db.pool.fetchval("SELECT count(*) FROM memories WHERE source_call = $1::uuid",
+                                  call_id) == 0
