@@ -2,8 +2,8 @@
 
 A call's summary says what it did (`done`, each with a caller-facing `recap`: "booked a
 physiotherapy appointment for Tuesday at 10 AM") or, when it did nothing, what the
-caller wanted (`wanted.recap`: "asked about our opening hours"). Summaries that do not
-have that shape are skipped, never guessed at.
+caller wanted (each `wanted` item's `recap`: "asked about our opening hours"). Summaries
+that do not have that shape are skipped, never guessed at.
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ def _recap(item: Any) -> str | None:
     return None
 
 
+def _recaps(items: Any) -> list[str]:
+    return [r for r in map(_recap, items if isinstance(items, list) else []) if r]
+
+
 def recaps(session: GraphSession) -> list[str]:
     """What the caller did earlier today, oldest call first, each once (at most
     RECAPS_SAID, the latest kept)."""
     said: list[str] = []
     for call in reversed(session.earlier_today):
-        done = call.summary.get("done")
-        found = [r for r in map(_recap, done if isinstance(done, list) else []) if r]
-        found = found or [r for r in [_recap(call.summary.get("wanted"))] if r]
+        found = _recaps(call.summary.get("done")) or _recaps(call.summary.get("wanted"))
         said += [r for r in found if r not in said]
     return said[-RECAPS_SAID:]
 

@@ -2,7 +2,6 @@
 agent's context and searchable by meaning, and a second call the same day starts from
 what the first one did. Nobody else's past is ever said or shown."""
 
-import json
 import uuid
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -39,14 +38,14 @@ async def analysed_call(db, clinic, patient_id: str, started: datetime, summary:
     await db.pool.execute(
         """INSERT INTO call_analyses (call_id, workspace_id, patient_id, analyst, summary,
                                       quality, quality_score, duration_ms)
-           VALUES ($1, $2, $3, 'rules', $4::jsonb, '{}'::jsonb, 4, 10)""",
-        uuid.UUID(call_id), uuid.UUID(workspace_id), uuid.UUID(patient_id), json.dumps(summary))
+           VALUES ($1, $2, $3, 'rules', $4, '{}'::jsonb, 4, 10)""",
+        uuid.UUID(call_id), uuid.UUID(workspace_id), uuid.UUID(patient_id), summary)
     return call_id
 
 
 def summary(done: list[str] = (), wanted: str = "to book physiotherapy") -> dict:
-    return {"wanted": {"text": wanted, "recap": HOURS if not done else "wanted a booking",
-                       "turns": [1]},
+    return {"wanted": [{"text": wanted, "recap": HOURS if not done else "wanted a booking",
+                        "turns": [1]}],
             "done": [{"kind": "booked", "text": "booked", "recap": recap, "turns": [3]}
                      for recap in done],
             "left_for_person": [], "concerns": []}
