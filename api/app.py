@@ -24,6 +24,7 @@ from api import (
     payment_webhooks,
     recordings,
     reminders,
+    stt_suggestions,
     tasks,
     text_webhooks,
     transcripts,
@@ -56,7 +57,8 @@ def create_app(settings: Settings) -> FastAPI:
     # before clinics: /api/clinics/{id}/reminders is not a part of the clinic file.
     for module in (health, voice, handoff_webhooks, outbound_voice, media_stream, observe, calls, recordings,
                    transcripts, world, control, insights, keys, workspaces, audit, reminders,
-                   clinics, tasks, patients, text_webhooks, payment_webhooks, dashboard):
+                   clinics, tasks, patients, text_webhooks, payment_webhooks, stt_suggestions,
+                   dashboard):
         app.include_router(module.router)
     add_hardening(app, settings)  # security headers, body size limit, per-key rate limit
     add_database_errors(app)  # a database that cannot answer: 503 with the reason

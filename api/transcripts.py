@@ -4,7 +4,8 @@
 `runner.transcript_verification.verify_recording` (Deepgram pre-recorded when a
 key is configured, else the local recognizer), stores the result on the call
 (`verified_transcript`, `verified_words`, `transcript_accuracy`, ...; shown by
-`GET /api/calls/{call_id}`) and returns a summary.
+`GET /api/calls/{call_id}`), proposes the words the real-time recognizer missed as
+keyterms of the call's service, and returns a summary.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class VerifyTranscriptOut(BaseModel):
                        "against the verified caller channel (normalised)")
     words: int = Field(description="Words in the verified transcript, both channels")
     transcript: str = Field(description='Both sides in time order, "caller: …" / "agent: …"')
+    suggested: int = Field(description="Keyterm suggestions of the call's service this "
+                           "verification proposed or strengthened (GET /api/stt-suggestions)")
 
 
 @router.post(

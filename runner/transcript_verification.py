@@ -8,6 +8,14 @@ utterances. The caller side of that transcript is the reference the real-time
 caller transcript is scored against (1 - WER, `jiwer`, after normalising case and
 punctuation).
 
+The batch pass is told the clinic's whole vocabulary (runner/call_vocabulary.py: the
+call's keyterms, its practitioners, appointment types, locations, and the medication and
+carrier names on the workspace's charts): Deepgram as `keyterm` parameters, the local
+recognizer as pronunciations added to its decoder the way the live one adds keyterms. So
+it hears the clinic's names the live recognizer may have missed, and each such miss
+becomes a proposed keyterm of the service (runner/keyterm_learning.py), once the
+verification is stored.
+
 Local decoding uses its own one-process decoder pool and one verification at a
 time per process: a long recording never takes decoders from live calls.
 
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,10 +40,18 @@ import jiwer
 import numpy as np
 from loguru import logger
 
+from analysis.keyterm_suggestions import VerifiedSpeech
 from db.recording_files import channel_samples, read_wav
 from db.repositories import as_uuid
 from lib.worker_processes import ProcessWide
-from services.pocketsphinx.stt import TRIM_THRESHOLD, DecoderPool
+from runner.call_vocabulary import CallVocabulary, call_vocabulary
+from runner.keyterm_learning import learn_after_verification
+from services.pocketsphinx.stt import (
+    TRIM_THRESHOLD,
+    DecoderPool,
+    KeytermLexicon,
+    keyterm_spellings,
+)
 
 if TYPE_CHECKING:
     from call.call_session import CallLog
@@ -76,6 +93,11 @@ class Verification:
     def text(self, speaker: str) -> str:
         return " ".join(w.word for w in self.words if w.speaker == speaker)
 
+    def caller_speech(self) -> list[VerifiedSpeech]:
+        """The caller channel's words, as the keyterm suggestions read them."""
+        return [VerifiedSpeech(w.word, w.start_ms, w.confidence)
+                for w in self.words if w.speaker == "caller"]
+
     def transcript(self) -> str:
         """Both sides in time order, one line per stretch of one speaker."""
         lines: list[tuple[str, list[str]]] = []
@@ -94,6 +116,7 @@ class VerificationResult:
     wer: float
     words: int
     transcript: str
+    suggested: int = 0  # keyterm suggestions this call proposed or strengthened
 
 
 # --- Scoring -------------------------------------------------------------------------
@@ -132,9 +155,10 @@ def deepgram_listen_url(base_url: str | None) -> str:
     return f"{scheme}://{rest}/v1/listen"
 
 
-def deepgram_params() -> dict[str, str]:
-    return {"model": DEEPGRAM_BATCH_MODEL, "smart_format": "true", "utterances": "true",
-            "multichannel": "true"}
+def deepgram_params(keyterms: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The request's query: the model and features, then one `keyterm` per term."""
+    return [("model", DEEPGRAM_BATCH_MODEL), ("smart_format", "true"), ("utterances", "true"),
+            ("multichannel", "true"), *(("keyterm", term) for term in keyterms)]
 
 
 def parse_deepgram_prerecorded(body: dict[str, Any]) -> list[VerifiedWord]:
@@ -160,12 +184,12 @@ def parse_deepgram_prerecorded(body: dict[str, Any]) -> list[VerifiedWord]:
 
 
 async def deepgram_verify(wav: bytes, *, api_key: str, base_url: str | None,
-                          timeout_s: float) -> Verification:
-    """One pre-recorded request with the whole stereo WAV."""
+                          timeout_s: float, keyterms: Sequence[str] = ()) -> Verification:
+    """One pre-recorded request with the whole stereo WAV (and keyterms to listen for)."""
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as client:
             response = await client.post(
-                deepgram_listen_url(base_url), params=deepgram_params(), content=wav,
+                deepgram_listen_url(base_url), params=deepgram_params(keyterms), content=wav,
                 headers={"Authorization": f"Token {api_key}", "Content-Type": "audio/wav"},
             )
     except httpx.TimeoutException:
@@ -240,24 +264,30 @@ class VerificationDecoder(ProcessWide):
         self.pool.shutdown()
 
 
-async def local_verify(recording: Path) -> Verification:
-    """Each channel's utterances decoded by PocketSphinx, one verification at a time."""
+async def local_verify(recording: Path, keyterms: Sequence[str] = ()) -> Verification:
+    """Each channel's utterances decoded by PocketSphinx, one verification at a time, with
+    the keyterms' pronunciations added to its decoder (`KeytermLexicon`, as for a live
+    call) and their spelling restored ("okafor" -> "Okafor")."""
     audio = await asyncio.to_thread(read_wav, recording)
     words: list[VerifiedWord] = []
+    spellings = keyterm_spellings(keyterms)
     async with _local_lock():
         pool = VerificationDecoder.shared().pool
+        pronunciations = await asyncio.to_thread(
+            KeytermLexicon.pronunciations, keyterms, pool.vocabulary)
         for speaker in SPEAKERS:
             samples = channel_samples(audio, speaker)
             for start, end in speech_spans(samples, audio.sample_rate):
                 pcm = samples[start:end].tobytes()
                 try:
-                    result = await pool.transcribe(pcm, audio.sample_rate)
+                    result = await pool.transcribe(pcm, audio.sample_rate, pronunciations)
                 except Exception as error:  # a dead worker: the whole verification fails
                     raise VerificationError(
                         f"local recognizer failed: {type(error).__name__}") from None
                 offset_ms = 1000 * start / audio.sample_rate
                 words.extend(
-                    VerifiedWord(w.word, round(offset_ms + 1000 * w.start_s),
+                    VerifiedWord(spellings.get(w.word, w.word),
+                                 round(offset_ms + 1000 * w.start_s),
                                  round(offset_ms + 1000 * w.end_s), speaker)
                     for w in result.words
                 )
@@ -295,35 +325,54 @@ async def store_verification(pool: asyncpg.Pool, call_id: str, verification: Ver
     )
 
 
+async def vocabulary_of(db: asyncpg.Pool, call_id: str,
+                        system_keyterms: Sequence[str]) -> CallVocabulary:
+    """The call's vocabulary; the system keyterms alone when the database cannot say
+    (the verification goes on hearing less)."""
+    try:
+        return await call_vocabulary(db, call_id, system_keyterms)
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+        logger.warning(f"call {call_id}: clinic vocabulary not read ({type(error).__name__})")
+        return CallVocabulary(keyterms=tuple(system_keyterms), lexicon=tuple(system_keyterms))
+
+
 async def verify_recording(
     db: asyncpg.Pool, call_id: str, recording: Path, *, deepgram_api_key: str | None,
-    deepgram_base_url: str | None, timeout_s: float,
+    deepgram_base_url: str | None, timeout_s: float, system_keyterms: Sequence[str] = (),
 ) -> VerificationResult:
-    """Re-transcribe, score and store. TimeoutError past `timeout_s` (nothing stored),
-    VerificationError when the model fails, FileNotFoundError without the WAV."""
+    """Re-transcribe with the clinic's vocabulary, score, store, then propose the words
+    the live recognizer missed as keyterms (never failing the verification).
+    TimeoutError past `timeout_s` (nothing stored), VerificationError when the model
+    fails, FileNotFoundError without the WAV."""
     async with asyncio.timeout(timeout_s):
+        vocabulary = await vocabulary_of(db, call_id, system_keyterms)
         if deepgram_api_key:
             wav = await asyncio.to_thread(recording.read_bytes)
             verification = await deepgram_verify(
-                wav, api_key=deepgram_api_key, base_url=deepgram_base_url, timeout_s=timeout_s)
+                wav, api_key=deepgram_api_key, base_url=deepgram_base_url, timeout_s=timeout_s,
+                keyterms=vocabulary.for_deepgram())
         else:
-            verification = await local_verify(recording)
+            verification = await local_verify(recording, vocabulary.lexicon)
         realtime = await realtime_caller_transcript(db, call_id)
         wer = word_error_rate(verification.text("caller"), realtime)
         accuracy = accuracy_of(wer)
         await store_verification(db, call_id, verification, accuracy)
     logger.info(f"call {call_id}: transcript verified by {verification.verifier}, "
                 f"{len(verification.words)} words, accuracy {accuracy:.3f}")
+    suggested = await learn_after_verification(db, call_id, verification.caller_speech(),
+                                               vocabulary)
     return VerificationResult(call_id, verification.verifier, round(accuracy, 4), round(wer, 4),
-                              len(verification.words), verification.transcript())
+                              len(verification.words), verification.transcript(), suggested)
 
 
 def verifier_options(settings: Settings) -> dict[str, Any]:
-    """`verify_recording`'s model and bound under these settings (Deepgram with a key)."""
+    """`verify_recording`'s model, bound and the deployment's keyterms under these
+    settings (Deepgram with a key)."""
     key = settings.providers.deepgram_api_key
     return {"deepgram_api_key": key.get_secret_value() if key is not None else None,
             "deepgram_base_url": settings.providers.deepgram_base_url,
-            "timeout_s": settings.server.transcript_verify_timeout_s}
+            "timeout_s": settings.server.transcript_verify_timeout_s,
+            "system_keyterms": tuple(settings.call.system_keyterms)}
 
 
 async def verify_after_call(db: asyncpg.Pool, log: CallLog, recording: Path,

@@ -11,6 +11,7 @@ import * as live from "./live.js";
 import * as review from "./review.js";
 import * as role from "./role.js";
 import * as tasks from "./tasks.js";
+import * as recognition from "./recognition.js";
 
 const ROUTES = [
   [/^#\/live$/, "live", (root) => live.mountList(root)],
@@ -21,6 +22,7 @@ const ROUTES = [
   [/^#\/review$/, "review", (root) => review.mount(root)],
   [/^#\/tasks$/, "tasks", (root) => tasks.mount(root)],
   [/^#\/tasks\/([\w-]+)$/, "tasks", (root, id) => tasks.mount(root, id)],
+  [/^#\/recognition$/, "recognition", (root) => recognition.mount(root)],
   [/^#\/clinic$/, "clinic", (root) => clinic.mount(root)],
   [/^#\/clinic\/([\w-]+)$/, "clinic", (root, id) => clinic.mount(root, id)],
 ];

@@ -2,7 +2,9 @@
 documentation describes it: `Authorization: Token <key>`, the audio as the body with its
 content type, query parameters for the model and features, and a JSON response with
 `metadata` and `results.channels[i].alternatives[0].words[]` (`word`, `start`, `end`,
-`confidence`, `punctuated_word`) plus `results.utterances` when `utterances=true`."""
+`confidence`, `punctuated_word`) plus `results.utterances` when `utterances=true`.
+`keyterm` may repeat (one per term, nova-3's keyterm prompting): each request keeps them
+all, in order."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class FakeDeepgramPrerecorded:
         with wave.open(io.BytesIO(body)) as wav:
             channels, seconds = wav.getnchannels(), wav.getnframes() / wav.getframerate()
         self.requests.append({"path": request.path, "query": dict(request.query),
+                              "keyterms": request.query.getall("keyterm", []),
                               "headers": dict(request.headers), "bytes": len(body),
                               "channels": channels})
         answer = self.answers.pop(0) if self.answers else "ok"

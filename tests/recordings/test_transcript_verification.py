@@ -1,5 +1,6 @@
 """verify-transcript: scoring, Deepgram pre-recorded (local fake of its documented
-protocol), the local recognizer on real synthesized speech, and the endpoint."""
+protocol), the local recognizer on real synthesized speech, and the endpoint; the clinic's
+vocabulary each is told, and the missed words proposed as keyterms."""
 
 import asyncio
 import uuid
@@ -12,7 +13,10 @@ from api.app import create_app
 from call.recording import interleave, write_wav
 from config import Settings
 from db import repositories as repo
+from db import stt_suggestions as stt
+from db.seed import seed_world
 from runner import transcript_verification as tv
+from runner.call_vocabulary import CallVocabulary
 from services.espeak.engine import synthesize_script
 from tests.recordings.deepgram_fake import serve_deepgram
 
@@ -184,3 +188,72 @@ async def test_endpoint_local_auth_and_missing_recordings(tmp_path, pg_dsn, db, 
     stored = await repo.get_call(db.pool, call_id)
     assert stored["transcript_accuracy"] == pytest.approx(body["accuracy"], abs=1e-4)
     assert {w["speaker"] for w in stored["verified_words"]} == {"caller", "agent"}
+
+
+# --- The clinic's vocabulary and the keyterms it proposes -------------------------------
+
+
+async def clinic_call(db, workspace_id, service_id, tmp_path, caller_turns):
+    call_id = await recorded_call(db, workspace_id, tmp_path, caller_turns)
+    await db.pool.execute("UPDATE calls SET service_id = $2 WHERE id = $1",
+                          uuid.UUID(call_id), uuid.UUID(service_id))
+    return call_id
+
+
+async def test_deepgram_is_told_the_clinic_vocabulary_and_misses_become_suggestions(
+        tmp_path, pg_dsn, db, demo_clinic):
+    workspace_id, service_id = demo_clinic
+    await seed_world(db.pool, workspace_id)  # the patients' charts
+    call_id = await clinic_call(db, workspace_id, service_id, tmp_path, [
+        ("caller", "I need my Lisinopril refilled"), ("agent", "Of course."),
+        ("caller", "and to see doctor oak a four about my met four men")])
+    auth = {"Authorization": f"Bearer {await repo.create_api_key(db.pool, workspace_id)}"}
+    said = "I need my Lisinopril refilled and to see Doctor Okafor about my Metformin."
+    async with serve_deepgram([(said, 0.5), ("Of course.", 3.5)]) as deepgram:
+        settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn,
+                            deepgram_api_key="dg-key", deepgram_base_url=deepgram.base_url)
+        with TestClient(create_app(settings)) as client:
+            answer = await post(client, f"/api/calls/{call_id}/verify-transcript", auth)
+    proposed = await stt.list_suggestions(db.pool, workspace_id, service_id=service_id)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["suggested"] == 2
+    [request] = deepgram.requests
+    keyterms = request["keyterms"]
+    assert {"Dr. James Okafor", "Physiotherapy session", "Northside", "Metformin",
+            "Lisinopril", "Aetna", "Medicare", "appointment"} <= set(keyterms)
+    assert not any(name in term for term in keyterms
+                   for name in ("Margaret", "Chen", "Walsh", "Okonkwo"))  # never patients
+    assert request["query"]["model"] == "nova-3"
+    by_term = {s["term"]: s for s in proposed}
+    assert set(by_term) == {"Okafor", "Metformin"}  # Lisinopril was heard right
+    assert by_term["Okafor"]["evidence"] == [
+        {"call_id": call_id, "heard": "oak a four", "at_ms": 4100, "source": "verification"}]
+    assert by_term["Metformin"]["evidence"][0]["heard"] == "met four men"
+    assert by_term["Metformin"]["calls_missed"] == 1
+    assert by_term["Okafor"]["status"] == "proposed"
+
+
+def test_deepgram_keyterms_stay_within_its_documented_bounds():
+    many = tuple(f"Term{n} Name" for n in range(300))
+    chosen = CallVocabulary(lexicon=many).for_deepgram()
+    assert len(chosen) <= 100 and sum(len(t.split()) for t in chosen) <= 250
+    assert chosen == list(many[:len(chosen)])  # the first terms: the call's own keyterms
+    params = tv.deepgram_params(["Dr. Okafor", "Metformin"])
+    assert params[-2:] == [("keyterm", "Dr. Okafor"), ("keyterm", "Metformin")]
+
+
+async def test_the_local_recognizer_hears_a_name_once_given_the_clinic_vocabulary(tmp_path):
+    line = "I would like to see Doctor Okafor"
+    [caller] = await synthesize_script([(line, {})], RATE)
+    recording = tmp_path / "call.wav"
+    write_wav(recording, interleave(bytes(RATE) + caller, bytes(RATE + len(caller))), RATE, 2)
+
+    try:
+        plain = await tv.local_verify(recording)
+        told = await tv.local_verify(recording, ["Dr. James Okafor", "Metformin"])
+    finally:
+        tv.shutdown_local_pool()  # a fresh decoder for the next test: it keeps added words
+
+    assert "Okafor" not in plain.text("caller").split()
+    assert "Okafor" in told.text("caller").split()  # the keyterm's own spelling

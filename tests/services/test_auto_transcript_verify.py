@@ -121,7 +121,8 @@ async def test_the_setting_re_verifies_a_recorded_call_after_it_ends(monkeypatch
     assert runtime.verified_writes == ["call-1"]
     [(db, call_id, recording, options)] = verifier.calls
     assert (db, call_id, recording) == (runtime.db.pool, "call-1", tmp_path / "call-1.wav")
-    assert options == {"deepgram_api_key": None, "deepgram_base_url": None, "timeout_s": 7.5}
+    assert options == {"deepgram_api_key": None, "deepgram_base_url": None, "timeout_s": 7.5,
+                       "system_keyterms": tuple(runtime.settings.call.system_keyterms)}
     # After the call's end, in the call's record.
     types = [e.type for e in writer.events()]
     assert types.index("call_ended") < types.index("transcript_verified")
