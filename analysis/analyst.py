@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from analysis.quality import DIMENSIONS, QualityScore, Score, score_call
 from analysis.summary import CallSummary, Item, summarise
 from db.call_analyses import CallRecord
+from db.stt_suggestions import Misheard
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt
 
@@ -28,16 +29,6 @@ MAX_ITEMS = 10
 TEXT_CHARS = 300
 
 StructuredAsk = Callable[[str], Awaitable[str]]
-
-
-@dataclass(frozen=True)
-class Misheard:
-    """A word the recognizer got wrong: what was said, what it heard, where."""
-
-    term: str
-    heard: str
-    turn: int | None
-    source: str
 
 
 @dataclass(frozen=True)
@@ -178,6 +169,12 @@ class ModelAnalyst:
         return merged(record, rules, answer, self.name)
 
 
+def _turn_start(record: CallRecord, seq: int | None) -> int | None:
+    """Where in the recording a turn starts (None: no such turn, or no timings)."""
+    turn = record.turn(seq) if seq is not None else None
+    return turn.speech_start_ms if turn is not None else None
+
+
 def merged(record: CallRecord, rules: Analysis, answer: ModelAnswer, analyst: str) -> Analysis:
     """The rules' facts with the model's reading of the words."""
     seqs = {t.seq for t in record.turns}
@@ -196,7 +193,7 @@ def merged(record: CallRecord, rules: Analysis, answer: ModelAnswer, analyst: st
     quality = QualityScore({name: Score(s.score, s.reason, turns(s.turns))
                             for name, s in answer.quality.model_dump().items()
                             for s in [_Score.model_validate(s)]})
-    misheard = tuple(Misheard(m.said.strip(), m.heard.strip(), m.turn if m.turn in seqs else None,
+    misheard = tuple(Misheard(m.said.strip(), m.heard.strip(), _turn_start(record, m.turn),
                               "model") for m in answer.stt_suggestions)
     return Analysis(analyst, CallSummary(wanted, summary.done, tuple(left)[:MAX_ITEMS * 2],
                                          tuple(concerns)[:MAX_ITEMS * 2], summary.unresolved),

@@ -25,7 +25,7 @@ from loguru import logger
 from analysis.analyst import Analysis, Analyst
 from analysis.memories import MemoryExtractor
 from config.memory import MemorySettings
-from db import call_analyses, jobs, memories
+from db import call_analyses, jobs, memories, stt_suggestions
 from db.call_analyses import CallRecord
 from db.writer import CallRecordWriter
 from runner.job_retries import Retries, last_try
@@ -81,6 +81,21 @@ async def analyse_call(parts: CallAnalysisParts, record: CallRecord) -> Analysis
     return analysis
 
 
+async def propose_keyterms(parts: CallAnalysisParts, record: CallRecord,
+                           analysis: Analysis) -> None:
+    """Words the model says the recognizer misheard, proposed as the service's keyterms
+    (an operator decides). A failure here loses only the proposal, never the analysis."""
+    if not analysis.misheard or record.service_id is None:
+        return
+    try:
+        await stt_suggestions.record_misheard(parts.pool, record.workspace_id,
+                                              record.service_id, record.call_id,
+                                              list(analysis.misheard))
+    except Exception as error:  # noqa: BLE001 - the summary and score are already stored
+        logger.warning(f"call {record.call_id}: misheard words not proposed "
+                       f"({type(error).__name__})")
+
+
 async def keep_memories(parts: CallAnalysisParts, record: CallRecord,
                         analysis: Analysis) -> AnalysisDone:
     """What the identified patient said worth remembering, kept with their memories."""
@@ -107,7 +122,9 @@ async def run_call_analysis(parts: CallAnalysisParts, payload: dict[str, Any], *
         if record is None:
             logger.warning(f"call {call_id}: not analysed (no such call in a workspace)")
             return None
-        done = await keep_memories(parts, record, await analyse_call(parts, record))
+        analysis = await analyse_call(parts, record)
+        await propose_keyterms(parts, record, analysis)
+        done = await keep_memories(parts, record, analysis)
     except Exception as error:
         if await last_try(parts.pool, analysis_key(call_id), retries):
             log = await call_log_after(parts.pool, parts.writer, call_id)

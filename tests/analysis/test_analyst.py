@@ -51,8 +51,8 @@ async def test_the_models_reading_is_kept_and_what_was_done_stays_the_records():
     assert "Check the knee before the visit" in [i.text for i in analysis.summary.left_for_person]
     assert analysis.quality.dimensions["task_completion"].score == 4
     assert analysis.quality.dimensions["task_completion"].turns == (3,)  # 99 is no turn
-    assert [(m.term, m.heard, m.turn) for m in analysis.misheard] == [
-        ("Ozempic", "oh them pick", 1)]
+    assert [(m.term, m.heard, m.at_ms, m.source) for m in analysis.misheard] == [
+        ("Ozempic", "oh them pick", TURNS[1].speech_start_ms, "model")]
 
 
 async def test_junk_from_the_model_leaves_the_rules_analysis_marked():
