@@ -57,3 +57,41 @@ async def test_another_workspace_s_patient_is_not_found_and_stays(client, db, wo
     assert tried.status_code == 404 and malformed.status_code == 404
     assert [m.text for m in await memories.recall(db.pool, theirs.patient_id)] == [
         "I need a Spanish interpreter"]
+
+
+async def test_erasing_a_patient_erases_their_calls_analyses_and_words_kept_as_evidence(
+        client, db, world):
+    theirs, someone_elses = (await call_of(db, world, world.patient_id),
+                             await call_of(db, world, None))
+    for call in (theirs, someone_elses):
+        await db.pool.execute(
+            "INSERT INTO call_analyses (call_id, workspace_id, patient_id, analyst, summary, "
+            "quality, quality_score, duration_ms) VALUES ($1, $2, (SELECT patient_id FROM "
+            "calls WHERE id = $1), 'rules', '{}', '{}', 3, 1)",
+            uuid.UUID(call), uuid.UUID(world.workspace_id))
+    await db.pool.execute(
+        "INSERT INTO stt_suggestions (workspace_id, service_id, term, evidence) "
+        "VALUES ($1, $2, 'Apixaban', $3)", uuid.UUID(world.workspace_id),
+        uuid.UUID(world.clinic_id), [{"call_id": theirs, "heard": "a pixie band"},
+                                     {"call_id": someone_elses, "heard": "apex a ban"}])
+
+    erased = await client.delete(f"/api/patients/{world.patient_id}",
+                                 headers=bearer(world.keys["admin"]))
+
+    assert erased.status_code == 204
+    analysed = await db.pool.fetch("SELECT call_id FROM call_analyses WHERE call_id = ANY($1)",
+                                   [uuid.UUID(theirs), uuid.UUID(someone_elses)])
+    assert [str(r["call_id"]) for r in analysed] == [someone_elses]
+    evidence = await db.pool.fetchval("SELECT evidence FROM stt_suggestions WHERE term = "
+                                      "'Apixaban' AND service_id = $1", uuid.UUID(world.clinic_id))
+    assert [e["heard"] for e in evidence] == ["apex a ban"]
+    assert await db.pool.fetchval("SELECT patient_id FROM calls WHERE id = $1",
+                                  uuid.UUID(theirs)) is None  # the call stays, unnamed
+
+
+async def call_of(db, world, patient_id: str | None) -> str:
+    return str(await db.pool.fetchval(
+        "INSERT INTO calls (workspace_id, service_id, direction, status, patient_id) "
+        "VALUES ($1, $2, 'inbound', 'completed', $3) RETURNING id",
+        uuid.UUID(world.workspace_id), uuid.UUID(world.clinic_id),
+        uuid.UUID(patient_id) if patient_id else None))
