@@ -2,9 +2,10 @@
 
 Each dimension starts at 5 and loses points for what the record shows: repeated
 questions, dead air and barge-ins cost conversation flow; failed tools and a misheard
-transcript cost information accuracy; a request left undone costs task completion; how
-the call came back from its errors is error recovery; dissatisfaction and a bad ending
-cost the caller's experience. Every lost point carries its reason and its turns, so a
+transcript cost information accuracy; a request left undone costs task completion (one
+handed to a person, by a call back, a transfer or a safety escalation, less); how the
+call came back from its errors is error recovery; dissatisfaction, an escalation still
+waiting for a person and a bad ending cost the caller's experience. Every lost point carries its reason and its turns, so a
 reviewer can jump to the moment.
 """
 
@@ -222,6 +223,10 @@ def caller_experience(record: CallRecord, summary: CallSummary, signals: Signals
     if unhappy:
         tally.lose(min(2, len(unhappy)), "the caller was unhappy",
                    linked(*(s for c in unhappy for s in c.turns)))
+    waiting = [e for e in record.escalations if e.get("status") == "open"]
+    if waiting:
+        tally.lose(1, "an escalation still waits for a person",
+                   linked(*(turn_at(record, e.get("at_ms")) for e in waiting)))
     if signals.bad_ending is not None:
         tally.lose(1, signals.bad_ending[0], linked(signals.bad_ending[1]))
     elif record.completion_reason == "caller_hangup" and summary.unresolved:

@@ -86,3 +86,19 @@ def test_a_call_with_no_caller_words_still_gets_a_score():
 
     assert quality.dimensions["task_completion"].score == 3
     assert 1 <= quality.overall <= 5
+
+
+def test_a_safety_escalation_hands_the_call_on_and_costs_experience_while_it_waits():
+    turns = conversation("agent: How can I help?",
+                         "caller: I want to book a check up but honestly I can't go on anymore",
+                         "agent: I'm getting someone from our team for you right now.")
+    escalation = {"seq": 0, "concept": "self_harm", "severity": "hard", "at_ms": 2700}
+    waiting = scored(record(turns, escalations=[{**escalation, "status": "open"}]))
+    resolved = scored(record(turns, escalations=[{**escalation, "status": "resolved"}]))
+
+    assert waiting.dimensions["task_completion"].score == 4
+    assert waiting.dimensions["task_completion"].reason.startswith("Handed on to a person")
+    assert waiting.dimensions["caller_experience"].score == 4
+    assert "waits for a person" in waiting.dimensions["caller_experience"].reason
+    assert waiting.dimensions["caller_experience"].turns == (1,)
+    assert resolved.dimensions["caller_experience"].score == 5
