@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -152,6 +152,27 @@ def stop_worker_pools() -> None:
     for pool in (DecoderPool.started() + ProsodyPool.started() + FieldRecognizer.started()
                  + VerificationDecoder.started()):
         pool.shutdown()
+
+
+async def queued_or_here(
+    db: Any, call_id: str, log: CallLog, queue: Awaitable[Any],
+    here: Callable[[], Awaitable[Any]], *, what: str, event: str, timeout_s: float | None = None,
+) -> None:
+    """Queue a finished call's durable job; if it cannot be queued, do its work here
+    instead (within `timeout_s`), and the call's record (`event`) says so. Never raises:
+    the call is over."""
+    try:
+        await db.bounded(queue, what=what)
+        return
+    except Exception as error:  # noqa: BLE001 - the work still runs, here
+        logger.warning(f"call {call_id}: {what} not queued ({type(error).__name__}); "
+                       "running it here")
+        log.event(event, error=type(error).__name__)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await here()
+    except Exception as error:  # noqa: BLE001 - the call is over; its record says so
+        logger.warning(f"call {call_id}: {what} not finished here ({type(error).__name__})")
 
 
 class AppRuntime:
@@ -320,17 +341,12 @@ class AppRuntime:
         return self.in_background(self._queue_post_call(call_id, log), name=f"verify-{call_id}")
 
     async def _queue_post_call(self, call_id: str, log: CallLog) -> None:
-        try:
-            await self.db.bounded(post_call.queue_post_call(self.db.pool, call_id),
-                                  what="post-call job")
-            return
-        except Exception as error:  # noqa: BLE001 - the work still runs, here
-            logger.warning(f"call {call_id}: post-call job not queued ({type(error).__name__}); "
-                           "verifying here")
-            log.event("post_call_not_queued", error=type(error).__name__)
-        await verify_after_call(
-            self.db.pool, log, self.verifier, self.practice, timeout_s=VERIFY_TIMEOUT_S,
-            country_code=self.settings.world.phone_country_code)
+        await queued_or_here(
+            self.db, call_id, log, post_call.queue_post_call(self.db.pool, call_id),
+            lambda: verify_after_call(
+                self.db.pool, log, self.verifier, self.practice, timeout_s=VERIFY_TIMEOUT_S,
+                country_code=self.settings.world.phone_country_code),
+            what="post-call job", event="post_call_not_queued")
 
     def analyse_soon(self, call_id: str, log: CallLog) -> asyncio.Task:
         """Queue a finished call's analysis (summary, quality score, memories) as a durable
@@ -344,19 +360,11 @@ class AppRuntime:
             embedder=self.safety.embedder, memory_policy=self.settings.memory)
 
     async def _queue_analysis(self, call_id: str, log: CallLog) -> None:
-        try:
-            await self.db.bounded(call_analysis.queue_call_analysis(self.db.pool, call_id),
-                                  what="call analysis job")
-            return
-        except Exception as error:  # noqa: BLE001 - the work still runs, here
-            logger.warning(f"call {call_id}: analysis job not queued ({type(error).__name__}); "
-                           "analysing here")
-            log.event("call_analysis_not_queued", error=type(error).__name__)
-        try:
-            async with asyncio.timeout(ANALYSIS_HERE_TIMEOUT_S):
-                await call_analysis.run_call_analysis(self.analysis_parts(), {"call_id": call_id})
-        except Exception as error:  # noqa: BLE001 - the call is over; its record says so
-            logger.warning(f"call {call_id}: analysis not finished ({type(error).__name__})")
+        await queued_or_here(
+            self.db, call_id, log, call_analysis.queue_call_analysis(self.db.pool, call_id),
+            lambda: call_analysis.run_call_analysis(self.analysis_parts(), {"call_id": call_id}),
+            what="call analysis job", event="call_analysis_not_queued",
+            timeout_s=ANALYSIS_HERE_TIMEOUT_S)
 
     def in_background(self, work: Any, *, name: str) -> asyncio.Task:
         """Run `work` off every call's path; kept until done, cancelled at close."""
