@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 
+from db import jobs
 from db.pool import Database
 from runner.job_worker import JobKind, JobWorker
 
@@ -28,3 +29,9 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+async def held_failed(db: Database, dedupe_key: str) -> bool:
+    """The job under `dedupe_key` spent its retries and is held as failed."""
+    job = await jobs.job_for(db.pool, dedupe_key)
+    return job is not None and job.status == "failed"

@@ -30,7 +30,7 @@ from services.embeddings import LocalEmbedder
 from tests.db.test_memories import patient
 from tests.db.test_post_call_job import QueueDown
 from tests.fakes import CollectingWriter
-from tests.jobs import eventually, test_worker
+from tests.jobs import eventually, held_failed, test_worker
 from tests.world.conftest import transcript
 
 pytestmark = pytest.mark.timeout(40)
@@ -118,7 +118,7 @@ async def test_an_analysis_that_keeps_failing_says_so_on_the_call_and_is_held(
     jobs_here = worker(db, CallAnalysisParts(db.pool, writer, BrokenAnalyst()))
     jobs_here.start()
     try:
-        await eventually(lambda: _held(db, call_id))
+        await eventually(lambda: held_failed(db, analysis_key(call_id)))
     finally:
         await jobs_here.close()
 
@@ -129,11 +129,6 @@ async def test_an_analysis_that_keeps_failing_says_so_on_the_call_and_is_held(
         ("call_analysis_failed", {"error": "RuntimeError"})]
     assert detail["status"] == "in_progress"  # the call's own record is untouched
     assert await call_analyses.get_analysis(db.pool, call_id) is None
-
-
-async def _held(db, call_id: str) -> bool:
-    job = await jobs.job_for(db.pool, analysis_key(call_id))
-    return job is not None and job.status == "failed"
 
 
 async def _workspace(db, call_id: str) -> str:

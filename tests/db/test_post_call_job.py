@@ -22,7 +22,7 @@ from runner.post_call import ENTRYPOINT, AfterCall, post_call_key, queue_post_ca
 from runner.runtime import AppRuntime
 from services.practice.builtin import BuiltinPractice
 from tests.fakes import CollectingWriter
-from tests.jobs import eventually, test_worker
+from tests.jobs import eventually, held_failed, test_worker
 from tests.world import conftest as world_fixtures
 from tests.world.conftest import transcript
 from tests.world.test_verification import BrokenJudges, reported
@@ -104,7 +104,7 @@ async def test_a_post_call_job_that_cannot_finish_says_so_on_the_call_each_try_t
                                      BuiltinPractice(db.pool)), retries)
     jobs_here.start()
     try:
-        await eventually(lambda: _held(db, call_id))
+        await eventually(lambda: held_failed(db, post_call_key(call_id)))
     finally:
         await jobs_here.close()
 
@@ -115,11 +115,6 @@ async def test_a_post_call_job_that_cannot_finish_says_so_on_the_call_each_try_t
         ("verification_failed", {"error": "RuntimeError", "will_retry": True}),
         ("verification_failed", {"error": "RuntimeError"})]
     assert await world.latest_verification(db.pool, call_id) is None
-
-
-async def _held(db, call_id: str) -> bool:
-    job = await jobs.job_for(db.pool, post_call_key(call_id))
-    return job is not None and job.status == "failed"
 
 
 class QueueDown:
