@@ -16,7 +16,7 @@ from typing import Any
 from analysis.summary_rules import dissatisfied_pattern, health_pattern, summary_rules
 from analysis.turn_links import caller_turn_before, caller_turns, linked, turn_at
 from db.call_analyses import CallRecord
-from flows.router import route_turn
+from flows.router import clauses, route_turn
 from processors.safety.red_flags import default_red_flags
 
 # Tasks a call can finish by writing something; a question is answered by talking.
@@ -68,9 +68,10 @@ def what_they_wanted(record: CallRecord) -> tuple[Item, ...]:
     rules = summary_rules()
     asked: list[tuple[float, str]] = []
     for turn in caller_turns(record):
-        route = route_turn(turn.text).route
-        if route in rules.wants:
-            asked.append((turn.seq, route))
+        for part in [turn.text, *clauses(turn.text)]:  # "I'd book, but I have chest pain"
+            route = route_turn(part).route
+            if route in rules.wants:
+                asked.append((turn.seq, route))
     for hop in record.hops:
         route = rules.exits.get(hop.exit or "")
         if route is not None:  # a call without timings: the turn is not known

@@ -180,6 +180,11 @@ _CLAUSE_JOIN = re.compile(r"(?:,|;|\.)?\s+\b(?:and then|and also|and|then|also|p
                           r"|(?:[.;]|, but)\s+")
 
 
+def clauses(caller_text: str) -> list[str]:
+    """The turn cut where the caller joins one thing to another ("and then", "but")."""
+    return [p.strip() for p in _CLAUSE_JOIN.split(caller_text) if p and p.strip()]
+
+
 def requests_in_order(
     caller_text: str, last_action: str | None = None,
     subject: Callable[[str], object] = lambda _part: None,
@@ -190,7 +195,7 @@ def requests_in_order(
     two parts with the same task are two requests only when their subjects differ. A part
     that only says they cannot come is no request of its own beside one to move: it is
     why they move it."""
-    parts = [p.strip() for p in _CLAUSE_JOIN.split(caller_text) if p and p.strip()]
+    parts = clauses(caller_text)
     if len(parts) < 2:
         return [caller_text]
     decisions = [route_turn(part, last_action) for part in parts]

@@ -93,3 +93,16 @@ def test_what_the_context_graph_understood_counts_as_wanted_too():
 
     [wanted] = summarise(call).wanted
     assert (wanted.text, wanted.turns, wanted.task) == ("Book an appointment", (1,), "book")
+
+
+def test_a_request_said_before_a_red_flag_is_still_what_the_caller_wanted():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: I was hoping to book a follow up, but I've got chest pain and can't breathe",
+        "agent: Please hang up and call 911 now. I've asked the team to call you back.")
+    summary = summarise(record(turns, events=[("call_back_promised", {}, 5300)]))
+
+    assert [w.text for w in summary.wanted] == ["Book an appointment"]
+    assert summary.unresolved == ()  # handed to the team with the red flag
+    assert [c.kind for c in summary.concerns] == ["health"]
+    assert summary.concerns[0].text.startswith("Red flag (chest pain)")
