@@ -5,8 +5,8 @@ questions, dead air and barge-ins cost conversation flow; failed tools and a mis
 transcript cost information accuracy; a request left undone costs task completion (one
 handed to a person, by a call back, a transfer or a safety escalation, less); how the
 call came back from its errors is error recovery; dissatisfaction, an escalation still
-waiting for a person and a bad ending cost the caller's experience. Every lost point carries its reason and its turns, so a
-reviewer can jump to the moment.
+waiting for a person and a bad ending cost the caller's experience. Every lost point
+carries its reason and its turns, so a reviewer can jump to the moment.
 """
 
 from __future__ import annotations

@@ -134,7 +134,8 @@ async def test_text_scenarios_do_what_the_caller_asked_and_write_only_that(serve
     assert script.expect.failures(summary) == [], summary
     # Each call ends with its summary and its five scores, offline.
     assert summary["analysis"]["analyst"] == "rules"
-    assert len(summary["analysis"]["scores"]) == 5 and 1 <= summary["analysis"]["quality_score"] <= 5
+    analysis = summary["analysis"]
+    assert len(analysis["scores"]) == 5 and 1 <= analysis["quality_score"] <= 5
     assert result.record["has_recording"] is False and result.record["recording_url"] is None
     assert await written_by(db, result.call_id) == WRITES[name]
     writes = [t for t in summary["tool_calls"] if t["name"] in WRITE_TOOLS and t["succeeded"]]
