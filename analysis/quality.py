@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.summary import WRITING_TASKS, CallSummary
 from analysis.turn_links import caller_turns, linked, turn_at
-from db.call_analyses import CallRecord
+from db.call_analyses import CallRecord, RecordedEvent
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "quality_rules.yaml"
 DIMENSIONS = ("task_completion", "information_accuracy", "conversation_flow",
@@ -41,7 +41,13 @@ class QualityRules(BaseModel):
     dead_air_ms: int = Field(gt=0)
     accuracy: Accuracy
     errors: dict[str, str]
+    not_errors: dict[str, dict[str, Any]] = Field(default_factory=dict)
     bad_endings: dict[str, str]
+
+    def is_error(self, event: RecordedEvent) -> bool:
+        excuse = self.not_errors.get(event.type)
+        return event.type in self.errors and not (
+            excuse and all(event.data.get(k) == v for k, v in excuse.items()))
 
 
 @lru_cache(maxsize=1)
@@ -127,7 +133,7 @@ def read_signals(record: CallRecord) -> Signals:
         failed_tools=tuple((t.name, t.error_class or "failed", turn_at(record, t.started_ms))
                            for t in record.tools if t.succeeded is False or t.error_class),
         errors=tuple((rules.errors[e.type], turn_at(record, e.at_ms)) for e in record.events
-                     if e.type in rules.errors),
+                     if rules.is_error(e)),
         bad_ending=next(((rules.bad_endings[e.type], turn_at(record, e.at_ms))
                          for e in record.events if e.type in rules.bad_endings), None),
     )

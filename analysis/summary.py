@@ -13,7 +13,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.summary_rules import dissatisfied_pattern, health_pattern, summary_rules
+from analysis.summary_rules import (
+    EventRule,
+    dissatisfied_pattern,
+    health_pattern,
+    summary_rules,
+)
 from analysis.turn_links import caller_turn_before, caller_turns, linked, turn_at
 from db.call_analyses import CallRecord
 from flows.router import clauses, route_turn
@@ -92,6 +97,15 @@ def _what(summary: str) -> str:
     return (rest or summary).strip().rstrip(".")
 
 
+def _ruled(record: CallRecord) -> list[tuple[EventRule, int | None]]:
+    """The call's events and succeeded tools that the rules name, with when they happened."""
+    rules = summary_rules()
+    found = [(rules.events[e.type], e.at_ms) for e in record.events if e.type in rules.events]
+    found += [(rules.tools[t.name], t.started_ms) for t in record.tools
+              if t.succeeded and t.name in rules.tools]
+    return found
+
+
 def what_was_done(record: CallRecord) -> tuple[Item, ...]:
     rules = summary_rules()
     done: list[Item] = []
@@ -102,13 +116,10 @@ def what_was_done(record: CallRecord) -> tuple[Item, ...]:
         turn = caller_turn_before(record, write.turn_seq)
         done.append(Item(write.summary.strip(), linked(turn, write.turn_seq), kind=rule.kind,
                          task=rule.task, recap=rule.recap.format(what=_what(write.summary))))
-    for event in record.events:
-        rule = rules.events.get(event.type)
-        if rule is None or rule.done is None:
-            continue
-        if any(item.kind == rule.kind for item in done):
+    for rule, at_ms in _ruled(record):
+        if rule.done is None or any(item.kind == rule.kind for item in done):
             continue  # one call back, one transfer, one text: said once
-        done.append(Item(rule.done, linked(turn_at(record, event.at_ms)), kind=rule.kind,
+        done.append(Item(rule.done, linked(turn_at(record, at_ms)), kind=rule.kind,
                          task=rule.task, recap=rule.recap))
     for escalation in record.escalations:
         if escalation.get("severity") == "hard":
@@ -122,12 +133,10 @@ def what_was_done(record: CallRecord) -> tuple[Item, ...]:
 def left_for_a_person(record: CallRecord, wanted: tuple[Item, ...],
                       done: tuple[Item, ...]) -> tuple[tuple[Item, ...], tuple[Item, ...]]:
     """(what a person must do, what the caller wanted that nobody did or took on)."""
-    rules = summary_rules()
     left: list[Item] = []
-    for event in record.events:
-        rule = rules.events.get(event.type)
-        if rule is not None and rule.left is not None and rule.left not in {i.text for i in left}:
-            left.append(Item(rule.left, linked(turn_at(record, event.at_ms))))
+    for rule, at_ms in _ruled(record):
+        if rule.left is not None and rule.left not in {i.text for i in left}:
+            left.append(Item(rule.left, linked(turn_at(record, at_ms))))
     if any(e.get("status") == "open" for e in record.escalations):
         at = next(e.get("at_ms") for e in record.escalations if e.get("status") == "open")
         left.append(Item("An escalation is still open", linked(turn_at(record, at))))

@@ -50,6 +50,7 @@ class SummaryRules(BaseModel):
     exits: dict[str, str]
     writes: dict[str, WriteRule]
     events: dict[str, EventRule]
+    tools: dict[str, EventRule]
     dissatisfied: list[str] = Field(min_length=1)
     health: list[str] = Field(min_length=1)
 

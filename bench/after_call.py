@@ -22,7 +22,6 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 # isort: split
 
 import statistics
-import uuid
 from typing import Any
 
 from bench import personas as persona_bench
@@ -36,21 +35,28 @@ DIMENSIONS = ("task_completion", "information_accuracy", "conversation_flow",
               "error_recovery", "caller_experience")
 
 
-async def read_analyses(db: Database, runs: list[PersonaRun]) -> list[dict[str, Any]]:
-    """Each persona call's analysis with its timings (none for a call that never ran)."""
-    rows = []
-    for run in runs:
-        if run.result is None:
-            continue
-        row = await db.pool.fetchrow(
-            """SELECT a.analyst, a.quality_score, a.quality, a.duration_ms,
+class Analyses:
+    """Each call's analysis, read right after the call: the clinic's reset between calls
+    erases the patients it registered, and their calls' analyses with them."""
+
+    def __init__(self) -> None:
+        self.by_call: dict[str, dict[str, Any]] = {}
+
+    async def collect(self, db: Database) -> None:
+        rows = await db.pool.fetch(
+            """SELECT a.call_id, a.analyst, a.quality_score, a.quality, a.duration_ms,
                       extract(epoch FROM a.analysed_at - c.ended_at) * 1000 AS after_end_ms,
                       (SELECT count(*) FROM memories m WHERE m.source_call = c.id) AS memories
-               FROM call_analyses a JOIN calls c ON c.id = a.call_id WHERE a.call_id = $1""",
-            uuid.UUID(run.result.call_id))
-        rows.append({"persona": run.persona.name, "success": run.verdict.success,
-                     **(dict(row) if row else {"quality_score": None})})
-    return rows
+               FROM call_analyses a JOIN calls c ON c.id = a.call_id""")
+        for row in rows:
+            self.by_call.setdefault(str(row["call_id"]), dict(row))
+
+    async def per_run(self, db: Database, runs: list[PersonaRun]) -> list[dict[str, Any]]:
+        """Each persona call's analysis with its timings (none for a call that never ran)."""
+        await self.collect(db)
+        return [{"persona": run.persona.name, "success": run.verdict.success,
+                 **self.by_call.get(run.result.call_id, {"quality_score": None})}
+                for run in runs if run.result is not None]
 
 
 def score_line(good: list[float], bad: list[float], lowest: list[dict], caught: int) -> str:
@@ -96,17 +102,23 @@ def render(report: dict) -> str:
         "- Mean per dimension: " + ", ".join(f"{name.replace('_', ' ')} {value:.2f}"
                                              for name, value in mean.items()),
         "",
-        "| Persona | Judged | Quality | Lowest dimension | Analysis ms | End → stored ms |",
-        "|---|---|---|---|---|---|",
+        "| Persona | Judged | Quality | Lowest dimension | Why | Analysis ms | End → stored ms |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in ranked:
         worst = min(DIMENSIONS, key=lambda name: row["quality"][name]["score"])
         lines.append(
             f"| {row['persona']} | {'success' if row['success'] else '**failed**'} | "
             f"{row['quality_score']:.1f} | {worst.replace('_', ' ')} "
-            f"({row['quality'][worst]['score']}) | {row['duration_ms']} | "
+            f"({row['quality'][worst]['score']}) | {why(row['quality'][worst]['reason'])} | "
+            f"{row['duration_ms']} | "
             f"{row['after_end_ms']:.0f} |")
     return "\n".join(lines)
+
+
+def why(reason: str, limit: int = 90) -> str:
+    reason = reason.replace("|", "/")
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
 def parse_args():
@@ -120,6 +132,8 @@ if __name__ == "__main__":
     chosen = load_personas(persona_bench.PERSONAS)
     if args.only:
         chosen = [p for p in chosen if p.name in set(args.only)]
-    result = event_loop.run(persona_bench.main(chosen, inspect=read_analyses))
+    analyses = Analyses()
+    result = event_loop.run(persona_bench.main(chosen, inspect=analyses.per_run,
+                                               after_each=analyses.collect))
     publish("after-call", render(result), docs=not args.no_docs)
 

@@ -46,7 +46,10 @@ PAUSE_S = 0.1  # the caller answers at once: the bench measures the conversation
 Inspect = Callable[[Database, list[PersonaRun]], Awaitable[Any]]
 
 
-async def main(personas: list[Persona], *, inspect: Inspect | None = None) -> dict:
+async def main(personas: list[Persona], *, inspect: Inspect | None = None,
+               after_each: Callable[[Database], Awaitable[None]] | None = None) -> dict:
+    """Every persona calls the service; `after_each` reads the database after each call,
+    before the clinic is reset; `inspect` once all have called."""
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
     with tempfile.TemporaryDirectory(prefix="bench-personas-", dir="/tmp") as directory:
@@ -62,9 +65,13 @@ async def main(personas: list[Persona], *, inspect: Inspect | None = None) -> di
             settings = Settings(_env_file=None, data_dir=root / "service")
             try:
                 started = time.perf_counter()
+                async def between() -> None:
+                    if after_each is not None:
+                        await after_each(db)
+                    await reset_bookings(db, seeded.workspace_id, seeded.service_id)
+
                 runs = await run_personas(
-                    personas, between=lambda: reset_bookings(db, seeded.workspace_id,
-                                                              seeded.service_id),
+                    personas, between=between,
                     base_url=service.url, api_key=api_key,
                     twilio_token=twilio_auth_token(settings), text_mode=True,
                     log=lambda _line: None, pause_s=PAUSE_S,

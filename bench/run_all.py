@@ -12,7 +12,8 @@ BENCHMARKS = [
     "bench.stt_wer", "bench.first_audio", "bench.pipeline_latency", "bench.booking_engine",
     "bench.emotion", "bench.observers", "bench.world_model", "bench.field_grammar",
     "bench.observer_fanout", "bench.calls_api", "bench.operations", "bench.personas",
-    "bench.recovery", "bench.outbound", "bench.post_booking", "bench.learning_loop",
+    "bench.recovery", "bench.outbound", "bench.post_booking", "bench.after_call",
+    "bench.learning_loop",
 ]
 
 

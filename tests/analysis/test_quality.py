@@ -102,3 +102,14 @@ def test_a_safety_escalation_hands_the_call_on_and_costs_experience_while_it_wai
     assert "waits for a person" in waiting.dimensions["caller_experience"].reason
     assert waiting.dimensions["caller_experience"].turns == (1,)
     assert resolved.dimensions["caller_experience"].score == 5
+
+
+def test_a_deployment_without_a_language_model_is_no_error_but_a_model_failing_is():
+    by_design = record(booking_turns(), writes=[booked(3)], events=[
+        ("llm_unavailable", {"reason": "no LLM provider configured"}, 2700)])
+    failing = record(booking_turns(), writes=[booked(3)], events=[
+        ("llm_unavailable", {"reason": "llm error", "error": "503"}, 2700)])
+
+    assert scored(by_design).dimensions["error_recovery"].score == 5
+    assert scored(failing).dimensions["error_recovery"].reason == (
+        "Recovered after the language model did not answer.")

@@ -2,7 +2,7 @@
 for a person and the concerns raised, each pointing at its turns."""
 
 from analysis.summary import summarise
-from db.call_analyses import RecordedHop
+from db.call_analyses import RecordedHop, RecordedTool
 from tests.analysis.records import booked, conversation, record
 
 
@@ -106,3 +106,16 @@ def test_a_request_said_before_a_red_flag_is_still_what_the_caller_wanted():
     assert summary.unresolved == ()  # handed to the team with the red flag
     assert [c.kind for c in summary.concerns] == ["health"]
     assert summary.concerns[0].text.startswith("Red flag (chest pain)")
+
+
+def test_a_request_logged_for_the_team_is_done_and_left_for_a_person():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: can I speak to somebody in billing please",
+        "agent: I've logged your request; the team will get back to you.")
+    summary = summarise(record(turns, tools=[RecordedTool("EscalateToHuman", True, None, 2700)]))
+
+    assert [(d.kind, d.task, d.turns) for d in summary.done] == [("callback", "person", (1,))]
+    assert summary.unresolved == ()
+    assert [i.text for i in summary.left_for_person] == [
+        "Get back to the caller about their request (callback queue)"]
