@@ -43,6 +43,7 @@ class QualityRules(BaseModel):
     errors: dict[str, str]
     not_errors: dict[str, dict[str, Any]] = Field(default_factory=dict)
     bad_endings: dict[str, str]
+    bad_completions: dict[str, str] = Field(default_factory=dict)
 
     def is_error(self, event: RecordedEvent) -> bool:
         excuse = self.not_errors.get(event.type)
@@ -135,7 +136,9 @@ def read_signals(record: CallRecord) -> Signals:
         errors=tuple((rules.errors[e.type], turn_at(record, e.at_ms)) for e in record.events
                      if rules.is_error(e)),
         bad_ending=next(((rules.bad_endings[e.type], turn_at(record, e.at_ms))
-                         for e in record.events if e.type in rules.bad_endings), None),
+                         for e in record.events if e.type in rules.bad_endings),
+                        (rules.bad_completions[record.completion_reason], None)
+                        if record.completion_reason in rules.bad_completions else None),
     )
 
 

@@ -5,8 +5,10 @@ is worth remembering is extracted and kept with their memories (`db/memories.rem
 de-duplicated, so a retried job changes nothing). An unidentified caller leaves no
 memories: nobody's record could hold them.
 
-Queued once the call's record is closed (one per call, `call_analysis:<call id>`), when
-the workspace's voice settings keep `post_call_analysis_enabled` on. It never delays the
+Queued once the call's record is closed (one per call, `call_analysis:<call id>`): by the
+call's own end, or by the sweep that closes the calls of a process that died. It runs
+when the workspace's voice settings keep `post_call_analysis_enabled` on (read when it
+runs, so a call closed by the sweep is held to it too). It never delays the
 end of a call and survives a restart: a worker that dies mid-run leaves it to another. A
 run that fails is retried with backoff; the last failure is an event on the call
 (`call_analysis_failed`, its error class only) and the call itself is untouched.
@@ -24,8 +26,10 @@ from loguru import logger
 
 from analysis.analyst import Analysis, Analyst
 from analysis.memories import MemoryExtractor
+from call.voice_settings import parse_voice_settings
 from config.memory import MemorySettings
 from db import call_analyses, jobs, memories, stt_suggestions
+from db import repositories as repo
 from db.call_analyses import CallRecord
 from db.writer import CallRecordWriter
 from runner.job_retries import Retries, last_try
@@ -67,6 +71,12 @@ class AnalysisDone:
     memory_analyst: str | None = None
     memory_fallback: str | None = None
     memory_ms: int = 0
+
+
+async def analysis_enabled(pool: asyncpg.Pool, workspace_id: str) -> bool:
+    """The workspace's voice settings keep after-call analysis on (unreadable: the default)."""
+    voice, _problems = parse_voice_settings(await repo.get_voice_settings_raw(pool, workspace_id))
+    return voice.post_call_analysis_enabled
 
 
 async def analyse_call(parts: CallAnalysisParts, record: CallRecord) -> Analysis:
@@ -121,6 +131,9 @@ async def run_call_analysis(parts: CallAnalysisParts, payload: dict[str, Any], *
         record = await call_analyses.load_call_record(parts.pool, call_id)
         if record is None:
             logger.warning(f"call {call_id}: not analysed (no such call in a workspace)")
+            return None
+        if not await analysis_enabled(parts.pool, record.workspace_id):
+            logger.info(f"call {call_id}: not analysed (its workspace turned analysis off)")
             return None
         analysis = await analyse_call(parts, record)
         await propose_keyterms(parts, record, analysis)

@@ -4,7 +4,8 @@ A process killed mid-call (SIGKILL, out of memory, a lost machine) leaves its ca
 open. At start, and then on every sweep, the calls whose owner is gone
 (`db/instances.gone_owners`) are closed: ended at their last sign of life, with a
 `call_ended` event, and with their recording salvaged from what reached this pod's disk
-(`call/wav_file.salvage`). A live pod's calls are never touched.
+(`call/wav_file.salvage`), and its after-call analysis is queued (what the call got to,
+and that it was cut off). A live pod's calls are never touched.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from call.wav_file import Salvaged, salvage
 from db import instances, open_calls
 from db.instances import ProcessIdentity
 from db.open_calls import Closure, OpenCall
+from runner.call_analysis import queue_call_analysis
 
 BATCH_LIMIT = 500  # calls closed per pass at most; the next pass takes the rest
 
@@ -37,6 +39,7 @@ async def close_orphaned_calls(
     for call in calls:
         if await _close(pool, me, recordings_dir, call):
             closed.append(call.call_id)
+            await queue_call_analysis(pool, call.call_id)  # what it got to is still summarised
     if closed:
         logger.warning(f"closed {len(closed)} call(s) left open by a process that is gone "
                        f"({CompletionReason.SERVER_CRASH.value})")

@@ -113,3 +113,11 @@ def test_a_deployment_without_a_language_model_is_no_error_but_a_model_failing_i
     assert scored(by_design).dimensions["error_recovery"].score == 5
     assert scored(failing).dimensions["error_recovery"].reason == (
         "Recovered after the language model did not answer.")
+
+
+def test_a_call_cut_off_by_a_service_failure_ends_badly():
+    turns = conversation("agent: How can I help?", "caller: I need to move my appointment")
+    quality = scored(record(turns, completion_reason="server_crash"))
+
+    assert "cut off when the service failed" in quality.dimensions["caller_experience"].reason
+    assert quality.dimensions["caller_experience"].score <= 4

@@ -178,3 +178,14 @@ async def test_an_unidentified_caller_leaves_no_memories(db, call_id):
     assert done.memories_added == 0
     assert await db.pool.fetchval("SELECT count(*) FROM memories WHERE source_call = $1::uuid",
                                   call_id) == 0
+
+
+async def test_a_workspace_that_turned_analysis_off_gets_none_even_from_a_queued_job(
+        db, call_id, workspace_id):
+    await repo.set_voice_settings(db.pool, workspace_id, {"post_call_analysis_enabled": False})
+    await transcript(db, call_id, ("caller", "I'd like to book a flu shot"))
+
+    done = await run_call_analysis(CallAnalysisParts(db.pool, None, RulesAnalyst()),
+                                   {"call_id": call_id})
+
+    assert done is None and await call_analyses.get_analysis(db.pool, call_id) is None

@@ -18,9 +18,10 @@ import wave
 from pathlib import Path
 
 from call.wav_file import GrowingWav, partial_path
-from db import instances
+from db import instances, jobs
 from db import repositories as repo
 from db.instances import ProcessIdentity, owner_is_gone, process_start
+from runner.call_analysis import analysis_key
 from runner.orphaned_calls import close_orphaned_calls
 
 STALE_S = 60.0
@@ -171,8 +172,11 @@ async def test_a_start_closes_the_calls_of_a_dead_process_and_leaves_live_pods_a
         assert ended == [{"reason": "server_crash", "status_was": status_was,
                           "owner": crashed.instance_id, "closed_by": here.instance_id}]
     assert (await repo.get_call(db.pool, talking))["duration_s"] is not None
+    for call_id in (talking, answered):  # what each got to is still summarised
+        assert await jobs.job_for(db.pool, analysis_key(call_id)) is not None
     for call_id in (live_elsewhere, mine):
         assert (await repo.get_call(db.pool, call_id))["ended_at"] is None
+        assert await jobs.job_for(db.pool, analysis_key(call_id)) is None
     # Closed once: a second pass (or another pod's) finds nothing more of it.
     again = await close_orphaned_calls(db.pool, here, tmp_path, stale_after_s=STALE_S,
                                        unowned_after_s=UNOWNED_S)
