@@ -26,6 +26,7 @@ from processors.safety.red_flags import default_red_flags
 
 # Tasks a call can finish by writing something; a question is answered by talking.
 WRITING_TASKS = frozenset({"book", "reschedule", "cancel", "confirm"})
+APPOINTMENT_TASKS = WRITING_TASKS | {"query"}
 # Below this valence (signed) the caller's voice or words were unpleasant.
 UNHAPPY_VALENCE = -0.3
 QUOTE_CHARS = 80
@@ -69,13 +70,18 @@ class CallSummary:
 def what_they_wanted(record: CallRecord) -> tuple[Item, ...]:
     """Each distinct thing the caller asked for, in the order they first asked: from the
     router's reading of their words, and from the context graph's exits the call took
-    (which also read what the router alone does not, like "a checkup tomorrow")."""
+    (which also read what the router alone does not, like "a checkup tomorrow"). Where
+    the graph took such exits, the appointment tasks are the graph's alone."""
     rules = summary_rules()
+    # Where the context graph ran, its exits say which appointment task the caller had:
+    # the router alone reads "my appointment" in a question as a wish to book.
+    graph_read = any(hop.exit in rules.exits for hop in record.hops)
     asked: list[tuple[float, str]] = []
     for turn in caller_turns(record):
         for part in [turn.text, *clauses(turn.text)]:  # "I'd book, but I have chest pain"
             route = route_turn(part).route
-            if route in rules.wants:
+            want = rules.wants.get(route)
+            if want is not None and not (graph_read and want.task in APPOINTMENT_TASKS):
                 asked.append((turn.seq, route))
     for hop in record.hops:
         route = rules.exits.get(hop.exit or "")

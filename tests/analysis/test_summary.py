@@ -119,3 +119,16 @@ def test_a_request_logged_for_the_team_is_done_and_left_for_a_person():
     assert summary.unresolved == ()
     assert [i.text for i in summary.left_for_person] == [
         "Get back to the caller about their request (callback queue)"]
+
+
+def test_where_the_graph_ran_a_question_about_an_appointment_is_not_read_as_booking():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: what appointments have I got coming up, I can never remember",
+        "agent: You have a follow-up visit on Monday at 9 AM.")
+    call = record(turns)
+    call.hops.append(RecordedHop("query", "answering_query", 2700))
+
+    summary = summarise(call)
+    assert [(w.text, w.task) for w in summary.wanted] == [("Check their appointments", "query")]
+    assert summary.unresolved == ()
