@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.summary import WRITING_TASKS, CallSummary
+from analysis.summary import WRITING_TASKS, CallSummary, restated
 from analysis.turn_links import caller_turns, linked, turn_at
 from db.call_analyses import CallRecord, RecordedEvent
 
@@ -107,6 +107,7 @@ class Signals:
     """What went wrong or right, read once from the record."""
 
     repeated: Moments
+    restated: Moments  # the caller had to say again what they wanted
     dead_air: Moments
     barge_ins: Moments
     failed_tools: tuple[tuple[str, str, int | None], ...]  # name, error class, turn
@@ -129,6 +130,7 @@ def read_signals(record: CallRecord) -> Signals:
     barged = _moments(record, "barge_in")
     return Signals(
         repeated=_moments(record, "question_repeated"),
+        restated=tuple(turn_at(record, hop.at_ms) for hop in restated(record)),
         dead_air=gaps + _moments(record, "silence_checkin", "silent_reply"),
         barge_ins=barged if len(barged) >= len(interrupted) else interrupted,
         failed_tools=tuple((t.name, t.error_class or "failed", turn_at(record, t.started_ms))
@@ -199,6 +201,10 @@ def conversation_flow(signals: Signals) -> Score:
     if count:
         tally.lose(min(2, count), f"a question asked again {count} time{'s' * (count > 1)}",
                    turns)
+    count, turns = _count(signals.restated)
+    if count:
+        tally.lose(1, "the agent took the caller's request for another; they had to say it "
+                   "again", turns)
     count, turns = _count(signals.dead_air)
     if count:
         tally.lose(1 if count < 3 else 2, f"{count} stretch{'es' * (count > 1)} of dead air",
@@ -207,7 +213,7 @@ def conversation_flow(signals: Signals) -> Score:
     if count >= 2:
         tally.lose(1 if count < 4 else 2, f"the caller talked over the agent {count} times",
                    turns)
-    return tally.score("No repeated questions, dead air or talking over.")
+    return tally.score("No repeated questions, misread requests, dead air or talking over.")
 
 
 def error_recovery(record: CallRecord, summary: CallSummary, signals: Signals) -> Score:

@@ -20,7 +20,7 @@ from analysis.summary_rules import (
     summary_rules,
 )
 from analysis.turn_links import caller_turn_before, caller_turns, linked, turn_at
-from db.call_analyses import CallRecord
+from db.call_analyses import CallRecord, RecordedHop
 from flows.router import clauses, route_turn
 from processors.safety.red_flags import default_red_flags
 
@@ -83,11 +83,11 @@ def what_they_wanted(record: CallRecord) -> tuple[Item, ...]:
             want = rules.wants.get(route)
             if want is not None and not (graph_read and want.task in APPOINTMENT_TASKS):
                 asked.append((turn.seq, route))
-    for hop in record.hops:
-        route = rules.exits.get(hop.exit or "")
-        if route is not None:  # a call without timings: the turn is not known
-            turn = caller_turn_before(record, turn_at(record, hop.at_ms))
-            asked.append((float("inf") if turn is None else turn, route))
+    for hop in graph_wants(record):
+        route = rules.exits[hop.exit or ""]
+        turn = caller_turn_before(record, turn_at(record, hop.at_ms))
+        # a call without timings: the turn is not known
+        asked.append((float("inf") if turn is None else turn, route))
     found: dict[str, Item] = {}
     for seq, route in sorted(asked):
         want = rules.wants[route]
@@ -95,6 +95,35 @@ def what_they_wanted(record: CallRecord) -> tuple[Item, ...]:
             found[want.text] = Item(want.text, linked(None if seq == float("inf") else int(seq)),
                                     task=want.task, recap=want.recap)
     return tuple(found.values())
+
+
+def graph_wants(record: CallRecord) -> list[RecordedHop]:
+    """The context graph's exits that name what the caller wanted, without those a later
+    exit took over before anything was written for them: the agent took the request for
+    another (or the caller changed it), and what they wanted is the later one."""
+    rules = summary_rules()
+    hops = [hop for hop in record.hops if hop.exit in rules.exits]
+    written = {rule.task for write in record.writes
+               for rule in [rules.writes.get(write.type)] if rule is not None}
+
+    def task(hop: RecordedHop) -> str:
+        return rules.wants[rules.exits[hop.exit or ""]].task
+
+    return [hop for i, hop in enumerate(hops)
+            if task(hop) in written or task(hop) not in APPOINTMENT_TASKS
+            or not any(task(later) != task(hop) and task(later) in APPOINTMENT_TASKS
+                       for later in hops[i + 1:])]
+
+
+def restated(record: CallRecord) -> list[RecordedHop]:
+    """Where the caller had to say again what they wanted: the graph went back to find out
+    after taking a request it then left with nothing written for it."""
+    rules = summary_rules()
+    kept = graph_wants(record)
+    dropped = [hop for hop in record.hops if hop.exit in rules.exits and hop not in kept]
+    return [hop for hop in record.hops if hop.exit in rules.restated_exits
+            and any(d.at_ms is not None and hop.at_ms is not None and d.at_ms <= hop.at_ms
+                    for d in dropped)]
 
 
 def _what(summary: str) -> str:

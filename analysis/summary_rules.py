@@ -48,6 +48,7 @@ class SummaryRules(BaseModel):
 
     wants: dict[str, Want]
     exits: dict[str, str]
+    restated_exits: list[str] = Field(default_factory=list)
     writes: dict[str, WriteRule]
     events: dict[str, EventRule]
     tools: dict[str, EventRule]

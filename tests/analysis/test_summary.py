@@ -1,6 +1,7 @@
 """A finished call's summary by rules: what the caller wanted, what was done, what is left
 for a person and the concerns raised, each pointing at its turns."""
 
+from analysis.quality import score_call
 from analysis.summary import summarise
 from db.call_analyses import RecordedHop, RecordedTool
 from tests.analysis.records import booked, conversation, record
@@ -132,3 +133,22 @@ def test_where_the_graph_ran_a_question_about_an_appointment_is_not_read_as_book
     summary = summarise(call)
     assert [(w.text, w.task) for w in summary.wanted] == [("Check their appointments", "query")]
     assert summary.unresolved == ()
+
+
+def test_a_request_the_agent_misread_is_not_what_the_caller_wanted():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: I've lost my card, could you tell me when my appointment is",
+        "agent: What's the visit about?",
+        "caller: like I said I want to know what I've got coming up",
+        "agent: You have a follow-up visit on Monday at 10 AM.")
+    call = record(turns)
+    call.hops.extend([RecordedHop("book_new", "resolving_service", 2700),
+                      RecordedHop("new_request", "booking_discovery", 7900),
+                      RecordedHop("query", "answering_query", 8000)])
+
+    summary = summarise(call)
+    assert [w.text for w in summary.wanted] == ["Check their appointments"]
+    assert summary.unresolved == ()
+    flow = score_call(call, summary).dimensions["conversation_flow"]
+    assert flow.score == 4 and "had to say it again" in flow.reason and flow.turns == (3,)
