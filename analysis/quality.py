@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.summary import WRITING_TASKS, CallSummary, restated
+from analysis.summary_rules import restating_pattern
 from analysis.turn_links import caller_turns, linked, turn_at
 from db.call_analyses import CallRecord, RecordedEvent
 
@@ -115,6 +116,16 @@ class Signals:
     bad_ending: tuple[str, int | None] | None
 
 
+def _restated(record: CallRecord) -> Moments:
+    """Each turn where the caller had to say again what they wanted: the graph went back
+    to find out, or their own words say so ("like I said")."""
+    turns = {turn_at(record, hop.at_ms) for hop in restated(record)}
+    said = {t.seq for t in caller_turns(record)
+            if restating_pattern().search(t.text.lower().replace("’", "'"))}
+    return tuple(sorted({t for t in turns if t is not None} | said)) or tuple(
+        t for t in turns if t is None)
+
+
 def _moments(record: CallRecord, *types: str) -> Moments:
     return tuple(turn_at(record, e.at_ms) for e in record.events_of(*types))
 
@@ -130,7 +141,7 @@ def read_signals(record: CallRecord) -> Signals:
     barged = _moments(record, "barge_in")
     return Signals(
         repeated=_moments(record, "question_repeated"),
-        restated=tuple(turn_at(record, hop.at_ms) for hop in restated(record)),
+        restated=_restated(record),
         dead_air=gaps + _moments(record, "silence_checkin", "silent_reply"),
         barge_ins=barged if len(barged) >= len(interrupted) else interrupted,
         failed_tools=tuple((t.name, t.error_class or "failed", turn_at(record, t.started_ms))
@@ -203,8 +214,7 @@ def conversation_flow(signals: Signals) -> Score:
                    turns)
     count, turns = _count(signals.restated)
     if count:
-        tally.lose(1, "the agent took the caller's request for another; they had to say it "
-                   "again", turns)
+        tally.lose(1, "the caller had to say again what they wanted", turns)
     count, turns = _count(signals.dead_air)
     if count:
         tally.lose(1 if count < 3 else 2, f"{count} stretch{'es' * (count > 1)} of dead air",

@@ -53,6 +53,7 @@ class SummaryRules(BaseModel):
     events: dict[str, EventRule]
     tools: dict[str, EventRule]
     dissatisfied: list[str] = Field(min_length=1)
+    restating: list[str] = Field(min_length=1)
     health: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -82,3 +83,8 @@ def dissatisfied_pattern() -> re.Pattern[str]:
 @lru_cache(maxsize=1)
 def health_pattern() -> re.Pattern[str]:
     return summary_rules().health_pattern()
+
+
+@lru_cache(maxsize=1)
+def restating_pattern() -> re.Pattern[str]:
+    return phrase_pattern(summary_rules().restating)

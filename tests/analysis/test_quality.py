@@ -121,3 +121,17 @@ def test_a_call_cut_off_by_a_service_failure_ends_badly():
 
     assert "cut off when the service failed" in quality.dimensions["caller_experience"].reason
     assert quality.dimensions["caller_experience"].score <= 4
+
+
+def test_a_caller_who_has_to_repeat_themselves_costs_the_flow():
+    turns = conversation(
+        "agent: How can I help?",
+        "caller: is there a human I can talk to",
+        "agent: Is there anything else I can help you with?",
+        "caller: as I told you, I'd like to talk to someone at the front desk",
+        "agent: Putting you through now.")
+    call = record(turns, tools=[RecordedTool("TransferCall", True, None, 8000)])
+    flow = scored(call).dimensions["conversation_flow"]
+
+    assert flow.score == 4 and flow.turns == (3,)
+    assert flow.reason == "The caller had to say again what they wanted."

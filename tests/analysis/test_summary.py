@@ -151,4 +151,4 @@ def test_a_request_the_agent_misread_is_not_what_the_caller_wanted():
     assert [w.text for w in summary.wanted] == ["Check their appointments"]
     assert summary.unresolved == ()
     flow = score_call(call, summary).dimensions["conversation_flow"]
-    assert flow.score == 4 and "had to say it again" in flow.reason and flow.turns == (3,)
+    assert flow.score == 4 and "had to say again" in flow.reason and flow.turns == (3,)
