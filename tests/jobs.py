@@ -35,3 +35,13 @@ async def held_failed(db: Database, dedupe_key: str) -> bool:
     """The job under `dedupe_key` spent its retries and is held as failed."""
     job = await jobs.job_for(db.pool, dedupe_key)
     return job is not None and job.status == "failed"
+
+
+async def work_until(worker: JobWorker, check: Callable[[], Awaitable[bool]],
+                     timeout: float = 20.0) -> None:
+    """Run `worker` until `check` holds, then stop it."""
+    worker.start()
+    try:
+        await eventually(check, timeout)
+    finally:
+        await worker.close()

@@ -30,7 +30,7 @@ from services.embeddings import LocalEmbedder
 from tests.db.test_memories import patient
 from tests.db.test_post_call_job import QueueDown
 from tests.fakes import CollectingWriter
-from tests.jobs import eventually, held_failed, test_worker
+from tests.jobs import held_failed, test_worker, work_until
 from tests.world.conftest import transcript
 
 pytestmark = pytest.mark.timeout(40)
@@ -67,11 +67,7 @@ async def test_a_finished_call_is_summarised_and_scored_by_its_job(db, call_id, 
     assert await queue_call_analysis(db.pool, call_id) is not None
     assert await queue_call_analysis(db.pool, call_id) is None  # one job per call
     jobs_here = worker(db, CallAnalysisParts(db.pool, writer, RulesAnalyst()))
-    jobs_here.start()
-    try:
-        await eventually(lambda: call_analyses.get_analysis(db.pool, call_id))
-    finally:
-        await jobs_here.close()
+    await work_until(jobs_here, lambda: call_analyses.get_analysis(db.pool, call_id))
 
     analysis = await call_analyses.get_analysis(db.pool, call_id)
     assert analysis["analyst"] == "rules" and analysis["fallback"] is None
@@ -116,11 +112,7 @@ async def test_an_analysis_that_keeps_failing_says_so_on_the_call_and_is_held(
     assert await writer.flush(5)
     await queue_call_analysis(db.pool, call_id)
     jobs_here = worker(db, CallAnalysisParts(db.pool, writer, BrokenAnalyst()))
-    jobs_here.start()
-    try:
-        await eventually(lambda: held_failed(db, analysis_key(call_id)))
-    finally:
-        await jobs_here.close()
+    await work_until(jobs_here, lambda: held_failed(db, analysis_key(call_id)))
 
     assert await writer.flush(5)
     detail = await repo.get_call_detail(db.pool, call_id, await _workspace(db, call_id))

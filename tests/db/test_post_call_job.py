@@ -22,7 +22,7 @@ from runner.post_call import ENTRYPOINT, AfterCall, post_call_key, queue_post_ca
 from runner.runtime import AppRuntime
 from services.practice.builtin import BuiltinPractice
 from tests.fakes import CollectingWriter
-from tests.jobs import eventually, held_failed, test_worker
+from tests.jobs import held_failed, test_worker, work_until
 from tests.world import conftest as world_fixtures
 from tests.world.conftest import transcript
 from tests.world.test_verification import BrokenJudges, reported
@@ -70,11 +70,7 @@ async def test_a_finished_calls_writes_are_verified_and_synced_by_its_job(
                       max_delay=timedelta(seconds=0.2))
     jobs_here = worker(db, AfterCall(db.pool, writer, RulesJudges(), BuiltinPractice(db.pool)),
                        retries)
-    jobs_here.start()
-    try:
-        await eventually(lambda: _verified(db, call_id))
-    finally:
-        await jobs_here.close()
+    await work_until(jobs_here, lambda: _verified(db, call_id))
 
     [change] = await world.call_events(db.pool, call_id)
     assert (change.verification, change.confidence) == ("corrected", "verified")
@@ -102,11 +98,7 @@ async def test_a_post_call_job_that_cannot_finish_says_so_on_the_call_each_try_t
                       max_delay=timedelta(seconds=0.2))
     jobs_here = worker(db, AfterCall(db.pool, writer, BrokenJudges("fail"),
                                      BuiltinPractice(db.pool)), retries)
-    jobs_here.start()
-    try:
-        await eventually(lambda: held_failed(db, post_call_key(call_id)))
-    finally:
-        await jobs_here.close()
+    await work_until(jobs_here, lambda: held_failed(db, post_call_key(call_id)))
 
     assert await writer.flush(5)
     events = (await repo.get_call_detail(db.pool, call_id, clinic.workspace_id))["events"]
