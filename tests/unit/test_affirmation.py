@@ -23,3 +23,16 @@ from language.affirmation import Answer, classify_answer
 )
 def test_reply_is_classified(reply, expected):
     assert classify_answer(reply) is expected
+
+
+@pytest.mark.parametrize("reply", [
+    "Not that one, the other one please.",
+    "the other one please",
+    "Hmm, a different time please",
+    "sorry, not that day, the Tuesday please",
+    "Oh that's the wrong one, please read me the other",
+    "that's not right, I said the afternoon please",
+])
+def test_a_read_back_answered_with_another_choice_is_no_yes(reply):
+    # "please" is no yes when the caller is choosing something other than what was read
+    assert classify_answer(reply) is Answer.NO
