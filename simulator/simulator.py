@@ -497,10 +497,10 @@ def _detail(response: httpx.Response) -> str:
 
 async def fetch_call_record(
     http: httpx.AsyncClient, base_url: str, call_id: str, api_key: str | None,
-    *, wait_s: float = RECORD_WAIT_S,
+    *, wait_s: float = RECORD_WAIT_S, analysis_wait_s: float = ANALYSIS_WAIT_S,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The call record once its completion_reason is set and, when the server analyses
-    calls, its analysis is written (or `ANALYSIS_WAIT_S` passed): (record, problem)."""
+    calls, its analysis is written (or `analysis_wait_s` more passed): (record, problem)."""
     if not api_key:
         return None, (
             "no API key to read the call record: pass --api-key, set VOICE_API_KEY, "
@@ -524,7 +524,7 @@ async def fetch_call_record(
                 return None, f"GET /api/calls/{call_id} did not return JSON"
             if record.get("completion_reason"):
                 analysing = "analysis" in record and record["analysis"] is None
-                if not analysing or time.monotonic() >= deadline + ANALYSIS_WAIT_S:
+                if not analysing or time.monotonic() >= deadline + analysis_wait_s:
                     return record, None
         elif response.status_code != 404:
             status = f"HTTP {response.status_code} {_detail(response)}"
@@ -1032,10 +1032,12 @@ async def simulate_call(
     account_sid: str | None = None,
     quiet_s: float | None = None,
     record_wait_s: float = RECORD_WAIT_S,
+    analysis_wait_s: float = ANALYSIS_WAIT_S,
     twilio: TwilioStandIn | None = None,
     handoff_wait_s: float = HANDOFF_WAIT_S,
 ) -> SimulationResult:
-    """Place one simulated call and return the server's record of it.
+    """Place one simulated call and return the server's record of it (with its analysis,
+    when the server writes one within `analysis_wait_s` after the record is complete).
 
     With `twilio` (the Twilio stand-in the service is pointed at; tests only), the call is
     registered there under its account, so the service can act on it through the REST
@@ -1056,8 +1058,8 @@ async def simulate_call(
     return await place_call(
         ScriptedCaller(lines, script.hangup_after_s), parties, name=script.name,
         base_url=base_url, api_key=api_key, twilio_token=twilio_token, text_mode=text_mode,
-        log=log, quiet_s=quiet_s, record_wait_s=record_wait_s, inbound=inbound,
-        handoff_wait_s=handoff_wait_s,
+        log=log, quiet_s=quiet_s, record_wait_s=record_wait_s,
+        analysis_wait_s=analysis_wait_s, inbound=inbound, handoff_wait_s=handoff_wait_s,
     )
 
 
@@ -1111,6 +1113,7 @@ async def place_call(
     log: Log = print,
     quiet_s: float | None = None,
     record_wait_s: float = RECORD_WAIT_S,
+    analysis_wait_s: float = ANALYSIS_WAIT_S,
     listen: Listener | None = None,
     inbound: TwilioCall | None = None,
     handoff_wait_s: float = HANDOFF_WAIT_S,
@@ -1177,7 +1180,8 @@ async def place_call(
         if outcome.close_code == POLICY_VIOLATION and not _agent_was_heard(outcome):
             raise SimulationError(f"the server refused the media stream at {ws_url} ({closed})")
         record, record_error = await fetch_call_record(
-            http, base_url, target.call_id, api_key, wait_s=record_wait_s
+            http, base_url, target.call_id, api_key, wait_s=record_wait_s,
+            analysis_wait_s=analysis_wait_s,
         )
     last = outcomes[-1]
     return SimulationResult(

@@ -159,7 +159,8 @@ def _booking_call(service: EmbeddedService, caller: CueCaller, name: str):
     return place_call(
         caller, CallParties.new(PATIENT_NUMBER, CLINIC_NUMBER), base_url=service.url,
         api_key=service.api_key, twilio_token=service.twilio_token, name=name,
-        text_mode=True, log=lambda *_: None, record_wait_s=0.1)
+        text_mode=True, log=lambda *_: None, record_wait_s=0.1,
+        analysis_wait_s=0.0)
 
 
 # -- The process is stopped (SIGTERM) or killed (SIGKILL) under a call -----------------

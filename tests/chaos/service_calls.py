@@ -71,7 +71,7 @@ async def place(base_url: str, api_key: str, twilio_token: str,
 
     call.task = asyncio.create_task(simulate_call(
         script, base_url=base_url, api_key=api_key, twilio_token=twilio_token, log=log,
-        text_mode=text_mode, record_wait_s=0.0))
+        text_mode=text_mode, record_wait_s=0.0, analysis_wait_s=0.0))
     await until(lambda: call.call_id is not None or call.task.done(), 30, "the answer")
     if call.task.done():
         call.task.result()  # raises what went wrong
