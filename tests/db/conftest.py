@@ -1,4 +1,5 @@
-"""Data-layer fixtures: an empty database per test, and a workspace with a call."""
+"""Data-layer fixtures: an empty database per test, a workspace with a call, and a record
+writer on the session's database."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+
+from db.writer import CallRecordWriter
 
 
 def dsn_for_database(dsn: str, database: str) -> str:
@@ -27,3 +30,12 @@ async def fresh_dsn(pg_dsn: str) -> AsyncIterator[str]:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def stored_writer(db, settings) -> AsyncIterator[CallRecordWriter]:
+    """The call record writer a service runs, on the session's database; closed after."""
+    writer = CallRecordWriter(db.pool, settings)
+    await writer.start()
+    yield writer
+    await writer.close(timeout=5)

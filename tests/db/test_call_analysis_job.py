@@ -15,7 +15,6 @@ from call.call_session import CallLog
 from db import call_analyses, jobs
 from db import repositories as repo
 from db.pool import Database
-from db.writer import CallRecordWriter
 from runner.call_analysis import (
     ENTRYPOINT,
     CallAnalysisParts,
@@ -38,14 +37,6 @@ FAST = Retries(max_attempts=1, initial_delay=timedelta(seconds=0.1),
                max_delay=timedelta(seconds=0.2))
 
 
-@pytest.fixture
-async def writer(db, settings):
-    writer = CallRecordWriter(db.pool, settings)
-    await writer.start()
-    yield writer
-    await writer.close(timeout=5)
-
-
 def worker(db: Database, parts: CallAnalysisParts) -> JobWorker:
     async def run(payload: dict) -> None:
         await run_call_analysis(parts, payload, retries=FAST)
@@ -60,13 +51,13 @@ class BrokenAnalyst:
         raise RuntimeError("analysis crashed")
 
 
-async def test_a_finished_call_is_summarised_and_scored_by_its_job(db, call_id, writer):
+async def test_a_finished_call_is_summarised_and_scored_by_its_job(db, call_id, stored_writer):
     await transcript(db, call_id, ("agent", "Thanks for calling, how can I help?"),
                      ("caller", "what are your opening hours on friday"),
                      ("agent", "We're open from 8 AM to 6 PM on Fridays."))
     assert await queue_call_analysis(db.pool, call_id) is not None
     assert await queue_call_analysis(db.pool, call_id) is None  # one job per call
-    jobs_here = worker(db, CallAnalysisParts(db.pool, writer, RulesAnalyst()))
+    jobs_here = worker(db, CallAnalysisParts(db.pool, stored_writer, RulesAnalyst()))
     await work_until(jobs_here, lambda: call_analyses.get_analysis(db.pool, call_id))
 
     analysis = await call_analyses.get_analysis(db.pool, call_id)
@@ -77,7 +68,7 @@ async def test_a_finished_call_is_summarised_and_scored_by_its_job(db, call_id, 
                                         "conversation_flow", "error_recovery",
                                         "caller_experience"}
     assert 1 <= analysis["quality_score"] <= 5
-    assert await writer.flush(5)
+    assert await stored_writer.flush(5)
     detail = await repo.get_call_detail(db.pool, call_id, await _workspace(db, call_id))
     assert [e["type"] for e in detail["events"]] == ["call_analysed"]
     assert await jobs.job_for(db.pool, analysis_key(call_id)) is None  # done
@@ -105,16 +96,16 @@ async def transcript_more(db, call_id: str) -> None:
 
 
 async def test_an_analysis_that_keeps_failing_says_so_on_the_call_and_is_held(
-        db, call_id, writer):
+        db, call_id, stored_writer):
     await transcript(db, call_id, ("caller", "book me in for a flu shot"))
-    own = CallLog(call_id, writer)
+    own = CallLog(call_id, stored_writer)
     own.event("call_ended", reason="caller_hangup")
-    assert await writer.flush(5)
+    assert await stored_writer.flush(5)
     await queue_call_analysis(db.pool, call_id)
-    jobs_here = worker(db, CallAnalysisParts(db.pool, writer, BrokenAnalyst()))
+    jobs_here = worker(db, CallAnalysisParts(db.pool, stored_writer, BrokenAnalyst()))
     await work_until(jobs_here, lambda: held_failed(db, analysis_key(call_id)))
 
-    assert await writer.flush(5)
+    assert await stored_writer.flush(5)
     detail = await repo.get_call_detail(db.pool, call_id, await _workspace(db, call_id))
     assert [(e["type"], e["data"]) for e in detail["events"]] == [
         ("call_ended", {"reason": "caller_hangup"}),

@@ -14,7 +14,6 @@ from db import jobs, world
 from db import repositories as repo
 from db.deadline import DatabaseUnavailable
 from db.pool import Database
-from db.writer import CallRecordWriter
 from processors.world.verification import RulesJudges
 from runner.job_retries import Retries
 from runner.job_worker import JobWorker
@@ -39,14 +38,6 @@ async def clean_queue(db: Database):
     await db.pool.execute("DELETE FROM pgqueuer")
 
 
-@pytest.fixture
-async def writer(db, settings):
-    writer = CallRecordWriter(db.pool, settings)
-    await writer.start()
-    yield writer
-    await writer.close(timeout=5)
-
-
 def worker(db: Database, parts: AfterCall, retries: Retries) -> JobWorker:
     async def run(payload: dict) -> None:
         await run_post_call(parts, payload, retries=retries)
@@ -55,7 +46,7 @@ def worker(db: Database, parts: AfterCall, retries: Retries) -> JobWorker:
 
 
 async def test_a_finished_calls_writes_are_verified_and_synced_by_its_job(
-    db, clinic, writer, clean_queue
+    db, clinic, stored_writer, clean_queue
 ):
     call_id = await clinic.call(db)
     walsh = await clinic.patient(db, "Henry", "Walsh")
@@ -68,7 +59,8 @@ async def test_a_finished_calls_writes_are_verified_and_synced_by_its_job(
     assert await queue_post_call(db.pool, call_id) is None  # one job per call
     retries = Retries(max_attempts=2, initial_delay=timedelta(seconds=0.1),
                       max_delay=timedelta(seconds=0.2))
-    jobs_here = worker(db, AfterCall(db.pool, writer, RulesJudges(), BuiltinPractice(db.pool)),
+    jobs_here = worker(db, AfterCall(db.pool, stored_writer, RulesJudges(),
+                                     BuiltinPractice(db.pool)),
                        retries)
     await work_until(jobs_here, lambda: _verified(db, call_id))
 
@@ -85,22 +77,22 @@ async def _verified(db, call_id: str) -> bool:
 
 
 async def test_a_post_call_job_that_cannot_finish_says_so_on_the_call_each_try_then_is_held(
-    db, clinic, writer, clean_queue
+    db, clinic, stored_writer, clean_queue
 ):
     call_id = await clinic.call(db)
     await transcript(db, call_id, ("caller", "My number is 312 555 0199"))
-    own = CallLog(call_id, writer)  # the call's own record, already written
+    own = CallLog(call_id, stored_writer)  # the call's own record, already written
     own.event("call_ended", reason="caller_hangup")
     own.event("bad_input_total", count=0)
-    assert await writer.flush(5)
+    assert await stored_writer.flush(5)
     await queue_post_call(db.pool, call_id)
     retries = Retries(max_attempts=1, initial_delay=timedelta(seconds=0.1),
                       max_delay=timedelta(seconds=0.2))
-    jobs_here = worker(db, AfterCall(db.pool, writer, BrokenJudges("fail"),
+    jobs_here = worker(db, AfterCall(db.pool, stored_writer, BrokenJudges("fail"),
                                      BuiltinPractice(db.pool)), retries)
     await work_until(jobs_here, lambda: held_failed(db, post_call_key(call_id)))
 
-    assert await writer.flush(5)
+    assert await stored_writer.flush(5)
     events = (await repo.get_call_detail(db.pool, call_id, clinic.workspace_id))["events"]
     assert [(e["type"], e["data"]) for e in events] == [
         ("call_ended", {"reason": "caller_hangup"}), ("bad_input_total", {"count": 0}),
