@@ -17,9 +17,9 @@ from typing import Literal, Protocol
 from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.quality import DIMENSIONS, QualityScore, Score, score_call
+from analysis.quality import QualityScore, Score, score_call
 from analysis.summary import CallSummary, Item, summarise
-from db.call_analyses import CallRecord
+from db.call_analyses import DIMENSIONS, CallRecord
 from db.stt_suggestions import Misheard
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt

@@ -45,7 +45,7 @@ StructuredAsk = Callable[[str], Awaitable[str]]
 class MemoryExtractor(Protocol):
     name: str
 
-    async def extract(self, record: CallRecord) -> list[MemoryCandidate]: ...
+    async def extract(self, record: CallRecord) -> Extracted: ...
 
 
 class Extracted(list[MemoryCandidate]):

@@ -25,8 +25,6 @@ from analysis.turn_links import caller_turns, linked, turn_at
 from db.call_analyses import CallRecord, RecordedEvent
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "quality_rules.yaml"
-DIMENSIONS = ("task_completion", "information_accuracy", "conversation_flow",
-              "error_recovery", "caller_experience")
 
 
 class Accuracy(BaseModel):

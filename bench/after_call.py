@@ -26,13 +26,11 @@ from typing import Any
 
 from bench import personas as persona_bench
 from bench.report import bench_parser, measured_line, percentile, publish
+from db.call_analyses import DIMENSIONS
 from db.pool import Database
 from lib import event_loop
 from simulator.personas.model import load_personas
 from simulator.personas.run import PersonaRun
-
-DIMENSIONS = ("task_completion", "information_accuracy", "conversation_flow",
-              "error_recovery", "caller_experience")
 
 
 class Analyses:

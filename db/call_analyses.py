@@ -16,6 +16,10 @@ import asyncpg
 
 from db.repositories import as_uuid
 
+# The five dimensions a call's quality is scored on, in the order they are shown.
+DIMENSIONS = ("task_completion", "information_accuracy", "conversation_flow",
+              "error_recovery", "caller_experience")
+
 
 @dataclass(frozen=True)
 class RecordedTurn:
@@ -226,23 +230,19 @@ async def quality_by_week(pool: asyncpg.Pool, workspace_id: str, since: datetime
                           low_below: float) -> list[QualityWeek]:
     """Average scores per week (weeks start on Monday, UTC) of calls started since `since`,
     oldest first."""
+    per_dimension = ",\n".join(
+        f"avg((a.quality->'{name}'->>'score')::real) AS {name}" for name in DIMENSIONS)
     rows = await pool.fetch(
-        """SELECT date_trunc('week', c.started_at AT TIME ZONE 'UTC') AS week,
-                  count(*) AS calls, avg(a.quality_score) AS average,
-                  count(*) FILTER (WHERE a.quality_score < $3) AS low,
-                  avg((a.quality->'task_completion'->>'score')::real) AS task_completion,
-                  avg((a.quality->'information_accuracy'->>'score')::real) AS information_accuracy,
-                  avg((a.quality->'conversation_flow'->>'score')::real) AS conversation_flow,
-                  avg((a.quality->'error_recovery'->>'score')::real) AS error_recovery,
-                  avg((a.quality->'caller_experience'->>'score')::real) AS caller_experience
-           FROM call_analyses a JOIN calls c ON c.id = a.call_id
-           WHERE a.workspace_id = $1 AND c.started_at >= $2
-           GROUP BY week ORDER BY week""",
+        f"""SELECT date_trunc('week', c.started_at AT TIME ZONE 'UTC') AS week,
+                   count(*) AS calls, avg(a.quality_score) AS average,
+                   count(*) FILTER (WHERE a.quality_score < $3) AS low,
+                   {per_dimension}
+            FROM call_analyses a JOIN calls c ON c.id = a.call_id
+            WHERE a.workspace_id = $1 AND c.started_at >= $2
+            GROUP BY week ORDER BY week""",
         as_uuid(workspace_id), since, low_below)
-    dimensions = ("task_completion", "information_accuracy", "conversation_flow",
-                  "error_recovery", "caller_experience")
     return [QualityWeek(row["week"].replace(tzinfo=UTC), row["calls"],
                         round(float(row["average"]), 2), row["low"],
-                        {name: round(float(row[name]), 2) for name in dimensions
+                        {name: round(float(row[name]), 2) for name in DIMENSIONS
                          if row[name] is not None})
             for row in rows]

@@ -115,10 +115,8 @@ async def keep_memories(parts: CallAnalysisParts, record: CallRecord,
     found = await parts.memory.extract(record)
     kept = await memories.remember(parts.pool, record.patient_id, list(found), parts.embedder,
                                    record.call_id, policy=parts.memory_policy)
-    return AnalysisDone(
-        analysis, len(kept.added), len(kept.reinforced),
-        getattr(found, "analyst", parts.memory.name), getattr(found, "fallback", None),
-        round(1000 * (time.perf_counter() - started)))
+    return AnalysisDone(analysis, len(kept.added), len(kept.reinforced), found.analyst,
+                        found.fallback, round(1000 * (time.perf_counter() - started)))
 
 
 async def run_call_analysis(parts: CallAnalysisParts, payload: dict[str, Any], *,

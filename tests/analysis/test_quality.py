@@ -2,9 +2,9 @@
 a clean booking scores high, each problem costs the dimension it belongs to and says
 why, with the turns to jump to."""
 
-from analysis.quality import DIMENSIONS, score_call
+from analysis.quality import score_call
 from analysis.summary import summarise
-from db.call_analyses import RecordedTool
+from db.call_analyses import DIMENSIONS, RecordedTool
 from tests.analysis.records import booked, conversation, record
 
 
