@@ -153,7 +153,7 @@ class ModelAnalyst:
 
     async def analyse(self, record: CallRecord) -> Analysis:
         rules = await self._rules.analyse(record)
-        if not any(t.role == "caller" and t.text.strip() for t in record.turns):
+        if not record.caller_turns():
             return rules  # nothing the caller said: nothing for a model to read
         prompt = render_prompt("analysis/call.md", transcript=transcript_lines(record),
                                facts=fact_lines(record, rules))

@@ -26,7 +26,7 @@ import yaml
 from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from db.call_analyses import CallRecord, RecordedTurn
+from db.call_analyses import CallRecord
 from db.memories import MemoryCandidate
 from language.patterns import valid_regex
 from lib.model_answers import parse_answer
@@ -124,10 +124,6 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
-def _caller_turns(record: CallRecord) -> list[RecordedTurn]:
-    return [t for t in record.turns if t.role == "caller" and t.text.strip()]
-
-
 def _memory_text(sentence: str) -> str:
     text = sentence.strip()[:MEMORY_CHARS].strip()
     return text[:1].upper() + text[1:]
@@ -147,7 +143,7 @@ class RulesMemoryExtractor:
     def extract_now(self, record: CallRecord) -> list[MemoryCandidate]:
         found: list[MemoryCandidate] = []
         seen: set[str] = set()
-        for turn in _caller_turns(record):
+        for turn in record.caller_turns():
             for sentence in sentences(turn.text):
                 kind = self._patterns.kind_of(sentence)
                 key = " ".join(_WORDS.findall(_plain(sentence)))
@@ -201,7 +197,7 @@ class ModelMemoryExtractor:
         self._fallback = fallback or RulesMemoryExtractor(self._patterns)
 
     async def extract(self, record: CallRecord) -> Extracted:
-        if not _caller_turns(record):
+        if not record.caller_turns():
             return Extracted([], analyst=self.name)
         try:
             raw = await asyncio.wait_for(self._ask(render_prompt(
@@ -220,7 +216,7 @@ class ModelMemoryExtractor:
     def _held_to_the_words(self, record: CallRecord, answer: _MemoryAnswer
                            ) -> list[MemoryCandidate]:
         """The picks quoted from the caller turn they name, about the caller themselves."""
-        turns = {t.seq: t for t in _caller_turns(record)}
+        turns = {t.seq: t for t in record.caller_turns()}
         kept: list[MemoryCandidate] = []
         seen: set[str] = set()
         for pick in answer.memories:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.summary import WRITING_TASKS, CallSummary, restated
 from analysis.summary_rules import restating_pattern
-from analysis.turn_links import caller_turns, linked, turn_at
+from analysis.turn_links import linked, turn_at
 from db.call_analyses import CallRecord, RecordedEvent
 
 RULES_FILE = Path(__file__).resolve().parent / "data" / "quality_rules.yaml"
@@ -118,7 +118,7 @@ def _restated(record: CallRecord) -> Moments:
     """Each turn where the caller had to say again what they wanted: the graph went back
     to find out, or their own words say so ("like I said")."""
     turns = {turn_at(record, hop.at_ms) for hop in restated(record)}
-    said = {t.seq for t in caller_turns(record)
+    said = {t.seq for t in record.caller_turns()
             if restating_pattern().search(t.text.lower().replace("’", "'"))}
     return tuple(sorted({t for t in turns if t is not None} | said)) or tuple(
         t for t in turns if t is None)
@@ -159,7 +159,7 @@ def _count(what: Moments) -> tuple[int, tuple[int, ...]]:
 
 
 def task_completion(record: CallRecord, summary: CallSummary) -> Score:
-    if not caller_turns(record):
+    if not record.caller_turns():
         return Score(3, "The caller said nothing the agent could act on.")
     done, unresolved = summary.done, summary.unresolved
     if unresolved:

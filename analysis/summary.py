@@ -19,7 +19,7 @@ from analysis.summary_rules import (
     health_pattern,
     summary_rules,
 )
-from analysis.turn_links import caller_turn_before, caller_turns, linked, turn_at
+from analysis.turn_links import caller_turn_before, linked, turn_at
 from db.call_analyses import CallRecord, RecordedHop
 from flows.router import clauses, route_turn
 from processors.safety.red_flags import default_red_flags
@@ -77,7 +77,7 @@ def what_they_wanted(record: CallRecord) -> tuple[Item, ...]:
     # the router alone reads "my appointment" in a question as a wish to book.
     graph_read = any(hop.exit in rules.exits for hop in record.hops)
     asked: list[tuple[float, str]] = []
-    for turn in caller_turns(record):
+    for turn in record.caller_turns():
         for part in [turn.text, *clauses(turn.text)]:  # "I'd book, but I have chest pain"
             route = route_turn(part).route
             want = rules.wants.get(route)
@@ -201,7 +201,7 @@ def concerns_raised(record: CallRecord) -> tuple[Item, ...]:
     concerns: list[Item] = []
     red_flags = default_red_flags()
     health, unhappy = health_pattern(), dissatisfied_pattern()
-    said = caller_turns(record)
+    said = record.caller_turns()
     for turn in said:
         flag = red_flags.first(turn.text)
         if flag is not None:

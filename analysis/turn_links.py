@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db.call_analyses import CallRecord, RecordedTurn
+from db.call_analyses import CallRecord
 
 
 def turn_at(record: CallRecord, at_ms: int | None) -> int | None:
@@ -26,7 +26,3 @@ def caller_turn_before(record: CallRecord, seq: int | None) -> int | None:
 def linked(*seqs: int | None) -> tuple[int, ...]:
     """The distinct turn numbers among `seqs`, in order."""
     return tuple(sorted({s for s in seqs if s is not None}))
-
-
-def caller_turns(record: CallRecord) -> list[RecordedTurn]:
-    return [t for t in record.turns if t.role == "caller" and t.text.strip()]

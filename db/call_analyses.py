@@ -99,6 +99,10 @@ class CallRecord:
     def turn(self, seq: int) -> RecordedTurn | None:
         return next((t for t in self.turns if t.seq == seq), None)
 
+    def caller_turns(self) -> list[RecordedTurn]:
+        """The caller's turns that said something, in order."""
+        return [t for t in self.turns if t.role == "caller" and t.text.strip()]
+
 
 def _json(value: Any, default: Any) -> Any:
     if isinstance(value, str):
