@@ -19,12 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.quality import QualityScore, Score, score_call
 from analysis.summary import CallSummary, Item, summarise
+from analysis.turn_links import numbered_transcript
 from db.call_analyses import DIMENSIONS, CallRecord
 from db.stt_suggestions import Misheard
 from lib.model_answers import parse_answer
 from lib.prompts import render_prompt
 
-TRANSCRIPT_CHARS = 12000
 MAX_ITEMS = 10
 TEXT_CHARS = 300
 
@@ -125,13 +125,6 @@ def answer_schema() -> dict:
     }}
 
 
-def transcript_lines(record: CallRecord) -> str:
-    lines = [f"{t.seq}. {t.role}: {' '.join(t.text.split())}" for t in record.turns
-             if t.text.strip()]
-    text = "\n".join(lines)
-    return text if len(text) <= TRANSCRIPT_CHARS else "…\n" + text[-TRANSCRIPT_CHARS:]
-
-
 def fact_lines(record: CallRecord, rules: Analysis) -> str:
     facts = [f"- {item.text} (turns {list(item.turns)})" for item in rules.summary.done]
     facts += [f"- Left for a person: {item.text}" for item in rules.summary.left_for_person]
@@ -155,7 +148,7 @@ class ModelAnalyst:
         rules = await self._rules.analyse(record)
         if not record.caller_turns():
             return rules  # nothing the caller said: nothing for a model to read
-        prompt = render_prompt("analysis/call.md", transcript=transcript_lines(record),
+        prompt = render_prompt("analysis/call.md", transcript=numbered_transcript(record),
                                facts=fact_lines(record, rules))
         try:
             raw = await asyncio.wait_for(self._ask(prompt), self._timeout_s)

@@ -26,6 +26,7 @@ import yaml
 from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from analysis.turn_links import numbered_transcript
 from db.call_analyses import CallRecord
 from db.memories import MemoryCandidate
 from language.patterns import valid_regex
@@ -180,11 +181,6 @@ def memory_schema() -> dict:
     }
 
 
-def transcript(record: CallRecord) -> str:
-    return "\n".join(f"[{t.seq}] {t.role}: {t.text.strip()}" for t in record.turns
-                     if t.text.strip())
-
-
 class ModelMemoryExtractor:
     """The fast model's picks, held to the caller's own words; the rules when it fails."""
 
@@ -201,7 +197,7 @@ class ModelMemoryExtractor:
             return Extracted([], analyst=self.name)
         try:
             raw = await asyncio.wait_for(self._ask(render_prompt(
-                "analysis/memories.md", transcript=transcript(record))), self._timeout_s)
+                "analysis/memories.md", transcript=numbered_transcript(record))), self._timeout_s)
             answer = parse_answer(raw, _MemoryAnswer, "memories answer does not fit")
         except Exception as error:  # noqa: BLE001 - the rules' memories stand
             reason = "timeout" if isinstance(error, TimeoutError) else type(error).__name__

@@ -26,3 +26,13 @@ def caller_turn_before(record: CallRecord, seq: int | None) -> int | None:
 def linked(*seqs: int | None) -> tuple[int, ...]:
     """The distinct turn numbers among `seqs`, in order."""
     return tuple(sorted({s for s in seqs if s is not None}))
+
+
+TRANSCRIPT_CHARS = 12000  # a model is shown the call's last this many characters
+
+
+def numbered_transcript(record: CallRecord) -> str:
+    """The call's turns for a model, one line each: "[seq] role: words" (its end when long)."""
+    text = "\n".join(f"[{t.seq}] {t.role}: {' '.join(t.text.split())}" for t in record.turns
+                     if t.text.strip())
+    return text if len(text) <= TRANSCRIPT_CHARS else "…\n" + text[-TRANSCRIPT_CHARS:]

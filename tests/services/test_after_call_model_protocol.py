@@ -46,7 +46,7 @@ async def test_gemini_reads_the_call_and_its_answer_is_kept():
     assert [m.term for m in analysis.misheard] == ["Apixaban"]
     body = fake.requests[0]["body"]
     prompt = body["contents"][-1]["parts"][0]["text"]
-    assert "1. caller: I'd like to book physio for my knee" in prompt
+    assert "[1] caller: I'd like to book physio for my knee" in prompt
     assert "Booked: Physiotherapy" in prompt  # what the record says was done
     assert body["generationConfig"]["responseMimeType"] == "application/json"
 
