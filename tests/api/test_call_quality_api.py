@@ -40,7 +40,7 @@ async def test_the_worst_calls_come_first_page_by_page_and_unanalysed_calls_are_
         db, settings, workspace_id, key):
     now = datetime.now(UTC)
     calls = {score: await scored(db, workspace_id, now - timedelta(minutes=i), score)
-             for i, score in enumerate([4.6, 1.8, 3.2, 2.4, 5.0])}
+             for i, score in enumerate([4.6, 1.8, 3.2, 2.4, 5.0], start=1)}
     tie = await scored(db, workspace_id, now - timedelta(minutes=9), 2.4)
     unanalysed = await insert_call(db, workspace_id, now)
     async with running_app(settings) as (_, client):
