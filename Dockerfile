@@ -31,8 +31,10 @@ COPY lib lib
 COPY simulator simulator
 COPY prompts prompts
 COPY dashboard dashboard
+# tini as PID 1: it hands SIGTERM to the supervisor (which drains every worker process)
+# and reaps the processes that end under it (the database's, a dead worker's decoders).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends build-essential \
+    && apt-get install -y --no-install-recommends build-essential tini \
     && pip install --no-cache-dir . \
     && apt-get purge -y build-essential && apt-get autoremove -y \
     && rm -rf /var/lib/apt/lists/*
@@ -46,4 +48,7 @@ EXPOSE 7860
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
     CMD python -c "import urllib.request,os; urllib.request.urlopen(f'http://127.0.0.1:{os.environ[\"PORT\"]}/health', timeout=4)"
 
+# One worker process per CPU the container may use (its CPU quota counted); WORKERS=N to
+# choose. Each holds its models: give the container some 400 MB per worker.
+ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["python", "main.py", "serve"]

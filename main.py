@@ -24,42 +24,40 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from loguru import logger
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from api.app import create_app
+from api.server import server_config
 from commands import clinic as clinic_commands
 from commands import jobs as jobs_commands
 from commands import twilio as twilio_commands
 from commands import workspace as workspace_commands
 from commands.database import find_workspace_id, run_with_database
 from config import Settings, setting_name
-from lib import event_loop
-from lib.log_privacy import uvicorn_log_config
-
-if TYPE_CHECKING:
-    import uvicorn
+from lib import log_privacy
 
 
 def configure_logging(settings: Settings) -> None:
-    from lib.log_privacy import mask_record
-
-    logger.remove()
-    logger.configure(patcher=mask_record)  # PHI masked in every line, whatever logs it
-    # No variable values in tracebacks (loguru's `diagnose` would print a caller's words).
-    logger.add(sys.stderr, level=settings.server.log_level.upper(), backtrace=False, diagnose=False)
+    """PHI masked in every line, no variable values in tracebacks (`lib/log_privacy.py`)."""
+    log_privacy.configure_logging(settings.server.log_level)
 
 
 def serve(settings: Settings) -> int:
     from api.first_minutes import how_to_get_in
     from api.server import DrainingServer
     from pipeline.provider_choice import resolve_providers
+    from runner.box import worker_count
 
     resolve_providers(settings)  # a provider forced without its key: a clear error, not a crash
 
+    workers = worker_count(settings)
+    if workers > 1:  # a supervisor and its worker processes behind the one port
+        from api.workers import serve_workers
+
+        return serve_workers(settings, workers)
     app = create_app(settings)
     # SIGTERM drains the calls (each hears a last line) before uvicorn closes the sockets.
     DrainingServer(server_config(settings, app),
@@ -67,26 +65,6 @@ def serve(settings: Settings) -> int:
                    on_started=lambda port: print(how_to_get_in(settings, port),
                                                  flush=True)).run()
     return 0
-
-
-def server_config(settings: Settings, app: Any) -> uvicorn.Config:
-    """The HTTP server's configuration. Forwarded headers are honoured from the proxies
-    `FORWARDED_ALLOW_IPS` names only, so limits counted per client address count the
-    caller behind the proxy, and nobody else can choose the address they are counted by."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        ws_max_size=max(settings.telephony.ws_max_message_bytes * 4, 1 << 20),
-        log_level=settings.server.log_level.lower(),
-        log_config=uvicorn_log_config(),  # no key from a query string in the access log
-        loop=event_loop.uvicorn_loop(),
-        lifespan="on",
-        proxy_headers=True,
-        forwarded_allow_ips=settings.server.forwarded_allow_ips,
-    )
 
 
 def migrate(settings: Settings) -> int:

@@ -36,15 +36,17 @@ from api.errors import add_error_handlers
 from api.middleware import add_hardening
 from api.unavailable import add_database_errors
 from config import Settings
+from runner.box import WorkerPlace
 from runner.job_kinds import job_kinds
 from runner.runtime import AppRuntime
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan."""
+def create_app(settings: Settings, place: WorkerPlace | None = None) -> FastAPI:
+    """The HTTP + WebSocket app; the runtime (DB, writer, providers) lives for its lifespan
+    (`place`: which of the machine's worker processes runs it; None: the only one)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.runtime = await AppRuntime.start(settings)
+        app.state.runtime = await AppRuntime.start(settings, place)
         if settings.server.job_worker_enabled:
             app.state.runtime.start_jobs(job_kinds(app.state.runtime))
         try:

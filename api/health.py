@@ -5,10 +5,13 @@ finished any recovery (pool refreshed, spool replayed); `degraded` (503) while i
 not answer; `recovering` (503) while the embedded server restarts or the spool replays.
 The database check is bounded (`DB_PING_TIMEOUT_S`) even when the server is frozen.
 `draining` (503) while the process drains its calls to stop, so a load balancer sends
-new calls to the next pod.
+new calls to the next pod. `worker` says which of the machine's worker processes
+answered (`WORKERS`), and `active_calls` counts that process's calls.
 """
 
 from __future__ import annotations
+
+import os
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
@@ -33,8 +36,10 @@ async def health(runtime: AppRuntime = Depends(get_runtime)) -> JSONResponse:
         status = "recovering" if reason is None or supervisor.state == "recovering" else "degraded"
         if (reason is None) != (supervisor.state == "ok"):
             runtime.db_supervisor.nudge()  # it answers again, or just failed: look now
+    place = runtime.place
     body = {
         "status": status,
+        "worker": {"index": place.index + 1, "of": place.count, "pid": os.getpid()},
         "database": {
             **supervisor.as_dict(), "ok": reason is None, "embedded": runtime.db.embedded,
             "reason": reason or supervisor.reason, "abandoned_work": unwinding(),

@@ -66,6 +66,7 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
                 to_number=to_number, status="ringing",
                 config_snapshot=runtime.snapshot(profile),
                 owner_instance=runtime.identity.instance_id, call_id=call_id,
+                stream_setup=runtime.stream_setup(profile),
             ),
             what="call creation", timeout=max(budget.left(), MIN_WRITE_S),
         )
@@ -75,7 +76,8 @@ async def answer(request: Request, runtime: AppRuntime = Depends(get_runtime)) -
         return _xml(_unavailable(runtime, form, call_id, "call creation", error, clinic))
     profile.call_id = call_id
     runtime.remember_profile(profile)
-    # Render the greeting while the phone rings.
+    # Render the greeting while the phone rings (kept on disk for whichever worker
+    # process the stream reaches).
     runtime.greetings.warm(
         runtime.plan.tts_identity(runtime.settings, profile.voice), profile.greeting,
         PHONE_SAMPLE_RATE, profile.voice.speed,

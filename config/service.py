@@ -44,10 +44,17 @@ class ServerSettings(SettingsGroup):
     )
     max_concurrent_calls: int | None = Field(
         default=None, ge=1,
-        description="Calls this process carries at once; one more is told the lines are busy. "
-        "Past its capacity a process falls behind real time and callers would hear silence. "
-        "Unset: what a 2-vCPU machine was measured to carry with the chosen voices "
+        description="Calls this machine carries at once, counted across its worker "
+        "processes; one more is told the lines are busy. Past its capacity a machine falls "
+        "behind real time and callers would hear silence. Unset: what a 2-vCPU machine was "
+        "measured to carry with the chosen voices "
         "(pipeline/providers.ProviderPlan.call_capacity, docs/PERFORMANCE.md).",
+    )
+    workers: int | None = Field(
+        default=None, ge=1, le=256,
+        description="Worker processes serving calls behind the one port (each runs calls, "
+        "webhooks and the API on its own CPU). Unset: one per CPU the process may use "
+        "(its container's CPU quota counted). 1: a single process, as before.",
     )
     allow_open_eval_sessions: bool = Field(
         default=False,

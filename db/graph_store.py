@@ -47,3 +47,17 @@ async def latest_graph(
            ORDER BY (service_id IS NULL), version DESC LIMIT 1""",
         uuid.UUID(workspace_id), as_uuid(service_id), graph_id,
     )
+
+
+async def graph_version(
+    pool: asyncpg.Pool, workspace_id: str, service_id: str | None, graph_id: str, version: int
+) -> dict[str, Any] | None:
+    """One stored version of a graph for the service (its own first, then the
+    workspace's); None when it is not stored."""
+    return await pool.fetchval(
+        """SELECT definition FROM context_graphs
+           WHERE workspace_id = $1 AND graph_id = $3 AND version = $4
+             AND (service_id = $2 OR service_id IS NULL)
+           ORDER BY (service_id IS NULL) LIMIT 1""",
+        uuid.UUID(workspace_id), as_uuid(service_id), graph_id, version,
+    )

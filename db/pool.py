@@ -33,6 +33,13 @@ T = TypeVar("T")
 
 CLOSE_TIMEOUT_S = 5.0
 APPLICATION_NAME = "voice-agent"
+POOL_SIZE = 10  # a process's pooled connections
+# Connections a service process opens beside its pool: the job worker's, the event bus's
+# two (sending, listening), one spare.
+OWN_CONNECTIONS = 4
+# Connections left to everyone else: superusers, the command line, a pod starting.
+RESERVED_CONNECTIONS = 10
+MIN_POOL_SIZE = 2
 
 # Records are best kept over perfect: a value JSON cannot express is stored as its text.
 _dumps = partial(json.dumps, default=str)
@@ -73,7 +80,7 @@ class Database:
 
     @classmethod
     async def connect(
-        cls, settings: Settings, *, min_size: int = 1, max_size: int = 10
+        cls, settings: Settings, *, min_size: int = 1, max_size: int = POOL_SIZE
     ) -> Database:
         """Open the pool on `DATABASE_URL`, or start the embedded server and use that."""
         embedded: EmbeddedPostgres | None = None
@@ -160,6 +167,14 @@ class Database:
         finally:
             if self._embedded is not None:
                 await self._embedded.stop()
+
+
+def pool_size_per_process(max_connections: int, processes: int) -> int:
+    """The pool each of `processes` service processes on one database may open, so that
+    together (their own connections beside) they stay within the server's
+    `max_connections`: `POOL_SIZE` when there is room, never under `MIN_POOL_SIZE`."""
+    share = (max_connections - RESERVED_CONNECTIONS) // max(1, processes) - OWN_CONNECTIONS
+    return max(MIN_POOL_SIZE, min(POOL_SIZE, share))
 
 
 async def refresh_connections(pool: asyncpg.Pool) -> None:

@@ -338,17 +338,27 @@ async def create_call(
     config_snapshot: JsonDict | None = None,
     owner_instance: str | None = None,
     call_id: str | None = None,
+    stream_setup: JsonDict | None = None,
 ) -> str:
     """Create the call row (before its pipeline starts, so child records can refer to it).
     `owner_instance`: the service process answering it (db/instances). `call_id`: an id
-    chosen beforehand (new when None), so an insert that timed out can still be named."""
+    chosen beforehand (new when None), so an insert that timed out can still be named.
+    `stream_setup`: what the process that claims the call's media stream needs to run it
+    (`claim_call_for_stream` hands it over), in the same statement."""
     created = await pool.fetchval(
-        """INSERT INTO calls (id, workspace_id, service_id, call_sid, direction, from_number,
-                              to_number, status, config_snapshot, owner_instance)
-           VALUES (COALESCE($10, gen_random_uuid()), $1, $2, $3, $4, $5, $6, $7, $8, $9)
-           RETURNING id""",
+        """WITH call AS (
+               INSERT INTO calls (id, workspace_id, service_id, call_sid, direction,
+                                  from_number, to_number, status, config_snapshot,
+                                  owner_instance)
+               VALUES (COALESCE($10, gen_random_uuid()), $1, $2, $3, $4, $5, $6, $7, $8, $9)
+               RETURNING id),
+           setup AS (
+               INSERT INTO call_stream_setups (call_id, setup)
+               SELECT id, $11::jsonb FROM call WHERE $11::jsonb IS NOT NULL)
+           SELECT id FROM call""",
         as_uuid(workspace_id), as_uuid(service_id), call_sid, direction, from_number,
         to_number, status, config_snapshot or {}, owner_instance, as_uuid(call_id),
+        stream_setup,
     )
     return str(created)
 
@@ -387,18 +397,29 @@ async def claim_call_for_stream(
     the service process `owner_instance` (kept as it was when None).
 
     Atomic, so two streams presenting the same call id cannot both be accepted.
-    None when the call does not exist, already has a stream, or has ended.
+    None when the call does not exist, already has a stream, or has ended. The row
+    carries `stream_setup`, what the answer stored for the stream (None: nothing), taken
+    from the database in the same statement.
     """
     call = as_uuid(call_id)
     if call is None:
         return None
     return _row_or_none(await pool.fetchrow(
-        """UPDATE calls SET connected_at = now(),
+        """WITH setup AS (DELETE FROM call_stream_setups WHERE call_id = $1 RETURNING setup)
+           UPDATE calls SET connected_at = now(),
                             owner_instance = COALESCE($2, owner_instance)
            WHERE id = $1 AND connected_at IS NULL AND ended_at IS NULL
-           RETURNING *""",
+           RETURNING calls.*, (SELECT setup FROM setup) AS stream_setup""",
         call, owner_instance,
     ))
+
+
+async def forget_stream_setups(pool: asyncpg.Pool, *, older_than_s: float) -> int:
+    """Delete the set-ups of answered calls no stream claimed within `older_than_s`."""
+    status = await pool.execute(
+        "DELETE FROM call_stream_setups WHERE created_at < now() - make_interval(secs => $1)",
+        older_than_s)
+    return int(status.rsplit(" ", 1)[-1])
 
 
 async def find_call_by_sid(pool: asyncpg.Pool, call_sid: str | None) -> JsonDict | None:

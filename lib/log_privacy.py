@@ -19,6 +19,7 @@ import copy
 import functools
 import logging
 import re
+import sys
 from typing import Any
 
 from lib.redaction import mask_phone
@@ -171,12 +172,36 @@ class QuerySecretFilter(logging.Filter):
         return True
 
 
-def uvicorn_log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with `QuerySecretFilter` on each of its handlers."""
+def uvicorn_log_config(worker: str | None = None) -> dict[str, Any]:
+    """uvicorn's logging configuration with `QuerySecretFilter` on each of its handlers
+    (`worker`: a worker process's name, after each line's level)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["query_secrets"] = {"()": QuerySecretFilter}
     for handler in config["handlers"].values():
         handler.setdefault("filters", []).append("query_secrets")
+    if worker:
+        for formatter in config["formatters"].values():
+            formatter["fmt"] = formatter["fmt"].replace(
+                "%(levelprefix)s ", f"%(levelprefix)s [{worker}] ", 1)
     return config
+
+
+# loguru's own format, with the worker process's name ahead of the source when several
+# worker processes write to one log.
+LOG_FORMAT = ("<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+              "{extra[worker]}<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan>"
+              " - <level>{message}</level>")
+
+
+def configure_logging(level: str, *, worker: str | None = None) -> None:
+    """This process's log: PHI masked in every line, whatever logs it; no variable values
+    in tracebacks (loguru's `diagnose` would print a caller's words); `worker` (a worker
+    process's name) at the head of each line."""
+    from loguru import logger
+
+    logger.remove()
+    logger.configure(patcher=mask_record, extra={"worker": f"[{worker}] " if worker else ""})
+    logger.add(sys.stderr, level=level.upper(), backtrace=False, diagnose=False,
+               format=LOG_FORMAT)

@@ -6,11 +6,15 @@ The offline decoders and the prosody analyzer run in spawned worker processes. A
 (~90 MB each). Every worker started here asks the kernel to end it when its parent
 goes (Linux `PR_SET_PDEATHSIG`) and, where that is unavailable, watches the parent
 from a daemon thread.
+
+Several worker processes may serve one machine (`WORKERS`): each then sizes its pools
+to its share of the CPUs (`cpu_share`), so together they do not oversubscribe them.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import multiprocessing
 import os
 import signal
@@ -19,20 +23,62 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 1.0
+CGROUP = Path("/sys/fs/cgroup")
+
+_processes_sharing = 1  # processes of this service sharing the machine's CPUs
 
 
-def _end_with_parent(parent_pid: int) -> None:
-    """Make this process end when `parent_pid` does."""
+def available_cpus(cgroup: Path = CGROUP) -> int:
+    """The CPUs this process may run on: the machine's, fewer when its affinity or its
+    container's CPU quota (cgroup v2 `cpu.max`, or v1's CFS quota) allows fewer; 2 when
+    nothing can be read."""
+    count = os.cpu_count() or 2
+    if hasattr(os, "sched_getaffinity"):
+        count = min(count, len(os.sched_getaffinity(0)) or count)
+    quota = _cpu_quota(cgroup)
+    return max(1, min(count, math.ceil(quota))) if quota else count
+
+
+def _cpu_quota(cgroup: Path) -> float | None:
+    """The container's CPU quota in CPUs (None: none set, or none readable)."""
+    try:
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def share_cpus(processes: int) -> None:
+    """This process is one of `processes` serving the machine (set once, at its start)."""
+    global _processes_sharing
+    _processes_sharing = max(1, processes)
+
+
+def cpu_share() -> int:
+    """The CPUs this process may keep busy: the machine's (`available_cpus`), divided
+    among the processes serving it (at least one)."""
+    return max(1, available_cpus() // _processes_sharing)
+
+
+def end_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
+    """Make this process receive `sig` when `parent_pid` ends (SIGKILL: it ends too)."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0:
                 if os.getppid() != parent_pid:  # the parent died before prctl took hold
-                    os._exit(0)
+                    os.kill(os.getpid(), sig)
                 return
         except (OSError, AttributeError):
             pass
@@ -40,13 +86,13 @@ def _end_with_parent(parent_pid: int) -> None:
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(PARENT_POLL_S)
-        os._exit(0)
+        os.kill(os.getpid(), sig)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _start(parent_pid: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
-    _end_with_parent(parent_pid)
+    end_with_parent(parent_pid)
     if initializer is not None:
         initializer(*initargs)
 

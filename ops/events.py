@@ -52,10 +52,18 @@ class ObserverEvent:
         """Raises ValueError for anything that is not an event."""
         try:
             value = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not an observer event ({type(error).__name__})") from error
+        return cls.from_value(value)
+
+    @classmethod
+    def from_value(cls, value: Any) -> ObserverEvent:
+        """The event from its JSON value; raises ValueError for anything that is not one."""
+        try:
             return cls(call_id=str(value["call_id"]), workspace_id=value.get("workspace_id"),
                        seq=int(value["seq"]), type=str(value["type"]),
                        data=dict(value.get("data") or {}), ts=float(value["ts"]))
-        except (KeyError, TypeError, json.JSONDecodeError) as error:
+        except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"not an observer event ({type(error).__name__})") from error
 
 

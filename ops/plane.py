@@ -1,8 +1,12 @@
-"""The operations plane of one pod: its event bus, the active-call registry, its pod id.
+"""The operations plane of one process: its event bus, the active-call registry, its
+pod id (one per worker process).
 
-In process by default; through Redis when `REDIS_URL` is set, so that any pod lists,
-observes and commands the calls of every pod. Created and closed with `AppRuntime`
-(`runtime.ops`); `run_call` registers each call here and takes it out at its end.
+In process for a single process; through Redis when `REDIS_URL` is set, so that any pod
+lists, observes and commands the calls of every pod; through PostgreSQL (LISTEN/NOTIFY
+and two tables) when several worker processes serve the machine without Redis, so that
+each of them (and each pod on the same database) does the same. Created and closed with
+`AppRuntime` (`runtime.ops`); `run_call` registers each call here and takes it out at
+its end.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from ops.bus import EventBus, InProcessBus
 from ops.commands import escalation_command
 from ops.events import CallContext
 from ops.feed import CallFeed
-from ops.registry import ActiveCall, CallRegistry, LocalRegistry, RedisRegistry
+from ops.postgres_link import PostgresLink
+from ops.registry import (
+    ActiveCall,
+    CallRegistry,
+    HeartbeatRegistry,
+    LocalRegistry,
+    RedisRegistry,
+)
 
 if TYPE_CHECKING:
     from call.call_session import CallSession
@@ -32,37 +43,55 @@ def new_pod_id() -> str:
 
 
 class OpsPlane:
-    def __init__(self, bus: EventBus, registry: CallRegistry) -> None:
+    def __init__(self, bus: EventBus, registry: CallRegistry,
+                 link: PostgresLink | None = None) -> None:
         self.bus = bus
         self.registry = registry
         self.pod_id = bus.pod_id
+        self._link = link  # the PostgreSQL connection bus and registry share
 
     @classmethod
-    def from_settings(cls, settings: Settings, pod_id: str | None = None) -> OpsPlane:
+    def from_settings(cls, settings: Settings, pod_id: str | None = None, *,
+                      dsn: str | None = None) -> OpsPlane:
+        """Redis when `REDIS_URL` is set; else PostgreSQL at `dsn` when given (several
+        worker processes); else in process."""
         pod_id = pod_id or new_pod_id()
         sizes = {"replay_events": settings.ops.observer_replay_events,
                  "queue_events": settings.ops.observer_queue_events}
-        if settings.ops.redis_url is None:
-            return cls(InProcessBus(pod_id, **sizes), LocalRegistry(pod_id))
-        from ops.redis_bus import RedisBus
+        ttl_s = settings.ops.call_registry_ttl_s
+        if settings.ops.redis_url is not None:
+            from ops.redis_bus import RedisBus
 
-        url = settings.ops.redis_url.get_secret_value()
-        return cls(RedisBus(url, pod_id, **sizes),
-                   RedisRegistry(url, pod_id, ttl_s=settings.ops.call_registry_ttl_s))
+            url = settings.ops.redis_url.get_secret_value()
+            return cls(RedisBus(url, pod_id, **sizes), RedisRegistry(url, pod_id, ttl_s=ttl_s))
+        if dsn is not None:
+            from ops.postgres_bus import PostgresBus
+            from ops.postgres_registry import PostgresRegistry
+
+            link = PostgresLink(dsn, "operations")
+            return cls(PostgresBus(dsn, pod_id, link=link, **sizes),
+                       PostgresRegistry(link, pod_id, ttl_s=ttl_s), link)
+        return cls(InProcessBus(pod_id, **sizes), LocalRegistry(pod_id))
 
     @property
     def shared(self) -> bool:
-        return isinstance(self.registry, RedisRegistry)
+        return not isinstance(self.registry, LocalRegistry)
+
+    def where(self) -> str:
+        if isinstance(self.registry, HeartbeatRegistry):
+            return f"events and registry in {self.registry.backend}"
+        return "in process"
 
     async def start(self) -> None:
         await self.bus.start()
         await self.registry.start()
-        logger.info(f"operations: pod {self.pod_id}, "
-                    f"{'events and registry in Redis' if self.shared else 'in process'}")
+        logger.info(f"operations: pod {self.pod_id}, {self.where()}")
 
     async def close(self) -> None:
         await self.registry.close()
         await self.bus.close()
+        if self._link is not None:
+            await self._link.close()
 
     def feed(self, call_id: str, workspace_id: str | None, *, service_id: str | None,
              call_sid: str | None, initial_state: str | None,

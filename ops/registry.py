@@ -1,12 +1,13 @@
 """The active-call registry: which calls run now, on which pod, in what state.
 
-Every pod keeps its own calls in memory (`add`/`update`/`remove` are synchronous and
-cheap: the call's path touches nothing else). `LocalRegistry` (one pod) answers from
-that. `RedisRegistry` writes them to Redis with a TTL heartbeat: each call is a key
-`ops:call:<id>` (JSON, expiring after `call_registry_ttl_s`) plus a member of its
-workspace's sorted set scored by expiry; a pod beats every third of the TTL and writes
-a new or changed call within `FLUSH_S`. A dead pod stops beating and its calls vanish
-after the TTL.
+Every pod (every worker process) keeps its own calls in memory (`add`/`update`/`remove`
+are synchronous and cheap: the call's path touches nothing else). `LocalRegistry` (one
+process) answers from that. The shared registries write them out with a heartbeat
+(`HeartbeatRegistry`): a process beats every third of `call_registry_ttl_s` and writes a
+new or changed call within `FLUSH_S`; an entry not beaten for the TTL is gone, so a dead
+process's calls vanish after it. `RedisRegistry` keeps each call as a key
+`ops:call:<id>` (JSON, expiring after the TTL) plus a member of its workspace's sorted
+set scored by expiry; `ops/postgres_registry.PostgresRegistry` keeps them in a table.
 """
 
 from __future__ import annotations
@@ -119,19 +120,21 @@ def workspace_key(workspace_id: str) -> str:
     return f"ops:calls:{workspace_id}"
 
 
-class RedisRegistry(CallRegistry):
-    """Several pods: entries in Redis, kept alive by this pod's heartbeat."""
+class HeartbeatRegistry(CallRegistry):
+    """This process's calls written to a shared store, kept alive by its heartbeat;
+    subclasses say how they are stored (`_store`) and read (`active`, `get`)."""
 
-    def __init__(self, url: str, pod_id: str, *, ttl_s: float,
+    backend = "Redis"
+
+    def __init__(self, pod_id: str, *, ttl_s: float,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__(pod_id)
-        self._redis: aioredis.Redis = connect(url)
         self._ttl_s = ttl_s
         self._clock = clock
         self._dirty: set[str] = set()
         self._gone: set[tuple[str, str]] = set()  # (call_id, workspace_id) to delete
         self._wake = asyncio.Event()
-        self._outage = Outage("call registry")
+        self._outage = Outage("call registry", self.backend)
         self._task: asyncio.Task | None = None
 
     def _changed(self, call_id: str) -> None:
@@ -154,9 +157,8 @@ class RedisRegistry(CallRegistry):
         for call_id in list(self.local):
             self.remove(call_id)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._write(set()), 2.0)
-        with contextlib.suppress(Exception):
-            await self._redis.aclose()
+            await asyncio.wait_for(self._write(set(), full=False), 2.0)
+        await self._disconnect()
 
     async def _beat_loop(self) -> None:
         beat_s = self._ttl_s / 3
@@ -170,7 +172,7 @@ class RedisRegistry(CallRegistry):
             ids = set(self.local) if full else set(self._dirty)
             self._dirty.clear()
             try:
-                await self._write(ids)
+                await self._write(ids, full=full)
                 self._outage.ok()
                 if full:
                     last_beat = now
@@ -181,26 +183,57 @@ class RedisRegistry(CallRegistry):
                 self._dirty |= ids & set(self.local)
             await asyncio.sleep(FLUSH_S)  # gathers a burst of changes into one write
 
-    async def _write(self, ids: set[str]) -> None:
-        """Entries `ids` (re)written with a fresh TTL; ended calls deleted."""
+    async def _write(self, ids: set[str], *, full: bool) -> None:
+        """Entries `ids` (re)written with a fresh TTL; ended calls deleted (`full`: a whole
+        beat, when a store may also sweep what expired)."""
         gone, self._gone = self._gone, set()
-        expires = self._clock() + self._ttl_s
+        entries = [entry for call_id in ids if (entry := self.local.get(call_id)) is not None]
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for call_id in ids:
-                    entry = self.local.get(call_id)
-                    if entry is None:
-                        continue
-                    pipe.set(call_key(call_id), json.dumps(entry.to_dict(), default=str),
-                             px=int(self._ttl_s * 1000))
-                    pipe.zadd(workspace_key(entry.workspace_id), {call_id: expires})
-                for call_id, workspace_id in gone:
-                    pipe.delete(call_key(call_id))
-                    pipe.zrem(workspace_key(workspace_id), call_id)
-                await pipe.execute()
+            await self._store(entries, gone, full=full)
         except BaseException:
             self._gone |= gone
             raise
+
+    async def _store(self, entries: list[ActiveCall], gone: set[tuple[str, str]], *,
+                     full: bool) -> None:
+        raise NotImplementedError
+
+    async def _disconnect(self) -> None:
+        """Let go of the store's connection."""
+
+    @staticmethod
+    def _parse(raw: bytes | str) -> ActiveCall | None:
+        try:
+            return ActiveCall.from_dict(json.loads(raw))
+        except (TypeError, ValueError):
+            logger.warning("call registry: unreadable entry ignored")
+            return None
+
+
+class RedisRegistry(HeartbeatRegistry):
+    """Several pods: entries in Redis, kept alive by this pod's heartbeat."""
+
+    def __init__(self, url: str, pod_id: str, *, ttl_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(pod_id, ttl_s=ttl_s, clock=clock)
+        self._redis: aioredis.Redis = connect(url)
+
+    async def _store(self, entries: list[ActiveCall], gone: set[tuple[str, str]], *,
+                     full: bool) -> None:
+        expires = self._clock() + self._ttl_s
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for entry in entries:
+                pipe.set(call_key(entry.call_id), json.dumps(entry.to_dict(), default=str),
+                         px=int(self._ttl_s * 1000))
+                pipe.zadd(workspace_key(entry.workspace_id), {entry.call_id: expires})
+            for call_id, workspace_id in gone:
+                pipe.delete(call_key(call_id))
+                pipe.zrem(workspace_key(workspace_id), call_id)
+            await pipe.execute()
+
+    async def _disconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._redis.aclose()
 
     async def active(self, workspace_id: str) -> list[ActiveCall]:
         key = workspace_key(workspace_id)
@@ -222,11 +255,3 @@ class RedisRegistry(CallRegistry):
             self._outage.failed(error)
             raise RegistryUnavailable from error
         return None if raw is None else self._parse(raw)
-
-    @staticmethod
-    def _parse(raw: bytes) -> ActiveCall | None:
-        try:
-            return ActiveCall.from_dict(json.loads(raw))
-        except (TypeError, ValueError):
-            logger.warning("call registry: unreadable entry ignored")
-            return None

@@ -197,9 +197,16 @@ async def _taken_back(runtime: AppRuntime, call_id: str | None
 
 
 async def _profile_of(runtime: AppRuntime, call_id: str, call: dict) -> CallProfile:
-    """The profile resolved at the answer, else resolved again: an outbound call's from
-    its task, any other by the number dialled."""
+    """The profile resolved at the answer: this process's own, else the set-up the answer
+    stored with the call (another worker process, or pod, answered it); else resolved
+    again: an outbound call's from its task, any other by the number dialled."""
     profile = runtime.take_profile(call_id)
+    if profile is None and call.get("stream_setup") is not None:
+        try:
+            profile = await runtime.db.bounded(
+                runtime.restore_profile(call_id, call["stream_setup"]), what="call setup")
+        except Exception as error:  # noqa: BLE001 - resolved again below
+            logger.warning(f"call {call_id}: stored setup not restored ({type(error).__name__})")
     if profile is None and call.get("direction") == "outbound":
         try:
             profile = await runtime.db.bounded(profile_for_call(runtime, call),
@@ -354,7 +361,7 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
     session.conversation.restart_clock()
     started = datetime.now(UTC)
     task = asyncio.current_task()
-    runtime.active_calls[session.call_id] = task
+    runtime.call_running(session.call_id, task)
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     on_drain: asyncio.Task | None = None
     try:
@@ -376,7 +383,7 @@ async def run_call(call_pipeline: CallPipeline, session: CallSession, runtime: A
     finally:
         if on_drain is not None:
             on_drain.cancel()
-        runtime.active_calls.pop(session.call_id, None)
+        runtime.call_done(session.call_id)
         runtime.ops.call_finished(session.call_id)
         await finish_call(call_pipeline, session, runtime, started)
 

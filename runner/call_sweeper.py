@@ -4,7 +4,8 @@
   crashed pod's calls are closed by a surviving one;
 - answered calls (`ringing`) whose media stream never came (`never_streamed`): Twilio
   does not retry a status callback we could not take, so nothing else would end them;
-  their capacity hold on this pod is dropped at once;
+  their capacity hold on this machine is dropped at once, and the set-up the answer
+  stored for their stream (`call_stream_setups`) with them;
 - and it forgets processes silent for a week that left no open call.
 
 Each pass is bounded in time, even on a frozen database (`db.deadline.within`); a pass that fails is logged and the next one tries again.
@@ -22,6 +23,7 @@ from loguru import logger
 
 from call.call_session import CompletionReason
 from db import instances, open_calls
+from db import repositories as repo
 from db.deadline import within
 from db.instances import ProcessIdentity
 from db.open_calls import Closure
@@ -83,6 +85,8 @@ class CallSweeper:
             self._pool, self._me, self._recordings_dir,
             stale_after_s=self.limits.stale_after_s, unowned_after_s=self.limits.unowned_after_s)
         result.never_streamed = await self._close_never_streamed()
+        await repo.forget_stream_setups(
+            self._pool, older_than_s=self.limits.never_streamed_after_s + self.limits.interval_s)
         await instances.prune(self._pool, older_than_s=self.limits.forget_after_s)
 
     async def _close_never_streamed(self) -> list[str]:

@@ -9,23 +9,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
+from pydantic import ValidationError
 
 from call.call_session import CallLog
 from call.outbound_call import OutboundCall
-from call.voice_settings import VoiceSettings, call_keyterms, parse_voice_settings
+from call.voice_settings import call_keyterms, parse_voice_settings
 from config import Settings
 from db import instances, scheduling
 from db import repositories as repo
-from db.graph_store import latest_graph
+from db.graph_store import graph_version, latest_graph
 from db.instances import ProcessIdentity
-from db.migrations import apply_migrations
 from db.pool import Database
-from db.seed import fill_demo_clinic, is_empty, seed_demo
 from db.service_numbers import DialledClinic, dialled_clinic
 from db.supervisor import DatabaseSupervisor
 from db.writer import CallRecordWriter
@@ -35,6 +33,8 @@ from flows.graph import ContextGraph, GraphError, parse_graph
 from flows.navigator import warm_up
 from lib.event_loop import BackgroundTasks
 from lib.prompts import render_prompt
+from lib.shared_slots import SharedSlots
+from lib.worker_processes import share_cpus
 from ops.plane import OpsPlane
 from pipeline.providers import (
     ProviderPlan,
@@ -54,11 +54,19 @@ from processors.safety.concept_store import workspace_concepts
 from processors.safety.concepts import ConceptIndex
 from processors.safety.monitor import concepts_named_by
 from processors.world.index import WorldIndex
-from runner import call_analysis, dev_credentials, post_call
+from runner import call_analysis, post_call
 from runner.after_call import verify_after_call
+from runner.box import (
+    WorkerPlace,
+    ensure_dev_api_key,
+    ensure_dev_webhook_token,
+    prepare_database,
+)
+from runner.call_profile import CallProfile, StreamSetup
 from runner.call_sweeper import CallSweeper, SweepLimits
 from runner.drain import CallDrain
 from runner.greeting_cache import GreetingCache
+from runner.greeting_store import GreetingStore
 from runner.handoff import warm_handoffs
 from runner.heartbeat import beat_forever
 from runner.job_worker import JobKind, JobWorker
@@ -80,53 +88,18 @@ VERIFY_TIMEOUT_S = 120.0
 ANALYSIS_HERE_TIMEOUT_S = 60.0  # a call's analysis run in-process when it cannot be queued
 
 
-@dataclass
-class CallProfile:
-    """What a call needs before its audio starts, resolved while the phone rings."""
+def line_slots(capacity: int) -> int:
+    """Room for the machine's line holds: answered and ringing calls never exceed the
+    capacity for long (only calls admitted under it are held), so four times it."""
+    return 4 * capacity + 32
 
-    call_id: str
-    workspace_id: str | None
-    service_id: str | None
-    clinic_name: str
-    greeting: str
-    keyterms: list[str]
-    voice: VoiceSettings
-    settings_problems: list[str] = field(default_factory=list)
-    graph: ContextGraph | None = None  # the graph this service's calls run (None: static)
-    graph_problems: list[str] = field(default_factory=list)
-    # The default safety concepts plus the workspace's own (None: the defaults alone).
-    safety_index: ConceptIndex | None = None
-    dialled_number: str | None = None  # picks the location in the ambient context
-    # False: no clinic owns the dialled number and no rule gives it one
-    # (db/service_numbers.py); the call belongs to no workspace.
-    in_service: bool = True
-    # Rung while the clinic (or the dialled location) is closed: what the greeting added.
-    after_hours: dict[str, Any] | None = None
-    calendar_problems: list[str] = field(default_factory=list)  # why it could not say
-    # A call the clinic placed: the task it carries out (None: a call someone made to us).
-    outbound: OutboundCall | None = None
-    # (state, action) a call taken back by the agent goes on from (None: the start).
-    resume: tuple[str, str] | None = None
-    created: float = field(default_factory=time.monotonic)
 
-    def snapshot(self, plan: ProviderPlan, graph: ContextGraph | None) -> dict[str, Any]:
-        """The configuration this call ran with (stored in calls.config_snapshot)."""
-        outbound = ({"outbound": {"task_id": self.outbound.task_id, "kind": self.outbound.kind,
-                                  "attempt_id": self.outbound.attempt_id}}
-                    if self.outbound is not None else {})
-        return {
-            **outbound,
-            "providers": plan.snapshot(),
-            "context_graph": (
-                {"id": graph.id, "version": graph.version, "navigator": plan.navigator.provider,
-                 "engage": "llm" if plan.has_llm else "local lines"}
-                if graph is not None else {"mode": "static prompt"}
-            ),
-            "graph_problems": self.graph_problems,
-            "service_id": self.service_id,
-            "voice_settings": self.voice.model_dump(mode="json"),
-            "keyterms": self.keyterms,
-        }
+def answered_line(call_id: str) -> str:
+    return f"answered:{call_id}"
+
+
+def ringing_line(key: str) -> str:
+    return f"ringing:{key}"
 
 
 def load_context_graph(settings: Settings) -> ContextGraph | None:
@@ -178,10 +151,13 @@ async def queued_or_here(
 class AppRuntime:
     """Shared by every call in the process."""
 
-    def __init__(self, settings: Settings, db: Database, writer: CallRecordWriter) -> None:
+    def __init__(self, settings: Settings, db: Database, writer: CallRecordWriter, *,
+                 place: WorkerPlace | None = None) -> None:
         self.settings = settings
         self.db = db
         self.writer = writer
+        # Which of the machine's worker processes this is (the only one by default).
+        self.place = place or WorkerPlace()
         # Restarts the embedded server or reconnects, and replays the spool, while we run.
         self.db_supervisor = DatabaseSupervisor(db, writer, settings.storage)
         self.plan = ProviderPlan.from_settings(settings)
@@ -200,22 +176,31 @@ class AppRuntime:
         self.analyst = build_analyst(self.plan, settings)
         self.memory_extractor = build_memory_extractor(self.plan, settings)
         self._background = BackgroundTasks()
+        # Calls the machine carries at once, across its worker processes.
         self.call_capacity = self.plan.call_capacity(settings)
+        # The machine's lines: each process's running calls, and holds (by key) on the
+        # calls answered and about to stream and the outbound calls ringing, shared by
+        # every worker process (a call answered in one may stream in another).
+        self.lines = (self.place.slots.for_process(self.place.index)
+                      if self.place.slots is not None
+                      else SharedSlots.local(line_slots(self.call_capacity)))
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
-        self.greetings = GreetingCache(self._local_renderer())
+        self.greetings = GreetingCache(self._local_renderer(),
+                                       GreetingStore(settings.storage.data_dir / "greetings"))
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # the calendar's now
+        # Profiles resolved by this process's answers, for their streams if they come here.
         self._profiles: dict[str, CallProfile] = {}
-        # Outbound calls dialled and not answered yet (monotonic time dialled): each holds
-        # a line for at most OUTBOUND_RING_HOLD_S.
-        self._ringing: dict[str, float] = {}
-        self.dial_pace = DialPace(settings.outbound.dials_per_second)
+        # The machine dials at OUTBOUND_DIALS_PER_SECOND at most: each process its share.
+        self.dial_pace = DialPace(settings.outbound.dials_per_second / self.place.count)
         # The clinic (workspace, service) each dialled number last reached: a call turned
         # away while the database cannot say is still put on that clinic's record.
         self._clinics: dict[str, tuple[str, str]] = {}
         self.active_calls: dict[str, asyncio.Task] = {}
-        # Observer events, the active-call registry, operator commands (Redis: across pods).
-        self.ops = OpsPlane.from_settings(settings)
+        # Observer events, the active-call registry, operator commands: across pods with
+        # Redis, across this machine's worker processes (and pods) through PostgreSQL.
+        self.ops = OpsPlane.from_settings(
+            settings, dsn=None if self.place.alone else db.dsn)
         # This process in the database: its calls are its own until it is gone.
         self.identity = ProcessIdentity.current(self.ops.pod_id)
         self.drain = CallDrain()
@@ -231,24 +216,23 @@ class AppRuntime:
             ), drop_hold=self.drop_profile)
 
     @classmethod
-    async def start(cls, settings: Settings) -> AppRuntime:
-        db = await Database.connect(settings)
-        applied = await apply_migrations(db.pool)
-        if applied:
-            logger.info(f"database migrations applied: {applied}")
-        if db.embedded and await is_empty(db.pool):
-            await seed_demo(db.pool)
-            logger.info("empty embedded database: demo workspace created")
-        elif db.embedded and await fill_demo_clinic(db.pool):
-            logger.info("demo clinic: locations, practitioners and bookings added")
+    async def start(cls, settings: Settings, place: WorkerPlace | None = None) -> AppRuntime:
+        """The process's runtime. A worker process whose supervisor prepared the machine
+        (`place.prepared`) joins the database without migrating or seeding it again."""
+        place = place or WorkerPlace()
+        share_cpus(place.count)  # before any pool of worker processes is sized
+        db = await Database.connect(settings, max_size=place.db_pool_size)
+        if not place.prepared:
+            await prepare_database(db)
         writer = CallRecordWriter(db.pool, settings)
         await writer.start()
         await writer.replay_spool()
-        runtime = cls(settings, db, writer)
+        runtime = cls(settings, db, writer, place=place)
         await runtime._take_over_orphans()
         runtime.db_supervisor.start()
         runtime.plan.log()
-        logger.info(f"capacity: {runtime.call_capacity} concurrent calls")
+        logger.info(f"capacity: {runtime.call_capacity} concurrent calls"
+                    + ("" if place.alone else f" on this machine ({place.label()})"))
         runtime.graph = load_context_graph(settings)
         load_turn_models()  # VAD + end-of-turn sessions, shared by every call
         load_emotion_data()  # tables, rules and the VADER lexicon, read once
@@ -258,11 +242,8 @@ class AppRuntime:
         await runtime._prepare_safety()
         await runtime.ops.start()
         runtime.in_background(runtime._prepare_world(), name="world-index")
-        if not settings.telephony.twilio_validate_signature:
-            logger.warning("TWILIO_VALIDATE_SIGNATURE=false: webhooks are NOT authenticated")
-        elif dev_credentials.uses_dev_twilio_token(settings):
-            dev_credentials.twilio_auth_token(settings)  # create it now, for the simulator
-            logger.info("TWILIO_AUTH_TOKEN not set: webhooks use the local development token")
+        if not place.prepared:
+            ensure_dev_webhook_token(settings)
         if runtime.plan.stt.provider == "local":
             # Decoder processes take about a second to spawn: do it before the first call.
             from services.pocketsphinx.stt import DecoderPool
@@ -278,8 +259,8 @@ class AppRuntime:
             from processors.world.field_grammar import FieldRecognizer
 
             runtime.in_background(FieldRecognizer.shared().warm_up(), name="grammar-warm-up")
-        if db.embedded:
-            await runtime._ensure_dev_api_key()
+        if db.embedded and not place.prepared:
+            await ensure_dev_api_key(settings, db)
         runtime.in_background(beat_forever(db.pool, runtime.identity,
                                            settings.server.instance_heartbeat_s),
                               name="instance-heartbeat")
@@ -528,11 +509,13 @@ class AppRuntime:
         )
 
     def remember_profile(self, profile: CallProfile) -> None:
-        """Keep a profile resolved at answer time for the media stream (30 s TTL)."""
+        """Keep a profile resolved at answer time for the media stream (30 s TTL), and hold
+        the machine's line for it meanwhile, whichever worker process the stream reaches."""
         now = time.monotonic()
         for key in [k for k, p in self._profiles.items() if now - p.created > PREWARM_TTL_S]:
             del self._profiles[key]
         self._profiles[profile.call_id] = profile
+        self._hold_line(answered_line(profile.call_id), PREWARM_TTL_S)
 
     def note_clinic(self, number: str | None, service: dict[str, Any] | None) -> None:
         """Remember the service a dialled number was found to reach (None: nothing)."""
@@ -544,13 +527,9 @@ class AppRuntime:
         return self._clinics.get(number or "", (None, None))
 
     def calls_in_hand(self) -> int:
-        """Calls running here, calls answered and about to stream, and outbound calls
-        dialled and ringing."""
-        now = time.monotonic()
-        waiting = sum(1 for p in self._profiles.values() if now - p.created <= PREWARM_TTL_S)
-        ring_s = self.settings.outbound.ring_hold_s
-        ringing = sum(1 for dialled in self._ringing.values() if now - dialled <= ring_s)
-        return len(self.active_calls) + waiting + ringing
+        """The machine's calls: running here and in its other worker processes, answered
+        and about to stream, and outbound calls dialled and ringing."""
+        return self.lines.total(len(self.active_calls))
 
     def outbound_has_room(self) -> bool:
         """Room to dial one more outbound call: inbound callers come first, so outbound
@@ -562,13 +541,23 @@ class AppRuntime:
     def hold_ringing(self, key: str) -> None:
         """A dialled outbound call holds a line until it is answered or ends (or
         OUTBOUND_RING_HOLD_S passes), so callers are never admitted past capacity."""
-        now, ring_s = time.monotonic(), self.settings.outbound.ring_hold_s
-        for stale in [k for k, dialled in self._ringing.items() if now - dialled > ring_s]:
-            del self._ringing[stale]
-        self._ringing[key] = now
+        self._hold_line(ringing_line(key), self.settings.outbound.ring_hold_s)
 
     def release_ringing(self, key: str) -> None:
-        self._ringing.pop(key, None)
+        self.lines.release(ringing_line(key))
+
+    def _hold_line(self, name: str, ttl_s: float) -> None:
+        if not self.lines.hold(name, ttl_s):
+            logger.warning("line holds full: the oldest hold was given up for a new one")
+
+    def call_running(self, call_id: str, task: asyncio.Task) -> None:
+        """A call runs in this process (every worker process counts it at once)."""
+        self.active_calls[call_id] = task
+        self.lines.set_count(len(self.active_calls))
+
+    def call_done(self, call_id: str) -> None:
+        self.active_calls.pop(call_id, None)
+        self.lines.set_count(len(self.active_calls))
 
     def graph_for(self, profile: CallProfile) -> ContextGraph | None:
         """The graph a call's engine runs (None: static prompt mode); it needs a clinic."""
@@ -598,6 +587,11 @@ class AppRuntime:
         definition = await latest_graph(self.db.pool, workspace_id, service_id, graph_id)
         if definition is None:
             return self._bundled(graph_id)
+        return self._parsed(workspace_id, definition, graph_id)
+
+    def _parsed(self, workspace_id: str, definition: dict[str, Any], graph_id: str
+                ) -> tuple[ContextGraph | None, list[str]]:
+        """A stored definition parsed and checked once (the bundled graph when it cannot run)."""
         key = (workspace_id, definition.get("id"), definition.get("version"))
         if key not in self._graphs:
             try:
@@ -632,14 +626,64 @@ class AppRuntime:
         return not self.drain.draining and self.calls_in_hand() < self.call_capacity
 
     def drop_profile(self, call_id: str) -> None:
-        """Free the capacity held for an answered call that will not stream."""
+        """Free the capacity held for an answered call that will not stream (answered
+        here or by another worker process)."""
         self._profiles.pop(call_id, None)
+        self.lines.release(answered_line(call_id))
 
     def take_profile(self, call_id: str) -> CallProfile | None:
+        """The profile this process resolved at the answer (None: it answered elsewhere,
+        or too long ago); the line held for the answer is let go either way."""
+        self.lines.release(answered_line(call_id))
         profile = self._profiles.pop(call_id, None)
         if profile is not None and time.monotonic() - profile.created > PREWARM_TTL_S:
             return None
         return profile
+
+    def stream_setup(self, profile: CallProfile) -> dict[str, Any]:
+        """What the process that gets the call's media stream needs to run it (stored
+        with the call at the answer; `runner/call_profile.py`)."""
+        graph = profile.graph
+        bundled = self._graphs.get(("bundled", graph.id), (None, []))[0] if graph else None
+        stored = graph is not None and graph is not bundled
+        return profile.stream_setup(graph_stored=stored).model_dump(mode="json")
+
+    async def restore_profile(self, call_id: str, raw: Any) -> CallProfile | None:
+        """The profile another process resolved at the answer, from its stored setup (None:
+        none stored, or unreadable). Reads the database only for a graph version this
+        process has not parsed yet and for a workspace's own safety concepts."""
+        if raw is None:
+            return None
+        try:
+            setup = StreamSetup.model_validate(raw)
+        except ValidationError:
+            logger.warning(f"call {call_id}: stored call setup unreadable; resolving again")
+            return None
+        graph = await self._setup_graph(setup)
+        safety_index = (await self._safety_index(setup.workspace_id)
+                        if setup.workspace_safety_concepts and setup.workspace_id else None)
+        return setup.profile(call_id, graph=graph, safety_index=safety_index)
+
+    async def _setup_graph(self, setup: StreamSetup) -> ContextGraph | None:
+        """The graph a stored setup names: the bundled one, else the stored version (from
+        this process's cache, else the database; its latest when that version is gone)."""
+        ref = setup.graph
+        if ref is None:
+            return None
+        if not ref.stored:
+            return self._bundled(ref.id)[0]
+        workspace_id, service_id = setup.workspace_id, setup.service_id
+        if workspace_id is None:
+            return None
+        cached = self._graphs.get((workspace_id, ref.id, ref.version))
+        if cached is not None:
+            return cached[0]
+        definition = await graph_version(self.db.pool, workspace_id, service_id, ref.id,
+                                         ref.version)
+        if definition is None:
+            graph, _problems = await self._service_graph(workspace_id, service_id or "", ref.id)
+            return graph
+        return self._parsed(workspace_id, definition, ref.id)[0]
 
     # --- Helpers ---------------------------------------------------------------
 
@@ -657,16 +701,3 @@ class AppRuntime:
             return await synthesize_timed(text, sample_rate, voice=voice, words_per_minute=rate)
 
         return render
-
-    async def _ensure_dev_api_key(self) -> None:
-        """Embedded development database: keep a working API key for the simulator."""
-        existing = dev_credentials.read_dev_api_key(self.settings)
-        if existing and await repo.verify_api_key(self.db.pool, existing):
-            return
-        workspace = await repo.get_workspace_by_name(self.db.pool, "demo")
-        if workspace is None:
-            return
-        key = await repo.create_api_key(self.db.pool, workspace["id"], "development (simulator)",
-                                        role="admin")
-        dev_credentials.write_dev_api_key(self.settings, key)
-        logger.info(f"development API key written to {dev_credentials.dev_api_key_path(self.settings)}")

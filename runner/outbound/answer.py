@@ -122,7 +122,8 @@ async def _converse(runtime: AppRuntime, attempt: Attempt, task: OutboundTask, c
         runtime.db.pool, workspace_id=task.workspace_id, service_id=clinic.service_id,
         call_sid=sid, direction="outbound", from_number=attempt.from_number,
         to_number=attempt.to_number, status="ringing", config_snapshot=runtime.snapshot(profile),
-        owner_instance=runtime.identity.instance_id, call_id=call_id)
+        owner_instance=runtime.identity.instance_id, call_id=call_id,
+        stream_setup=runtime.stream_setup(profile))
     answered_by = form.get("AnsweredBy") or "no detection"
     await dials.answered(runtime.db.pool, attempt.id, sid=sid, outcome="answered",
                          call_id=call_id, detail=f"answered ({answered_by})")

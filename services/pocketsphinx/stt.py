@@ -57,7 +57,7 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 from pipecat.utils.tracing.service_decorators import traced_stt
 
-from lib.worker_processes import LazyProcessPool
+from lib.worker_processes import LazyProcessPool, cpu_share
 from services.pocketsphinx.pronunciation import (
     CmuDictionary,
     Pronunciation,
@@ -530,8 +530,9 @@ def _is_filler(word: str) -> bool:
 
 
 def default_pool_size() -> int:
-    """One decoder per CPU; 2 when the count is unknown."""
-    return os.cpu_count() or 2
+    """One decoder per CPU of this process's share (`lib.worker_processes.cpu_share`:
+    the machine's CPUs divided among the worker processes serving it)."""
+    return cpu_share()
 
 
 class DecoderPool:

@@ -50,13 +50,14 @@ def start_service(
     env_overrides: dict[str, str], log_path: Path, *, timeout_s: float = 60.0,
     port: int | None = None,
 ) -> ServiceProcess:
-    """Serve on `port` (a free loopback one by default) with no cloud keys; raise
-    ServiceDidNotStart with its log."""
+    """Serve on `port` (a free loopback one by default) with no cloud keys, as one
+    process unless `env_overrides` sets WORKERS; raise ServiceDidNotStart with its log."""
     port = port or free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
         "PORT": str(port),
         "HOST": "127.0.0.1",
+        "WORKERS": "1",
         **env_overrides,
     }
     with log_path.open("w") as log:

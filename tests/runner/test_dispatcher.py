@@ -16,9 +16,10 @@ from loguru import logger
 from pgqueuer import RetryRequested
 
 from db import jobs, outbound
+from lib.shared_slots import SharedSlots
 from runner.outbound.pace import DialPace
 from runner.outbound.twilio_calls import TwilioCallError
-from runner.runtime import AppRuntime
+from runner.runtime import AppRuntime, line_slots
 from tests.api.clinics import new_number
 from tests.runner.outbound_world import (
     NEW_YORK,
@@ -213,7 +214,7 @@ def _runtime(capacity: int, reserve: int, active: int) -> AppRuntime:
         inbound_reserve=reserve, ring_hold_s=100.0))
     runtime.drain, runtime.call_capacity = CallDrain(), capacity
     runtime.active_calls = {f"call-{n}": None for n in range(active)}
-    runtime._profiles, runtime._ringing = {}, {}
+    runtime._profiles, runtime.lines = {}, SharedSlots.local(line_slots(capacity))
     return runtime
 
 

@@ -1,0 +1,121 @@
+"""Counts that the processes of one machine share: keyed holds that expire, and each
+process's count of running things.
+
+The worker processes behind one port must agree on how much the machine carries: a
+thing one process took on (a hold, by key) may be let go by another, and every process
+sees every other's count at once, without a round trip to anything. Both live in
+shared memory (made by the parent before it spawns the workers, handed to each as it
+starts) behind one inter-process lock, held for microseconds. Expiry uses the monotonic
+clock, which every process on a Linux machine shares. A single process uses the same
+structure in its own memory.
+
+A process that dies keeps its count until its parent clears it (`clear_process`); its
+holds expire on their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.context import BaseContext
+from typing import Any
+
+import numpy as np
+
+HOLD = np.dtype([("key", "<u8"), ("until", "<f8")])
+
+
+def key_of(name: str) -> int:
+    """A hold's key as stored: 64 bits of the name's hash, never 0 (0 marks a free slot)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") or 1
+
+
+@dataclass(frozen=True)
+class SharedSlots:
+    """Holds and per-process counts; `index` is this process's count's place."""
+
+    holds_buffer: Any  # HOLD records, in shared memory or this process's own
+    counts_buffer: Any  # one int64 per process
+    lock: Any  # an inter-process lock (a thread lock for a single process)
+    index: int = 0
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def shared(cls, processes: int, slots: int,
+               context: BaseContext | None = None) -> SharedSlots:
+        """In shared memory, for `processes` processes the caller is about to start."""
+        context = context or multiprocessing.get_context("spawn")
+        return cls(context.RawArray("b", slots * HOLD.itemsize),
+                   context.RawArray("b", processes * 8), context.Lock())
+
+    @classmethod
+    def local(cls, slots: int) -> SharedSlots:
+        """For a single process."""
+        return cls(bytearray(slots * HOLD.itemsize), bytearray(8), threading.Lock())
+
+    def for_process(self, index: int) -> SharedSlots:
+        """This structure as process `index` uses it."""
+        if not 0 <= index < self.processes:
+            raise ValueError(f"process {index} of {self.processes}")
+        return replace(self, index=index)
+
+    @property
+    def processes(self) -> int:
+        return len(memoryview(self.counts_buffer).cast("B")) // 8
+
+    def _holds(self) -> np.ndarray:
+        return np.frombuffer(self.holds_buffer, dtype=HOLD)
+
+    def _counts(self) -> np.ndarray:
+        return np.frombuffer(self.counts_buffer, dtype="<i8")
+
+    def hold(self, name: str, ttl_s: float) -> bool:
+        """Hold `name` for `ttl_s` from now (again, if already held). A full table gives
+        up the hold nearest its end for it: False then."""
+        key, now = key_of(name), self.clock()
+        with self.lock:
+            holds = self._holds()
+            mine = np.flatnonzero(holds["key"] == key)
+            free = mine if mine.size else np.flatnonzero(
+                (holds["key"] == 0) | (holds["until"] <= now))
+            place = int(free[0]) if free.size else int(np.argmin(holds["until"]))
+            holds[place] = (key, now + ttl_s)
+            return bool(free.size)
+
+    def release(self, name: str) -> bool:
+        """Let go of `name`, whoever held it; False when it was not held (or had expired)."""
+        key, now = key_of(name), self.clock()
+        with self.lock:
+            holds = self._holds()
+            mine = np.flatnonzero(holds["key"] == key)
+            live = bool(mine.size) and bool((holds["until"][mine] > now).any())
+            holds[mine] = (0, 0.0)
+            return live
+
+    def held(self) -> int:
+        """Holds that have not expired."""
+        now = self.clock()
+        holds = self._holds()
+        return int(np.count_nonzero((holds["key"] != 0) & (holds["until"] > now)))
+
+    def set_count(self, count: int) -> None:
+        """This process's own count (one aligned 8-byte store: no lock needed)."""
+        self._counts()[self.index] = count
+
+    def others(self) -> int:
+        """The counts of every other process."""
+        counts = self._counts()
+        return int(counts.sum() - counts[self.index])
+
+    def total(self, own_count: int) -> int:
+        """Every hold not expired, every other process's count, and `own_count`."""
+        with self.lock:
+            return self.held() + self.others() + own_count
+
+    def clear_process(self, index: int) -> None:
+        """Process `index` is gone: its count goes with it."""
+        self._counts()[index] = 0
