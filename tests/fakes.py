@@ -174,3 +174,9 @@ class CallRuntime(SimpleNamespace):
     def __init__(self, settings: Settings, writer: Any = None, **more: Any) -> None:
         super().__init__(active_calls={}, settings=settings, writer=writer,
                          ops=OpsPlane.from_settings(settings), drain=CallDrain(), **more)
+
+    def call_running(self, call_id: str, task: Any) -> None:
+        self.active_calls[call_id] = task
+
+    def call_done(self, call_id: str) -> None:
+        self.active_calls.pop(call_id, None)
