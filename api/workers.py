@@ -72,9 +72,12 @@ def run_worker(settings: Settings, place: WorkerPlace, sockets: list[socket.sock
     def serving(port: int) -> None:
         ready.send((SERVING, port))
 
-    DrainingServer(server_config(settings, app, worker=name),
-                   runtime_of=lambda: getattr(app.state, "runtime", None),
-                   on_started=serving).run(sockets=sockets)
+    try:
+        DrainingServer(server_config(settings, app, worker=name),
+                       runtime_of=lambda: getattr(app.state, "runtime", None),
+                       on_started=serving).run(sockets=sockets)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C, re-raised by uvicorn once drained: the supervisor expects this end
 
 
 @dataclass
