@@ -238,9 +238,11 @@ def serve_workers(settings: Settings, count: int) -> int:
     machine = event_loop.run(prepare_machine(settings, count))
     try:
         listener = server_config(settings, app=None).bind_socket()
+        supervisor = WorkerSupervisor(settings, machine, count, [listener])
         try:
-            return WorkerSupervisor(settings, machine, count, [listener]).run()
+            return supervisor.run()
         finally:
             listener.close()
+            supervisor.slots.remove()
     finally:
         event_loop.run(machine.release())

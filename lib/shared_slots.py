@@ -5,9 +5,11 @@ The worker processes behind one port must agree on how much the machine carries:
 thing one process took on (a hold, by key) may be let go by another, and every process
 sees every other's count at once, without a round trip to anything. Both live in
 shared memory (made by the parent before it spawns the workers, handed to each as it
-starts) behind one inter-process lock, held for microseconds. Expiry uses the monotonic
-clock, which every process on a Linux machine shares. A single process uses the same
-structure in its own memory.
+starts) behind one inter-process lock, held for microseconds: an `flock` on a file of
+the parent's, which the kernel takes from a process that dies holding it (a killed
+worker never leaves the others waiting). Expiry uses the monotonic clock, which every
+process on a Linux machine shares. A single process uses the same structure in its own
+memory, behind a thread lock.
 
 A process that dies keeps its count until its parent clears it (`clear_process`); its
 holds expire on their own.
@@ -15,18 +17,66 @@ holds expire on their own.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import multiprocessing
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 HOLD = np.dtype([("key", "<u8"), ("until", "<f8")])
+
+
+class MachineLock:
+    """An exclusive lock across the processes of one machine (and the threads of each):
+    an `flock` on `path`, opened by each process on first use, dropped by the kernel
+    with a process that dies holding it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._threads = threading.Lock()
+        self._fd: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}  # each process opens the file for itself
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])
+
+    def __enter__(self) -> MachineLock:
+        self._threads.acquire()
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._threads.release()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+    @classmethod
+    def new(cls, directory: Path | None = None) -> MachineLock:
+        """A lock on a new private file (the maker removes it with `remove`)."""
+        fd, name = tempfile.mkstemp(prefix="voice-agent-lines-", suffix=".lock", dir=directory)
+        os.close(fd)
+        return cls(Path(name))
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def key_of(name: str) -> int:
@@ -40,17 +90,23 @@ class SharedSlots:
 
     holds_buffer: Any  # HOLD records, in shared memory or this process's own
     counts_buffer: Any  # one int64 per process
-    lock: Any  # an inter-process lock (a thread lock for a single process)
+    lock: Any  # a MachineLock (a thread lock for a single process)
     index: int = 0
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
-    def shared(cls, processes: int, slots: int,
-               context: BaseContext | None = None) -> SharedSlots:
-        """In shared memory, for `processes` processes the caller is about to start."""
+    def shared(cls, processes: int, slots: int, context: BaseContext | None = None, *,
+               lock_dir: Path | None = None) -> SharedSlots:
+        """In shared memory, for `processes` processes the caller is about to start (its
+        lock file in `lock_dir`, the temporary folder by default: `remove` when done)."""
         context = context or multiprocessing.get_context("spawn")
         return cls(context.RawArray("b", slots * HOLD.itemsize),
-                   context.RawArray("b", processes * 8), context.Lock())
+                   context.RawArray("b", processes * 8), MachineLock.new(lock_dir))
+
+    def remove(self) -> None:
+        """The maker is done with it: its lock file goes."""
+        if isinstance(self.lock, MachineLock):
+            self.lock.remove()
 
     @classmethod
     def local(cls, slots: int) -> SharedSlots:

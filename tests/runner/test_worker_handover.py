@@ -27,7 +27,7 @@ async def machine(tmp_path, pg_dsn, db):
     MAX_CONCURRENT_CALLS=3), on the session database."""
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn,
                         max_concurrent_calls=3)
-    slots = SharedSlots.shared(2, line_slots(3))
+    slots = SharedSlots.shared(2, line_slots(3), lock_dir=tmp_path)
     runtimes = []
     try:
         for index in range(2):
