@@ -1,8 +1,8 @@
 """Pre-rendered greetings, keyed by voice and text, so the first words cost no TTS time.
 
-Rendering happens while the phone rings (on the answer webhook), once per machine: each
-rendering is also kept on disk (`runner/greeting_store.py`), where a call whose media
-stream reached another worker process than its answer finds it. A call whose rendering
+Rendering happens while the phone rings (on the answer webhook). With several worker
+processes each rendering is also kept on disk (`runner/greeting_store.py`), where a call
+whose media stream reached another worker process than its answer finds it. A call whose rendering
 is not ready in time (here, or from the other process) falls back to live synthesis.
 Only the local engine renders here: a cloud voice is synthesized live by its streaming
 service.

@@ -186,7 +186,8 @@ class AppRuntime:
                       else SharedSlots.local(line_slots(self.call_capacity)))
         self.graph: ContextGraph | None = None
         self._graphs: dict[tuple[Any, ...], tuple[ContextGraph | None, list[str]]] = {}
-        self.greetings = GreetingCache(self._local_renderer(),
+        # Several worker processes share their renderings through the data folder.
+        self.greetings = GreetingCache(self._local_renderer(), None if self.place.alone else
                                        GreetingStore(settings.storage.data_dir / "greetings"))
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # the calendar's now
         # Profiles resolved by this process's answers, for their streams if they come here.
