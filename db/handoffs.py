@@ -34,6 +34,7 @@ class Handoff:
     answered_at: datetime | None
     ended_at: datetime | None
     resumed_at: datetime | None = None
+    caller_moved_at: datetime | None = None
 
     @property
     def reached(self) -> bool:
@@ -62,6 +63,15 @@ async def begin(pool: asyncpg.Pool, *, call_id: str, workspace_id: str, reason: 
 async def operator_dialled(pool: asyncpg.Pool, handoff_id: str, sid: str) -> None:
     await pool.execute("UPDATE handoffs SET operator_call_sid = $2 WHERE id = $1",
                        as_uuid(handoff_id), sid)
+
+
+async def caller_moved(pool: asyncpg.Pool, handoff_id: str, at: datetime) -> Handoff:
+    """The caller is in the conference now; the hand-off as it stands (its outcome may
+    already be settled by the person's leg failing first)."""
+    row = await pool.fetchrow(
+        "UPDATE handoffs SET caller_moved_at = $2 WHERE id = $1 RETURNING *",
+        as_uuid(handoff_id), at)
+    return _handoff(row)
 
 
 async def get(pool: asyncpg.Pool, handoff_id: str) -> Handoff | None:

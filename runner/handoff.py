@@ -13,6 +13,9 @@ is `answered`; their call ending `no-answer`, `busy` or `failed`, or after answe
 without joining, is `no_answer`, `busy`, `failed` or `declined`, and the caller is taken
 back to the agent (`<Connect><Stream>` with `resume`), who offers a call back. Every
 outcome is an event on the call's record (`handoff_outcome`) and a `handoffs` row.
+Callbacks can overtake `begin`: a busy line can be reported before the caller is in the
+conference (then the move, coming second, takes the caller back), and the person can
+join before their leg's sid is on record (the person is whoever is not the caller).
 
 The summary can name the patient and why they called: it goes only to the clinic's own
 numbers (a location's, the operator's) and is never logged.
@@ -116,7 +119,11 @@ class WarmHandoffs:
             room, starts=False, fork=self._fork(request.call_id, "caller")))
         log.event("handoff_started", handoff_id=handoff.id, destination=request.destination,
                   reason=request.reason)
-        return handoff
+        moved = await handoffs.caller_moved(self._pool, handoff.id, datetime.now(UTC))
+        if moved.outcome in NOT_REACHED.values():
+            # The person's leg failed before the caller reached the conference.
+            await self._take_back(moved, log)
+        return moved
 
     async def operator_status(self, handoff_id: str, status: str, log: CallLog) -> None:
         """The person's leg moved on: not reached, or over without having joined."""
@@ -131,7 +138,9 @@ class WarmHandoffs:
         if handoff is None:
             return
         now = datetime.now(UTC)
-        if event == "participant-join" and call_sid and call_sid == handoff.operator_call_sid:
+        # Two parties join: the caller and the person. The person's leg may join before
+        # its call sid is on record, so the person is whoever is not the caller.
+        if event == "participant-join" and call_sid and call_sid != handoff.caller_call_sid:
             if await handoffs.settle(self._pool, handoff_id, "answered", now) is not None:
                 log.event("handoff_outcome", handoff_id=handoff_id, outcome="answered",
                           destination=handoff.destination)
@@ -145,12 +154,18 @@ class WarmHandoffs:
             return
         log.event("handoff_outcome", handoff_id=handoff_id, outcome=outcome,
                   destination=settled.destination)
+        if settled.caller_moved_at is None:
+            return  # still being moved into the conference: `begin` takes them back
+        await self._take_back(settled, log)
+
+    async def _take_back(self, handoff: Handoff, log: CallLog) -> None:
+        """The caller, whom nobody will join, back to the agent."""
         try:
-            await self._calls.run_twiml(settled.caller_call_sid, back_to_agent_twiml(
-                f"{self._ws}/ws", settled.call_id, resume=f"handoff_{outcome}"))
+            await self._calls.run_twiml(handoff.caller_call_sid, back_to_agent_twiml(
+                f"{self._ws}/ws", handoff.call_id, resume=f"handoff_{handoff.outcome}"))
         except TwilioCallError as error:  # the caller hung up while waiting
-            logger.info(f"hand-off {handoff_id}: the caller could not be taken back ({error})")
-            log.event("handoff_caller_gone", handoff_id=handoff_id)
+            logger.info(f"hand-off {handoff.id}: the caller could not be taken back ({error})")
+            log.event("handoff_caller_gone", handoff_id=handoff.id)
 
     def _fork(self, call_id: str, party: str) -> Fork | None:
         return Fork(f"{self._ws}/ws/listen", call_id, party) if self._forks else None

@@ -79,9 +79,9 @@ async def line(db, workspace_id):
 async def outcome_of(db, call_id: str, wanted: str, timeout_s: float = 10.0):
     async def settled():
         while True:
-            (handoff,) = await handoffs.for_call(db.pool, call_id)
-            if handoff.outcome == wanted:
-                return handoff
+            for handoff in await handoffs.for_call(db.pool, call_id):
+                if handoff.outcome == wanted:
+                    return handoff
             await asyncio.sleep(0.05)
 
     return await asyncio.wait_for(settled(), timeout_s)
@@ -132,3 +132,59 @@ async def test_a_person_leg_twilio_refuses_leaves_the_caller_where_they_were(db,
 
     assert not leg.redirected.is_set()
     assert writer.events("handoff_started") == []
+
+
+class SlowCalls:
+    """The account's Calls resource, with Twilio's callbacks overtaking a step of
+    `begin`: the caller is moved into the conference, or the person's leg returned, only
+    once `overtaken` is set."""
+
+    def __init__(self, calls: TwilioCalls, *, hold: str) -> None:
+        self._calls, self._hold = calls, hold
+        self.overtaken = asyncio.Event()
+
+    async def create(self, **kwargs):
+        placed = await self._calls.create(**kwargs)
+        if self._hold == "create":
+            await asyncio.wait_for(self.overtaken.wait(), 10)
+        return placed
+
+    async def run_twiml(self, sid: str, twiml: str) -> None:
+        if self._hold == "move" and "<Conference" in twiml:
+            await asyncio.wait_for(self.overtaken.wait(), 10)
+        await self._calls.run_twiml(sid, twiml)
+
+
+async def test_a_busy_line_reported_before_the_caller_is_moved_still_takes_them_back(
+        db, line):
+    twilio, service, request, leg, writer = line
+    twilio.add_callee(request.number, "busy")
+    slow = SlowCalls(service.warm._calls, hold="move")
+    service.warm._calls = slow
+
+    begun = asyncio.create_task(service.warm.begin(request, service.log))
+    await outcome_of(db, request.call_id, "busy")  # the person's line, first
+    slow.overtaken.set()
+    await begun
+    await asyncio.wait_for(leg.reconnected.wait(), 10)
+
+    url, parameters = leg.reconnect
+    assert parameters == {"call_id": request.call_id, "resume": "handoff_busy"}
+    assert len(leg.conferences) == 1  # moved in, then taken back: not left waiting
+    assert [e.data["outcome"] for e in writer.events("handoff_outcome")] == ["busy"]
+
+
+async def test_a_person_who_joins_before_their_leg_is_on_record_is_answered(db, line):
+    twilio, service, request, leg, writer = line
+    twilio.add_callee(request.number, "operator")
+    slow = SlowCalls(service.warm._calls, hold="create")
+    service.warm._calls = slow
+
+    begun = asyncio.create_task(service.warm.begin(request, service.log))
+    answered = await outcome_of(db, request.call_id, "answered")
+    slow.overtaken.set()
+    started = await begun
+
+    assert answered.answered_at is not None and started.outcome == "answered"
+    assert [e.data["outcome"] for e in writer.events("handoff_outcome")] == ["answered"]
+    assert leg.reconnect is None
