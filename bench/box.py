@@ -137,6 +137,7 @@ class Box:
             # Not a daemon: daemons may not start the analyzer and decoder pools.
             process = context.Process(target=_serve, args=(child, spec, workdir, speech))
             process.start()
+            child.close()  # the process holds it now: a crash ends the parent's reads
             self._links.append((process, parent))
 
     def __enter__(self) -> Box:
