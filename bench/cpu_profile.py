@@ -123,7 +123,7 @@ def task_account(name: str, coro: Coroutine) -> str:
             return OBSERVER_QUEUES
         return re.sub(r"#\d+$", "", owner)
     code = getattr(coro, "cr_code", None)
-    if getattr(code, "co_name", "") in ("run_call", "run_level"):
+    if getattr(code, "co_name", "") in ("run_call", "run_level", "sample_rss"):
         return HARNESS
     return f"task {getattr(code, 'co_qualname', type(coro).__name__)}"
 
@@ -136,6 +136,25 @@ def timed_handler(ledger: Ledger, account: str, handler: Callable[..., Any]) -> 
             return await handler(*args, **kwargs)
         finally:
             ledger.pop(stack)
+
+    return timed
+
+
+def timed_callback(ledger: Ledger, account: str, callback: Callable[..., Any]) -> Callable[..., Any]:
+    """`callback` charged to `account`, run inside a task step or as a loop callback."""
+    @functools.wraps(callback)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if ledger.stack is not None:
+            stack = ledger.push(account)
+            try:
+                return callback(*args, **kwargs)
+            finally:
+                ledger.pop(stack)
+        ledger.begin_step([account])
+        try:
+            return callback(*args, **kwargs)
+        finally:
+            ledger.end_step()
 
     return timed
 
@@ -203,11 +222,17 @@ class Sample:
 
 
 class Profiler:
-    """Installed on the running loop for one pass: `async with Profiler(labels) as p:`."""
+    """Installed on the running loop for one pass: `async with Profiler(labels) as p:`.
 
-    def __init__(self, child_labels: Callable[[], Mapping[int, str]] = dict) -> None:
+    `child_labels` names child processes by pid; `callbacks` are (object, method name,
+    account) of work the loop runs outside any task (`loop.call_soon`), timed for the pass.
+    """
+
+    def __init__(self, child_labels: Callable[[], Mapping[int, str]] = dict,
+                 callbacks: Iterable[tuple[object, str, str]] = ()) -> None:
         self.ledger = Ledger()
         self._child_labels = child_labels
+        self._callbacks = list(callbacks)
         self._start: Sample | None = None
         self.accounts: dict[str, int] = {}
 
@@ -239,11 +264,19 @@ class Profiler:
             return submit(executor, run, *args, **kwargs)
 
         ThreadPoolExecutor.submit = timed_submit
+        self._replaced = [(owner, name, owner.__dict__.get(name)) for owner, name, _ in self._callbacks]
+        for owner, name, account in self._callbacks:
+            setattr(owner, name, timed_callback(ledger, account, getattr(owner, name)))
         self._start = Sample.now()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         end = Sample.now()
+        for owner, name, own in self._replaced:
+            if own is None:
+                delattr(owner, name)  # the class's method again
+            else:
+                setattr(owner, name, own)
         ThreadPoolExecutor.submit = self._submit
         asyncio.get_running_loop().set_task_factory(self._previous_factory)
         labels = self._child_labels()

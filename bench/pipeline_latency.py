@@ -54,9 +54,11 @@ from bench.report import write_section
 from lib import event_loop
 from services.espeak.engine import synthesize_pcm
 from services.pocketsphinx.stt import DecoderPool
+from services.turn_models import silero_batcher
 from services.twilio import PHONE_SAMPLE_RATE
 
 PIPELINES = ("bare", "ours")
+SILERO = "Silero VAD (every call's windows scored in one batch, a loop callback)"
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -142,7 +144,7 @@ async def profile(makes: dict[str, MakeWorker], speech: bytes,
     profiles = {}
     audio_s = calls * LEVEL_TURNS * turn_period_s(speech)
     for name in ("ours", "bare"):
-        async with Profiler(pool_processes) as profiler:
+        async with Profiler(pool_processes, callbacks=[(silero_batcher(), "_flush", SILERO)]) as profiler:
             await run_level(instrumented(makes[name], profiler.ledger), speech, calls, LEVEL_TURNS)
         profiles[name] = profile_rows(profiler.accounts, audio_s)
         total = sum(row.ms_per_audio_s for row in profiles[name])

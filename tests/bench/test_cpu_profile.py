@@ -104,3 +104,16 @@ def test_side_by_side_keeps_ours_order_then_what_only_bare_spends_and_drops_trif
     lines = side_by_side(ours, bare, floor_ms=1.0)
     assert [(name, bool(mine), bool(theirs)) for name, mine, theirs in lines] == [
         ("A", True, True), ("B", True, False), ("C", False, True)]
+
+
+async def test_work_the_loop_runs_outside_any_task_is_charged_to_its_account():
+    class Batcher:
+        def flush(self) -> None:
+            burn(20)
+
+    batcher = Batcher()
+    async with Profiler(callbacks=[(batcher, "flush", "batched scoring")]) as profiler:
+        asyncio.get_running_loop().call_soon(batcher.flush)
+        await asyncio.sleep(0.01)
+    assert 20 <= profiler.accounts["batched scoring"] / MS < 25
+    assert "flush" not in vars(batcher)  # the pass over, the method is the class's again
