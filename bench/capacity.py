@@ -33,6 +33,7 @@ class LevelRow:
     fallback_turns: int
     wall_s: float
     cpu_ms_per_audio_s: float  # CPU per call per second of caller audio
+    load: float = math.nan  # the machine's 1-minute load average as the level ended
 
 
     @property
@@ -44,7 +45,7 @@ class LevelRow:
 def level_row(
     calls: int, turns: int, *, model_closed_ms: Sequence[float], after_decision_ms: Sequence[float],
     answered: int, fallback_turns: int, rss_growth_kib: int, wall_s: float, one_call_p95_ms: float,
-    cpu_s: float, audio_s: float,
+    cpu_s: float, audio_s: float, load: float = math.nan,
 ) -> LevelRow:
     """`audio_s`: the caller audio all the level's calls spoke."""
     p95 = percentile(list(model_closed_ms), 95)
@@ -54,7 +55,7 @@ def level_row(
             list(after_decision_ms), 95),
         rss_per_call_kib=rss_growth_kib // max(calls, 1), answered=answered,
         expected=calls * turns, fallback_turns=fallback_turns, wall_s=wall_s,
-        cpu_ms_per_audio_s=cpu_s * 1000 / audio_s,
+        cpu_ms_per_audio_s=cpu_s * 1000 / audio_s, load=load,
     )
 
 

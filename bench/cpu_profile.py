@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import Context
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
@@ -41,6 +41,29 @@ GLUE = {"Pipeline", "PipelineSource", "PipelineSink"}
 _QUEUE_TASKS = ("_input_frame_task_handler", "_process_frame_task_handler")
 
 
+@dataclass
+class HookCounts:
+    """How often the hooks ran, by the account each run was charged to."""
+
+    steps: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    inside: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # sections entered
+    outside: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # sections called
+
+
+@dataclass(frozen=True)
+class HookCost:
+    """What one run of each hook adds, in thread nanoseconds, and to whom.
+
+    A task step charges `step_in` to its task's account and `step_gap` to the loop's
+    remainder; a timed section charges `section_in` to itself and `section_out` to the
+    account that called it. Measured against the same work without the hooks."""
+
+    step_in: float = 0.0
+    step_gap: float = 0.0
+    section_in: float = 0.0
+    section_out: float = 0.0
+
+
 class Ledger:
     """Exclusive loop-thread CPU per account: each switch charges the time since the last
     one to the account on top of the running task's stack."""
@@ -48,11 +71,13 @@ class Ledger:
     def __init__(self) -> None:
         self.ns: dict[str, int] = defaultdict(int)
         self.thread_ns: dict[str, int] = defaultdict(int)
+        self.hooks = HookCounts()
         self.stack: list[str] | None = None  # the running task's accounts, innermost last
         self._last = 0
         self._thread_lock = threading.Lock()
 
     def begin_step(self, stack: list[str]) -> None:
+        self.hooks.steps[stack[-1]] += 1
         self.stack, self._last = stack, time.thread_time_ns()
 
     def end_step(self) -> None:
@@ -66,6 +91,8 @@ class Ledger:
             now = time.thread_time_ns()
             self.ns[stack[-1]] += now - self._last
             self._last = now
+            self.hooks.outside[stack[-1]] += 1
+            self.hooks.inside[account] += 1
             stack.append(account)
         return stack
 
@@ -226,6 +253,8 @@ class Profiler:
 
     `child_labels` names child processes by pid; `callbacks` are (object, method name,
     account) of work the loop runs outside any task (`loop.call_soon`), timed for the pass.
+    The hooks' own cost is measured first (`calibrate`) and taken out of the accounts;
+    `hooks_ns` is what was taken out.
     """
 
     def __init__(self, child_labels: Callable[[], Mapping[int, str]] = dict,
@@ -234,20 +263,24 @@ class Profiler:
         self._child_labels = child_labels
         self._callbacks = list(callbacks)
         self._start: Sample | None = None
+        self.cost = HookCost()
         self.accounts: dict[str, int] = {}
+        self.hooks_ns = 0
 
     async def __aenter__(self) -> Profiler:
         loop = asyncio.get_running_loop()
-        ledger = self.ledger
+        plain = await _plain_costs()
 
         def factory(loop: asyncio.AbstractEventLoop, coro: Coroutine, **kwargs: Any):
-            stepped = _Stepped(coro, ledger)
+            stepped = _Stepped(coro, self.ledger)
             task = asyncio.Task(stepped, loop=loop, **kwargs)
             stepped.task = task
             return task
 
         self._previous_factory = loop.get_task_factory()
         loop.set_task_factory(factory)
+        self.cost = await calibrate(self, plain)
+        self.ledger = ledger = Ledger()
         self._submit = ThreadPoolExecutor.submit
         submit = self._submit
 
@@ -283,24 +316,85 @@ class Profiler:
         children: dict[str, int] = defaultdict(int)
         for pid, ns in end.children.items():
             children[labels.get(pid, "other child processes")] += ns - self._start.children.get(pid, 0)
-        self.accounts = accounts(
+        self.accounts, self.hooks_ns = accounts(
             loop_ns=dict(self.ledger.ns), thread_ns=dict(self.ledger.thread_ns),
             loop_thread_total=end.loop_thread - self._start.loop_thread,
             process_total=end.process - self._start.process, children_ns=children,
+            hooks=self.ledger.hooks, cost=self.cost,
         )
 
 
+CALIBRATION_RUNS = 20_000
+
+
+async def _noop() -> None:
+    pass
+
+
+async def _steps(runs: int) -> None:
+    for _ in range(runs):
+        await asyncio.sleep(0)
+
+
+async def _sections(runs: int, handler: Callable[[], Any] = _noop) -> None:
+    for _ in range(runs):
+        await handler()
+
+
+async def _plain_costs(runs: int = CALIBRATION_RUNS) -> tuple[float, float]:
+    """Loop-thread ns per task step and per awaited call, with no hook installed."""
+    started = time.thread_time_ns()
+    await asyncio.create_task(_steps(runs))
+    step = (time.thread_time_ns() - started) / runs
+    started = time.thread_time_ns()
+    await asyncio.create_task(_sections(runs))
+    return step, (time.thread_time_ns() - started) / runs
+
+
+async def calibrate(profiler: Profiler, plain: tuple[float, float],
+                    runs: int = CALIBRATION_RUNS) -> HookCost:
+    """The hooks' cost: the same steps and calls as `_plain_costs`, through the hooks."""
+    plain_step, plain_call = plain
+    profiler.ledger = ledger = Ledger()
+    started = time.thread_time_ns()
+    await asyncio.create_task(_steps(runs), name="calibration steps::run")
+    loop_thread = time.thread_time_ns() - started
+    gap = (loop_thread - sum(ledger.ns.values())) / runs
+    step_in = ledger.ns["calibration steps"] / runs - plain_call
+    profiler.ledger = ledger = Ledger()
+    handler = timed_handler(ledger, "calibration section", _noop)
+    await asyncio.create_task(_sections(runs, handler), name="calibration calls::run")
+    section_out = ledger.ns["calibration calls"] / runs - plain_call
+    return HookCost(
+        step_in=max(0.0, step_in), step_gap=max(0.0, gap - (plain_step - plain_call)),
+        section_in=ledger.ns["calibration section"] / runs, section_out=max(0.0, section_out),
+    )
+
+
 def accounts(*, loop_ns: Mapping[str, int], thread_ns: Mapping[str, int], loop_thread_total: int,
-             process_total: int, children_ns: Mapping[str, int]) -> dict[str, int]:
-    """Every account's CPU, the remainders no hook saw included, so they add up to the
-    process's CPU plus its children's."""
+             process_total: int, children_ns: Mapping[str, int],
+             hooks: HookCounts | None = None, cost: HookCost = HookCost()) -> tuple[dict[str, int], int]:
+    """Every account's CPU with the hooks' estimated cost taken out, the remainders no hook
+    saw included, and what was taken out: together they add up to the process's CPU plus
+    its children's."""
     result = dict(loop_ns)
     result[LOOP_GAPS] = result.get(LOOP_GAPS, 0) + loop_thread_total - sum(loop_ns.values())
+    removed = 0
+    if hooks is not None:
+        steps = sum(hooks.steps.values())
+        for name, ns in result.items():
+            estimate = (steps * cost.step_gap if name == LOOP_GAPS else
+                        hooks.steps.get(name, 0) * cost.step_in
+                        + hooks.inside.get(name, 0) * cost.section_in
+                        + hooks.outside.get(name, 0) * cost.section_out)
+            taken = min(ns, round(estimate))
+            result[name] = ns - taken
+            removed += taken
     result.update(thread_ns)
     result[NATIVE_THREADS] = process_total - loop_thread_total - sum(thread_ns.values())
     for label, ns in children_ns.items():
         result[f"process: {label}"] = ns
-    return result
+    return result, removed
 
 
 @dataclass(frozen=True)

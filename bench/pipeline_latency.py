@@ -104,14 +104,14 @@ def row_of(run: LevelRun, calls: int, speech: bytes, one_call_p95_ms: float,
         after_decision_ms=result.after_decision_ms, answered=len(result.latencies_ms),
         fallback_turns=result.fallback_turns, rss_growth_kib=run.rss_growth_kib,
         wall_s=run.wall_s, one_call_p95_ms=one_call_p95_ms, cpu_s=run.cpu_s,
-        audio_s=calls * LEVEL_TURNS * turn_period_s(speech),
+        audio_s=calls * LEVEL_TURNS * turn_period_s(speech), load=os.getloadavg()[0],
     )
-    load = os.getloadavg()[0]
     print(f"  {label:>5} {calls:4d} calls: p50 {row.p50_ms:7.1f} ms  p95 {row.p95_ms:7.1f} ms "
           f"({row.p95_vs_one_call:.2f}x)  decided→audio p95 {row.after_decision_p95_ms:6.1f} ms  "
           f"answered {row.answered}/{row.expected}  fallback {row.fallback_turns}  "
           f"CPU {row.cpu_ms_per_audio_s:.0f} ms/s  "
-          f"{'held' if row.held else 'FAILED'}  ({row.wall_s:.0f} s, load {load:.1f})", flush=True)
+          f"{'held' if row.held else 'FAILED'}  ({row.wall_s:.0f} s, load {row.load:.1f})",
+          flush=True)
     return row
 
 
@@ -139,18 +139,21 @@ async def per_box(spec: BoxSpec, workdir: Path, speech: bytes, levels: list[int]
 
 
 async def profile(makes: dict[str, MakeWorker], speech: bytes,
-                  calls: int) -> dict[str, list[ProfileRow]]:
-    """Each pipeline's calls in a pass of their own with every hook in (`cpu_profile.py`)."""
-    profiles = {}
+                  calls: int) -> tuple[dict[str, list[ProfileRow]], dict[str, float]]:
+    """Each pipeline's calls in a pass of their own with every hook in (`cpu_profile.py`):
+    the accounts, and the hooks' own cost taken out of them (ms per second of call audio)."""
+    profiles, hooks = {}, {}
     audio_s = calls * LEVEL_TURNS * turn_period_s(speech)
     for name in ("ours", "bare"):
         async with Profiler(pool_processes, callbacks=[(silero_batcher(), "_flush", SILERO)]) as profiler:
             await run_level(instrumented(makes[name], profiler.ledger), speech, calls, LEVEL_TURNS)
         profiles[name] = profile_rows(profiler.accounts, audio_s)
+        hooks[name] = profiler.hooks_ns / 1e6 / audio_s
         total = sum(row.ms_per_audio_s for row in profiles[name])
-        print(f"  {name}: {total:.1f} ms CPU per second of call audio; costliest: "
+        print(f"  {name}: {total:.1f} ms CPU per second of call audio (hooks {hooks[name]:.1f} "
+              "taken out); costliest: "
               + ", ".join(f"{row.account} {row.ms_per_audio_s:.1f}" for row in profiles[name][:4]))
-    return profiles
+    return profiles, hooks
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ async def main(plan: Plan) -> Run:
     if plan.profile_calls:
         print(f"(d) CPU profile, {plan.profile_calls} calls, fake voices", flush=True)
         run.profile_calls[FAKE] = plan.profile_calls
-        run.profiles[FAKE] = await profile(makes, speech, plan.profile_calls)
+        run.profiles[FAKE], run.hooks_cpu[FAKE] = await profile(makes, speech, plan.profile_calls)
         run.unhooked_cpu = {name: row.cpu_ms_per_audio_s for name, rows in run.per_process.items()
                             for row in rows if row.calls == plan.profile_calls}
     if plan.local_box_levels or plan.local_profile_calls:
@@ -220,7 +223,8 @@ async def offline_alone(run: Run, plan: Plan, workdir: Path, speech: bytes) -> N
     if plan.local_profile_calls:
         print(f"(d) CPU profile, {plan.local_profile_calls} calls, offline voices", flush=True)
         run.profile_calls[LOCAL] = plan.local_profile_calls
-        run.profiles[LOCAL] = await profile(local, speech, plan.local_profile_calls)
+        run.profiles[LOCAL], run.hooks_cpu[LOCAL] = await profile(
+            local, speech, plan.local_profile_calls)
     DecoderPool.shared().shutdown()  # the box processes start their own
 
 

@@ -31,6 +31,8 @@ class Run:
     profiles: dict[str, dict[str, list[ProfileRow]]] = field(default_factory=dict)
     # CPU per call-second (b) measured at the fake voices' profiling level, without hooks.
     unhooked_cpu: dict[str, float] = field(default_factory=dict)
+    # The hooks' own cost taken out of each profile, per voices and pipeline (ms/s).
+    hooks_cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     load: list[tuple[str, tuple[float, float, float]]] = field(default_factory=list)
     minutes: float = 0.0
 
@@ -63,10 +65,10 @@ def render(run: Run) -> str:
 def _load_line(run: Run) -> str:
     loads = "; ".join(f"{when} {one:.2f} / {five:.2f} / {fifteen:.2f}"
                       for when, (one, five, fifteen) in run.load)
-    return (f"The whole run took {run.minutes:.0f} min; load "
-            f"average (1 / 5 / 15 min) {loads}. The machine is shared: a load above "
-            f"{run.processes} at the start means the other helpers' work was using the CPUs too, "
-            "and every number below is then lower than a quiet machine gives.")
+    return (f"The whole run took {run.minutes:.0f} min; load average (1 / 5 / 15 min) "
+            f"{loads}. The machine is shared: where a level's load (in its table) is above "
+            f"{run.processes}, other work was using the CPUs too, and that level's numbers are "
+            "worse than a quiet machine gives.")
 
 
 def _targets(run: Run) -> list[str]:
@@ -133,12 +135,13 @@ def _per_process(run: Run) -> list[str]:
         "process; a series stops after failing two levels in a row (—: not run). p50/p95 are "
         "caller-perceived over turns the model closed, with p95 as a multiple of one call's. "
         "CPU is the process's (and its analyzer's) per call per second of caller audio, "
-        "1000 ms/s being one CPU per call.",
+        "1000 ms/s being one CPU per call. Load is the machine's 1-minute load average as "
+        "the level ended (bare / ours).",
         "",
         "| Calls | Bare answered | Bare p50 / p95 | Bare decided → audio p95 | Bare CPU "
         "| Ours answered | Ours p50 / p95 | Ours decided → audio p95 | Ours CPU "
-        "| Ours RSS / call |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Ours RSS / call | Load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for calls in levels:
         cells = []
@@ -151,6 +154,8 @@ def _per_process(run: Run) -> list[str]:
             ]
         row = by_calls["ours"].get(calls)
         cells.append("—" if row is None else f"{row.rss_per_call_kib / 1024:.1f} MiB")
+        cells.append(" / ".join(f"{by_calls[name][calls].load:.1f}" for name in ("bare", "ours")
+                                if calls in by_calls[name]))
         lines.append(f"| {calls} | " + " | ".join(cells) + " |")
     ratio = capacity_ratio(sustained(ours), sustained(bare))
     return lines + [
@@ -198,8 +203,8 @@ def _per_box(run: Run) -> list[str]:
 def _box_header() -> list[str]:
     return [
         "| Calls | p50 | p95 | p95 vs one call | Turn decided → audio p95 | Fallback turns "
-        "| CPU | RSS / call | Answered |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| CPU | RSS / call | Answered | Load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
 
@@ -209,7 +214,7 @@ def _box_rows(rows: list[LevelRow]) -> list[str]:
         f"| {row.p95_vs_one_call:.2f}× | {row.after_decision_p95_ms:.1f} ms "
         f"| {row.fallback_turns} | {row.cpu_ms_per_audio_s:.0f} ms/s "
         f"| {row.rss_per_call_kib / 1024:.1f} MiB "
-        f"| {row.answered}/{row.expected} |"
+        f"| {row.answered}/{row.expected} | {row.load:.1f} |"
         for row in rows
     ]
 
@@ -223,13 +228,17 @@ def _profiles(run: Run) -> list[str]:
         "CPU per call per second of caller audio, in passes of their own (the hooks cost CPU, "
         "so these passes' latencies are not used above): each processor's `process_frame` and "
         "background tasks, each observer, Pipecat's hand-off between processors and observer "
-        "fan-out, timed exclusively on the event loop's thread at every task step "
-        "(`bench/cpu_profile.py`); work in thread pools timed in its thread; child processes "
-        "read from the kernel; the rest of the loop's thread and of the process as remainders. "
-        "Share is of all the CPU the pass used; 1000 ms/s is one CPU per call.",
+        "fan-out, Silero VAD's batched scoring, timed exclusively on the event loop's thread "
+        "at every task step (`bench/cpu_profile.py`); work in thread pools timed in its thread; "
+        "child processes read from the kernel; the rest of the loop's thread and of the "
+        "process as remainders. Each hook costs about a microsecond of the thread's CPU (a "
+        "system call to read the clock): that cost is measured before each pass against the "
+        "same steps and calls without hooks, and taken out of the account it landed in. Share "
+        "is of the pass's CPU without the hooks; 1000 ms/s is one CPU per call.",
     ]
     for voices, profiles in run.profiles.items():
         ours, bare = profiles["ours"], profiles["bare"]
+        hooks = run.hooks_cpu.get(voices, {})
         title = "Fake voices" if voices == FAKE else "Offline voices"
         total_ours = sum(row.ms_per_audio_s for row in ours)
         total_bare = sum(row.ms_per_audio_s for row in bare)
@@ -237,8 +246,9 @@ def _profiles(run: Run) -> list[str]:
             "",
             f"**{title}**, {run.profile_calls[voices]} calls at once in one process, "
             f"{LEVEL_TURNS} turns each. Total: ours **{total_ours:.1f}** ms/s "
-            f"({1000 / total_ours:.0f} calls per CPU at most), bare **{total_bare:.1f}** ms/s "
-            f"({1000 / total_bare:.0f}).",
+            f"(one CPU's worth carries {1000 / total_ours:.0f} such calls), bare "
+            f"**{total_bare:.1f}** ms/s ({1000 / total_bare:.0f}); the hooks' cost taken out: "
+            f"ours {hooks.get('ours', 0.0):.1f}, bare {hooks.get('bare', 0.0):.1f} ms/s.",
             "",
             "| Where | Ours ms/s | Ours share | Bare ms/s | Bare share |",
             "|---|---|---|---|---|",
@@ -248,10 +258,9 @@ def _profiles(run: Run) -> list[str]:
         if voices == FAKE and len(run.unhooked_cpu) == 2:
             lines += [
                 "",
-                f"Without the hooks, the same {run.profile_calls[voices]} calls used "
-                f"{run.unhooked_cpu['ours']:.1f} ms/s (ours) and {run.unhooked_cpu['bare']:.1f} "
-                "ms/s (bare) in (b): the hooks' own cost is the difference, and most of it lands "
-                "in the event loop's remainder.",
+                f"The check: with no hook at all, the same {run.profile_calls[voices]} calls "
+                f"used {run.unhooked_cpu['ours']:.1f} ms/s (ours) and "
+                f"{run.unhooked_cpu['bare']:.1f} ms/s (bare) in (b).",
             ]
     return lines
 

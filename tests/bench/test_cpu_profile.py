@@ -12,6 +12,8 @@ from bench.cpu_profile import (
     LOOP_GAPS,
     NATIVE_THREADS,
     OBSERVER_QUEUES,
+    HookCost,
+    HookCounts,
     Profiler,
     accounts,
     profile_rows,
@@ -87,12 +89,12 @@ def test_thread_work_is_named_by_what_runs_through_to_threads_partial():
 
 
 def test_the_remainders_make_the_accounts_add_up_to_the_process_and_its_children():
-    found = accounts(
+    found, hooks = accounts(
         loop_ns={"A": 40, "B": 20}, thread_ns={"thread: vad": 15}, loop_thread_total=80,
         process_total=100, children_ns={"PocketSphinx decoders": 50},
     )
     assert found[LOOP_GAPS] == 20 and found[NATIVE_THREADS] == 5
-    assert sum(found.values()) == 150
+    assert sum(found.values()) == 150 and hooks == 0
     rows = profile_rows(found, audio_s=1e-6)  # 1 µs of audio: ns read as ms per second
     assert [r.account for r in rows][:2] == ["process: PocketSphinx decoders", "A"]
     assert rows[0].ms_per_audio_s == pytest.approx(50) and rows[0].share == pytest.approx(1 / 3)
@@ -117,3 +119,34 @@ async def test_work_the_loop_runs_outside_any_task_is_charged_to_its_account():
         await asyncio.sleep(0.01)
     assert 20 <= profiler.accounts["batched scoring"] / MS < 25
     assert "flush" not in vars(batcher)  # the pass over, the method is the class's again
+
+
+def test_the_hooks_own_cost_is_taken_out_of_the_accounts_it_landed_in():
+    counts = HookCounts()
+    counts.steps.update({"A": 10, "B": 5})
+    counts.inside["B"] += 4  # B's handler ran 4 times, each called from A
+    counts.outside["A"] += 4
+    cost = HookCost(step_in=1.0, step_gap=2.0, section_in=3.0, section_out=0.5)
+    found, hooks = accounts(
+        loop_ns={"A": 100, "B": 10}, thread_ns={}, loop_thread_total=200, process_total=200,
+        children_ns={}, hooks=counts, cost=cost,
+    )
+    assert found["A"] == 100 - 10 * 1.0 - 4 * 0.5
+    assert found["B"] == 0  # 5 + 12 estimated, more than it got: never below nothing
+    assert found[LOOP_GAPS] == 90 - 15 * 2.0
+    assert hooks == 12 + 10 + 30 and sum(found.values()) + hooks == 200
+
+
+async def test_the_calibrated_hooks_cost_microseconds_and_leave_an_idle_handler_near_nothing():
+    async def idle() -> None:
+        pass
+
+    async def call_it_often(handler) -> None:
+        for _ in range(2000):
+            await handler()
+
+    async with Profiler() as profiler:
+        await asyncio.create_task(call_it_often(timed_handler(profiler.ledger, "idle handler", idle)))
+    cost = profiler.cost
+    assert 0 < cost.section_in < 20_000 and cost.step_gap < 20_000
+    assert profiler.accounts["idle handler"] / 2000 < 0.25 * cost.section_in + 200
