@@ -231,7 +231,7 @@ async def offline_alone(run: Run, plan: Plan, workdir: Path, speech: bytes) -> N
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20, help="(a): turns per pipeline")
-    parser.add_argument("--levels", default="10,15,20,25,30,40,50,60",
+    parser.add_argument("--levels", default="10,15,20,25,30,40,50",
                         help="(b): calls per process")
     parser.add_argument("--box-levels", default="20,30,40,50,60", help="(c): calls per box, fakes")
     parser.add_argument("--local-box-levels", default="5,10,15,20,25",
