@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from bench.call_driver import FAKE, LEVEL_TURNS, LOCAL, LOCAL_REPLY, ROUND_TURNS
@@ -65,10 +66,14 @@ def render(run: Run) -> str:
 def _load_line(run: Run) -> str:
     loads = "; ".join(f"{when} {one:.2f} / {five:.2f} / {fifteen:.2f}"
                       for when, (one, five, fifteen) in run.load)
+    levels = [row.load for rows in (*run.per_process.values(), run.box, run.local_box)
+              for row in rows if not math.isnan(row.load)]
+    spread = f" Levels ran at load {min(levels):.1f} to {max(levels):.1f}." if levels else ""
     return (f"The whole run took {run.minutes:.0f} min; load average (1 / 5 / 15 min) "
-            f"{loads}. The machine is shared: where a level's load (in its table) is above "
-            f"{run.processes}, other work was using the CPUs too, and that level's numbers are "
-            "worse than a quiet machine gives.")
+            f"{loads}.{spread} A level's load (in its table) counts this run's own processes "
+            f"(one in (b), {run.processes} and their workers in (c)); above that, other work was "
+            f"sharing the {run.processes} CPUs and the level's numbers are worse than a quiet "
+            "machine gives.")
 
 
 def _targets(run: Run) -> list[str]:
