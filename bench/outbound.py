@@ -28,11 +28,11 @@ from typing import Any
 
 from loguru import logger
 
+from bench.call_driver import CALLER_LINE
 from bench.harness import trim_trailing_silence
 from bench.outbound_dispatch import measure_dispatch
 from bench.outbound_inbound import measure_inbound_cost
 from bench.outbound_setup import FAST_CALLEES, Standin, new_clinic
-from bench.pipeline_latency import CALLER_LINE
 from bench.report import measured_line, publish
 from bench.twilio_standin import DEFAULT_NO_ANSWER_S, DEFAULT_RING_S
 from config import Settings

@@ -28,6 +28,12 @@ import uvicorn
 from loguru import logger
 
 from api.app import create_app
+from bench.call_driver import (
+    SILENCE_AFTER_S,
+    CallResult,
+    our_worker_factory,
+    run_call,
+)
 from bench.outbound_dispatch import most_open
 from bench.outbound_setup import (
     Clinic,
@@ -37,12 +43,6 @@ from bench.outbound_setup import (
     due_in,
     due_tasks,
     first_attempts,
-)
-from bench.pipeline_latency import (
-    SILENCE_AFTER_S,
-    CallResult,
-    our_worker_factory,
-    run_call,
 )
 from bench.report import percentile
 from config import Settings
