@@ -113,15 +113,15 @@ def before(names: list[str], processor: str) -> list[str]:
 
 
 class ContextKeepingLLM(ScriptedLLM):
-    """The scripted LLM, keeping the caller's messages as each run saw them, and calling
-    `tool` (as a model would, through Pipecat's function calling) on the run whose Flows
-    task says `when`."""
+    """The scripted LLM, keeping the caller's messages as each run saw them, and calling a
+    tool (as a model would, through Pipecat's function calling) on the first run whose
+    Flows task says to do an action of `calls` (action: tool)."""
 
-    def __init__(self, *, tool: str | None = None, when: str | None = None) -> None:
+    def __init__(self, calls: dict[str, str] | None = None) -> None:
         super().__init__()
         self.runs: list[list[str]] = []
         self.tasks: list[str] = []
-        self._tool, self._when = tool, when
+        self._calls = dict(calls or {})
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if not isinstance(frame, LLMContextFrame):
@@ -132,8 +132,9 @@ class ContextKeepingLLM(ScriptedLLM):
                           and not is_guidance_message(str(m["content"]))])
         self.tasks.append(next((m["content"] for m in reversed(messages)
                                 if m.get("role") == "developer"), ""))
-        if self._tool is not None and f"Do now: {self._when} " in self.tasks[-1]:
-            self._tool, tool = None, self._tool
+        action = next((a for a in self._calls if f"Do now: {a} " in self.tasks[-1]), None)
+        if action is not None:
+            tool = self._calls.pop(action)
             await LLMService.process_frame(self, frame, direction)  # the node's handlers
             await self.push_frame(LLMFullResponseStartFrame())
             await self.run_function_calls([FunctionCallFromLLM(
@@ -263,7 +264,8 @@ async def test_a_tools_transition_moves_the_call_on_and_its_node_is_answered_in_
     engine = GraphEngine(bundled_graph("clinic_booking"), GraphSession(identity=session.identity),
                          db.pool, session.log, clinic_name="Demo Family Clinic",
                          emergency_number="911")
-    llm = ContextKeepingLLM(tool="CheckAvailability", when="propose_initial_slot")
+    llm = ContextKeepingLLM({"ask_preferred_time": "GetServicesAndPricing",
+                             "propose_initial_slot": "CheckAvailability"})
     settings = Settings(_env_file=None)
     call = build_call_pipeline(MemoryTransport(RATE), session, CallDeps(
         settings=settings, plan=ProviderPlan.from_settings(settings), engine=engine,
@@ -272,9 +274,10 @@ async def test_a_tools_transition_moves_the_call_on_and_its_node_is_answered_in_
     seen = FramesSeen()
     task = await running(call, seen)
     lines = ["Hi, I need to book a physio session.", "Sometime next week in the afternoon."]
-    # The first turn is one run; the second a run that calls the tool, then one more in
-    # the node the tool's outcome opened.
-    for line, runs in zip(lines, (1, 3), strict=True):
+    # Each turn is a run that calls a tool, then one more: on the first turn the model
+    # talks about a lookup's result, on the second it speaks in the node the tool's
+    # outcome opened.
+    for line, runs in zip(lines, (2, 4), strict=True):
         await call.worker.queue_frame(
             TranscriptionFrame(line, "caller", time_now_iso8601(), finalized=True))
         await until(lambda n=runs: len(llm.runs) == n)
@@ -283,16 +286,21 @@ async def test_a_tools_transition_moves_the_call_on_and_its_node_is_answered_in_
     await finished(call, task)
 
     assert engine.state == "offering_slots"  # the slots read out moved the call on
-    (search,) = [r for r in writer.of_type("ToolCallRecord") if r.name == "CheckAvailability"]
-    assert search.succeeded
-    assert "Do now: propose_initial_slot " in llm.tasks[1]
-    assert "offering_slots" in llm.tasks[2] and llm.tasks[2] != llm.tasks[1]
+    tools = {r.name: r.succeeded for r in writer.of_type("ToolCallRecord")}
+    assert tools == {"GetServicesAndPricing": True, "CheckAvailability": True}
+    assert llm.tasks[1] == llm.tasks[0]  # the lookup's result, talked about in its node
+    assert "Do now: propose_initial_slot " in llm.tasks[2]
+    assert "offering_slots" in llm.tasks[3] and llm.tasks[3] != llm.tasks[2]
     names = processor_names(call)
     up_to_navigator = before(names, "GraphNavigatorProcessor")
     assert {name: seen.flows[name] for name in up_to_navigator} == dict.fromkeys(
         up_to_navigator, 0)
     for name in ["AgentGateProcessor", "GraphNavigatorProcessor"]:
         assert seen.count(name, LLMContextFrame) == len(lines), name  # one per turn
-    # The transition's run starts at the navigator, as the turns' runs do.
+    # A transition's run starts at the navigator, as the turns' runs do; a result the
+    # model is to talk about goes back up to it from the assistant aggregator.
     assert seen.count("FallbackResponderProcessor", LLMContextFrame) == 3
     assert seen.count("ContextKeepingLLM", LLMContextFrame) == 3
+    assert seen.count("ContextKeepingLLM", LLMContextFrame, FrameDirection.UPSTREAM) == 1
+    for name in names[:names.index("ContextKeepingLLM")]:
+        assert seen.count(name, LLMContextFrame, FrameDirection.UPSTREAM) == 0, name
