@@ -13,8 +13,8 @@ from runner.runtime import AppRuntime
 from tests.architecture.import_graph import project_modules
 
 # Only these differ with the way the caller reaches us: what hears them (the typed-text
-# bridge instead of an STT) and the taps on the caller's audio.
-TRANSPORT_SPECIFIC = {"TextInputProcessor", "CallerAudioEndProcessor", "AudioTapProcessor"}
+# bridge instead of an STT) and where the caller's and the agent's audio end.
+TRANSPORT_SPECIFIC = {"TextInputProcessor", "CallerAudioEndProcessor", "AgentAudioEndProcessor"}
 OURS = ("processors.", "flows.", "observers.", "turns.")
 
 
