@@ -14,7 +14,7 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import date
 from pathlib import Path
 
@@ -35,6 +35,22 @@ from tests.fakes import CollectingWriter, make_session
 def _short_temp_root() -> str | None:
     """/tmp when present: TMPDIR can be deep enough to overflow a socket path."""
     return "/tmp" if Path("/tmp").is_dir() else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_pools_live_with_the_session() -> Iterator[None]:
+    """The offline decoders', prosody analyzer's and grammar pass's worker processes are
+    process-wide, as in the service: an app a test starts and stops in this process leaves
+    them running for the next app (spawning them costs seconds of CPU each time), and the
+    session stops them at its end. `stop_worker_pools` itself is tested by
+    services/test_auto_transcript_verify.py, which calls it directly."""
+    from runner import runtime
+
+    stop_worker_pools = runtime.stop_worker_pools
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime, "stop_worker_pools", lambda: None)
+        yield
+    stop_worker_pools()
 
 
 @pytest.fixture(scope="session")
