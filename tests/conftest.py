@@ -32,6 +32,13 @@ from db.seed import seed_clinic
 from tests.fakes import CollectingWriter, make_session
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts the real service (`e2e`) is in the slow set too."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 def _short_temp_root() -> str | None:
     """/tmp when present: TMPDIR can be deep enough to overflow a socket path."""
     return "/tmp" if Path("/tmp").is_dir() else None
