@@ -29,6 +29,7 @@ from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import seed_clinic
+from runner.runtime import stop_worker_pools
 from tests.fakes import CollectingWriter, make_session
 
 
@@ -45,18 +46,11 @@ def _short_temp_root() -> str | None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def worker_pools_live_with_the_session() -> Iterator[None]:
+def worker_pools_stop_with_the_session() -> Iterator[None]:
     """The offline decoders', prosody analyzer's and grammar pass's worker processes are
-    process-wide, as in the service: an app a test starts and stops in this process leaves
-    them running for the next app (spawning them costs seconds of CPU each time), and the
-    session stops them at its end. `stop_worker_pools` itself is tested by
-    services/test_auto_transcript_verify.py, which calls it directly."""
-    from runner import runtime
-
-    stop_worker_pools = runtime.stop_worker_pools
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(runtime, "stop_worker_pools", lambda: None)
-        yield
+    process-wide; the apps `tests/api/app_client.running_app` starts leave them to the
+    next app, and the session stops them at its end."""
+    yield
     stop_worker_pools()
 
 
