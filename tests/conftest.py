@@ -12,6 +12,7 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
+import asyncio
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +30,10 @@ from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import seed_clinic
+from processors.world.field_grammar import FieldRecognizer
 from runner.runtime import stop_worker_pools
+from services.pocketsphinx.stt import DecoderPool
+from services.prosody.emotion import ProsodyPool
 from tests.fakes import CollectingWriter, make_session
 
 
@@ -48,10 +52,18 @@ def _short_temp_root() -> str | None:
 @pytest.fixture(scope="session", autouse=True)
 def worker_pools_stop_with_the_session() -> Iterator[None]:
     """The offline decoders', prosody analyzer's and grammar pass's worker processes are
-    process-wide; the apps `tests/api/app_client.running_app` starts leave them to the
-    next app, and the session stops them at its end."""
+    process-wide; the apps tests start leave them to the next app
+    (`tests/api/app_client.py`), and the session stops them at its end."""
     yield
     stop_worker_pools()
+
+
+@pytest.fixture
+async def worker_pools_started() -> None:
+    """The worker pools an app warms at its start, started on this (the main) thread, so
+    that an app under TestClient finds them running (`app_client.app_in_testclient`)."""
+    await asyncio.gather(DecoderPool.shared().warm_up(), ProsodyPool.shared().warm_up(),
+                         FieldRecognizer.shared().warm_up())
 
 
 @pytest.fixture(scope="session")
