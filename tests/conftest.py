@@ -51,9 +51,8 @@ def _short_temp_root() -> str | None:
 
 @pytest.fixture(scope="session", autouse=True)
 def worker_pools_stop_with_the_session() -> Iterator[None]:
-    """The offline decoders', prosody analyzer's and grammar pass's worker processes are
-    process-wide; the apps tests start leave them to the next app
-    (`tests/api/app_client.py`), and the session stops them at its end."""
+    """The worker pools the apps of this session left running (`tests/worker_pools.py`)
+    stop with it."""
     yield
     stop_worker_pools()
 
@@ -61,7 +60,7 @@ def worker_pools_stop_with_the_session() -> Iterator[None]:
 @pytest.fixture
 async def worker_pools_started() -> None:
     """The worker pools an app warms at its start, started on this (the main) thread, so
-    that an app under TestClient finds them running (`app_client.app_in_testclient`)."""
+    that an app under TestClient finds them running (`tests/worker_pools.py`)."""
     await asyncio.gather(DecoderPool.shared().warm_up(), ProsodyPool.shared().warm_up(),
                          FieldRecognizer.shared().warm_up())
 
