@@ -6,10 +6,14 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Parallel test processes: most tests wait on real time (audio paced as spoken, timers),
-# so more workers than cores still pay off.
+# Parallel test processes. Most of `make test` waits on real time (audio paced as it is
+# spoken, timers), so more workers than cores pay off; the slow set's services keep the
+# cores busy, so it runs on fewer, a file per worker (its servers are per file or folder).
 TEST_WORKERS ?= 4
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+SLOW_WORKERS ?= 2
+# Byte-compiled once up front: each test worker, and each service and worker process the
+# tests start, would otherwise compile the project again (PYTHONDONTWRITEBYTECODE).
+COMPILE := $(PY) -m compileall -q -j 0 -x '/\.(venv|git|data)/|/mutants/' .
 
 .PHONY: run test test-slow bench simulate mutation clean-data
 
@@ -24,10 +28,12 @@ run: $(VENV)/.installed
 	$(PY) main.py serve
 
 test: $(VENV)/.installed
-	$(PYTEST) -m "not slow"
+	@$(COMPILE)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow"
 
 test-slow: $(VENV)/.installed
-	$(PYTEST) -m slow
+	@$(COMPILE)
+	$(PY) -m pytest -q -n $(SLOW_WORKERS) --dist loadfile -m slow
 
 # Mutants of the quick rules, the guidance filter and the safety rules against their fast
 # tests ([tool.mutmut] in pyproject.toml); prints the survivors and the kill rate per file.
