@@ -12,9 +12,10 @@ import lib.process_env  # noqa: F401  (first: sets native thread counts)
 
 # isort: split
 
+import asyncio
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import date
 from pathlib import Path
 
@@ -29,12 +30,39 @@ from db.embedded import EmbeddedPostgres
 from db.migrations import apply_migrations
 from db.pool import Database
 from db.seed import seed_clinic
+from processors.world.field_grammar import FieldRecognizer
+from runner.runtime import stop_worker_pools
+from services.pocketsphinx.stt import DecoderPool
+from services.prosody.emotion import ProsodyPool
 from tests.fakes import CollectingWriter, make_session
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts the real service (`e2e`) is in the slow set too."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 def _short_temp_root() -> str | None:
     """/tmp when present: TMPDIR can be deep enough to overflow a socket path."""
     return "/tmp" if Path("/tmp").is_dir() else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_pools_stop_with_the_session() -> Iterator[None]:
+    """The worker pools the apps of this session left running (`tests/worker_pools.py`)
+    stop with it."""
+    yield
+    stop_worker_pools()
+
+
+@pytest.fixture
+async def worker_pools_started() -> None:
+    """The worker pools an app warms at its start, started on this (the main) thread, so
+    that an app under TestClient finds them running (`tests/worker_pools.py`)."""
+    await asyncio.gather(DecoderPool.shared().warm_up(), ProsodyPool.shared().warm_up(),
+                         FieldRecognizer.shared().warm_up())
 
 
 @pytest.fixture(scope="session")

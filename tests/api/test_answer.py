@@ -2,15 +2,18 @@
 
 import uuid
 import xml.etree.ElementTree as ET
+from contextlib import AbstractContextManager
 
 import pytest
 from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
-from api.app import create_app
 from config import Settings
 from db import repositories as repo
+from tests.api.app_client import app_in_testclient
 from tests.api.clinics import several_clinics
+
+pytestmark = pytest.mark.usefixtures("worker_pools_started")  # app_in_testclient
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 BASE = "https://agent.example.com"
@@ -38,12 +41,12 @@ def post_answer(client: TestClient, form: dict) -> ET.Element:
     return ET.fromstring(response.text)
 
 
-def service(tmp_path, pg_dsn: str, max_calls: int) -> TestClient:
+def service(tmp_path, pg_dsn: str, max_calls: int) -> AbstractContextManager[TestClient]:
     settings = Settings(
         _env_file=None, data_dir=tmp_path, database_url=pg_dsn, twilio_auth_token=TOKEN,
         max_concurrent_calls=max_calls, public_url=BASE,
     )
-    return TestClient(create_app(settings), base_url=BASE)
+    return app_in_testclient(settings, base_url=BASE)
 
 
 def streamed_call_id(twiml: ET.Element) -> str:

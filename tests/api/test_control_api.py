@@ -6,11 +6,11 @@ import random
 import uuid
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from pipecat.frames.frames import LLMMessagesAppendFrame, TranscriptionFrame
 from pipecat.tests.utils import SleepFrame, run_test
 
-from api.app import create_app
 from call.call_session import SessionMode
 from call.voice_settings import DEFAULT_SENSITIVE_TOPICS
 from config import Settings
@@ -21,7 +21,10 @@ from processors.safety.judge import RulesJudge
 from processors.safety.monitor import SafetyServices
 from processors.safety.safety_monitor_processor import SafetyMonitorProcessor
 from services.embeddings import LOCAL_MODEL, LocalEmbedder
+from tests.api.app_client import app_in_testclient
 from tests.fakes import make_session
+
+pytestmark = pytest.mark.usefixtures("worker_pools_started")  # app_in_testclient
 
 GAMBLING = {
     "key": "gambling_crisis", "name": "Gambling crisis", "severity": "soft",
@@ -61,7 +64,7 @@ async def test_voice_settings_defaults_strict_validation_and_the_next_call(
                               keyterms=["MRI"])
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         empty = client.get("/api/voice-settings", headers=mine)
         refused = client.put("/api/voice-settings", headers=mine, json={
             "speed": 3, "tone": "angry", "colour": "blue", "fillers_enabled": "yes",
@@ -122,7 +125,7 @@ async def test_service_keyterms_are_validated_merged_and_scoped(tmp_path, pg_dsn
                         system_keyterms=["appointment", "mri"])
     url = f"/api/services/{service['id']}/keyterms"
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         listed = client.get("/api/services", headers=mine).json()
         their_list = client.get("/api/services", headers=theirs).json()
         too_long = client.put(url, headers=mine, json={"keyterms": ["x" * 61]})
@@ -168,7 +171,7 @@ async def test_safety_concepts_are_embedded_on_create_and_guard_the_next_call(
     await repo.create_service(db.pool, workspace_id, "Riverside", phone_number=number)
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         runtime = client.app.state.runtime
         before = client.get("/api/safety-concepts", headers=mine).json()
         without = next_call(client, number)
@@ -269,7 +272,7 @@ async def test_escalations_are_listed_acknowledged_once_and_resolved(tmp_path, p
     theirs_id = await escalation(db, await new_call(db, other_id), 1, "self_harm")
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         def act(escalation: int, action: str, operator: str, headers: dict = mine):
             return client.post(f"/api/escalations/{escalation}/{action}", headers=headers,
                                json={"operator": operator})

@@ -5,9 +5,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
 from config import Settings
 from db import repositories as repo
 from db.insights import (
@@ -20,6 +18,7 @@ from db.insights import (
 )
 from flows.graph import parse_graph
 from flows.state_guide import error_pct, state_guide
+from tests.api.app_client import app_in_testclient
 
 TINY = {
     "id": "tiny", "version": 3, "description": "A small graph.", "initial_state": "start",
@@ -177,13 +176,14 @@ async def test_aggregates_read_only_the_last_n_calls_of_the_workspace(db, worksp
     assert {v.value: v.count for v in seen.completion_reasons} == {"agent_ended": 2}
 
 
+@pytest.mark.usefixtures("worker_pools_started")
 async def test_state_guide_endpoint_merges_the_services_graph_for_the_keys_workspace(
         tmp_path, pg_dsn, db, workspace_id, crafted):
     sid, other = crafted
     key = await repo.create_api_key(db.pool, workspace_id, "test")
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         auth = {"Authorization": f"Bearer {key}"}
         guide = client.get("/api/insights/state-guide", headers=auth)  # the default service
         last_two = client.get(f"/api/insights/state-guide?service_id={sid}&last=2", headers=auth)

@@ -12,12 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
-from api.app import create_app
 from config import Settings
 from db import jobs, outbound
 from db import outbound_dial as dials
 from db import repositories as repo
 from flows.outbound_greeting import greeting_line
+from tests.api.app_client import app_in_testclient
 from tests.runner.outbound_world import World, make_world
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -32,7 +32,7 @@ def client(tmp_path_factory, pg_dsn):
     settings = Settings(_env_file=None, data_dir=tmp_path_factory.mktemp("outbound"),
                         database_url=pg_dsn, twilio_auth_token=TOKEN, public_url=BASE,
                         max_concurrent_calls=5)
-    with TestClient(create_app(settings), base_url=BASE) as client:
+    with app_in_testclient(settings, base_url=BASE) as client:
         yield client
 
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from config import Settings
 from db import visit_links
 from simulator.stripe_api import FakeStripe
+from tests.api.app_client import app_in_testclient
 from tests.api.clinics import new_number
 
 SECRET = "whsec_" + "ab" * 16
@@ -24,7 +24,7 @@ SECRET = "whsec_" + "ab" * 16
 def client(tmp_path_factory, pg_dsn):
     settings = Settings(_env_file=None, data_dir=tmp_path_factory.mktemp("stripe"),
                         database_url=pg_dsn, stripe_webhook_secret=SECRET)
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         yield client
 
 

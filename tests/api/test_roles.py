@@ -10,14 +10,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from api.app import create_app
 from api.deps import Role
 from config import Settings
 from db import repositories as repo
-from tests.api.app_client import bearer, running_app
+from tests.api.app_client import app_in_testclient, bearer, running_app
 from tests.api.route_table import MUTATING, api_routes
 
 # Written on their own while the app runs: process heartbeats, the search index of
@@ -116,12 +114,13 @@ async def test_each_route_refuses_the_roles_below_the_one_it_declares(tmp_path, 
         for label, role in refused}
 
 
+@pytest.mark.usefixtures("worker_pools_started")
 async def test_observer_sockets_refuse_a_key_below_their_role_with_the_reason(
         tmp_path, pg_dsn, db):
     _, keys = await workspace_with_keys(db)
     settings = quiet_settings(tmp_path, pg_dsn)
     refusals, admitted = {}, None
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         sockets = [route for route in api_routes(client.app) if route.method == "WS"]
         for route in sockets:
             for role in below(route.role):

@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
-from api.app import create_app
 from config import Settings
 from db import repositories as repo
 from db import text_messages as texts
+from tests.api.app_client import app_in_testclient
 from tests.api.clinics import new_number
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -24,7 +24,7 @@ BASE = "https://agent.example.com"
 def client(tmp_path_factory, pg_dsn):
     settings = Settings(_env_file=None, data_dir=tmp_path_factory.mktemp("texts"),
                         database_url=pg_dsn, twilio_auth_token=TOKEN, public_url=BASE)
-    with TestClient(create_app(settings), base_url=BASE) as client:
+    with app_in_testclient(settings, base_url=BASE) as client:
         yield client
 
 

@@ -4,14 +4,16 @@ each only for the key's own workspace."""
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
-from fastapi.testclient import TestClient
+import pytest
 
-from api.app import create_app
 from config import Settings
 from db import practice_writes, scheduling, world
 from db import repositories as repo
 from db.seed import seed_clinic
 from db.world import EventDraft, Provenance
+from tests.api.app_client import app_in_testclient
+
+pytestmark = pytest.mark.usefixtures("worker_pools_started")  # app_in_testclient
 
 
 async def flagged_call(db, workspace_id: str) -> tuple[str, str]:
@@ -41,7 +43,7 @@ async def test_events_verification_and_review_queue_stay_in_their_workspace(
     other_key = await repo.create_api_key(db.pool, other["id"], "test")
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         mine = {"Authorization": f"Bearer {key}"}
         theirs = {"Authorization": f"Bearer {other_key}"}
         events = client.get(f"/api/calls/{call_id}/events", headers=mine)
@@ -86,7 +88,7 @@ async def test_a_booking_the_practice_system_never_took_is_in_the_review_queue_w
     key = await repo.create_api_key(db.pool, workspace_id, "test", role="operator")
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
 
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         queue = client.get("/api/review-queue", headers={"Authorization": f"Bearer {key}"})
 
     [item] = queue.json()

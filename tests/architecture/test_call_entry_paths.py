@@ -11,6 +11,7 @@ from db import repositories as repo
 from runner.call_setup import build_call, call_deps, new_session
 from runner.runtime import AppRuntime
 from tests.architecture.import_graph import project_modules
+from tests.worker_pools import pools_left_to_the_next_app
 
 # Only these differ with the way the caller reaches us: what hears them (the typed-text
 # bridge instead of an STT) and where the caller's and the agent's audio end.
@@ -72,7 +73,8 @@ async def test_phone_text_and_browser_calls_get_the_same_layers_and_providers(
                 runtime, MemoryTransport(8000), session, profile, greeting=None,
                 sample_rate=8000))
     finally:
-        await runtime.close()
+        with pools_left_to_the_next_app():
+            await runtime.close()
     assert "WorldExtractorProcessor" in built[SessionMode.PHONE]
     assert "GraphNavigatorProcessor" in built[SessionMode.PHONE]
     assert built[SessionMode.TEXT] == built[SessionMode.PHONE]

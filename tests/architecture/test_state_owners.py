@@ -5,6 +5,7 @@ the owner through a method, so the order of who changed what is visible in one p
 import ast
 import dataclasses
 import re
+from functools import lru_cache
 
 from call.call_session import CallSession
 from call.conversation import ConversationState
@@ -15,8 +16,11 @@ OWNERS = {CallSession: "call.call_session", ConversationState: "call.conversatio
 HOLDER = re.compile(r"(^|\.)_?(session|conversation)$")
 
 
-def _writers(field: str, owner_module: str) -> set[str]:
-    found = set()
+@lru_cache(maxsize=1)
+def _stores() -> list[tuple[str, str, str]]:
+    """Every attribute assignment in the project, as (module, attribute, holder): the
+    source is read once and every field is looked up in it."""
+    found = []
     for module, path in project_modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             targets = (node.targets if isinstance(node, ast.Assign)
@@ -24,13 +28,14 @@ def _writers(field: str, owner_module: str) -> set[str]:
                        else [])
             for target in targets:
                 for part in ast.walk(target):
-                    if not (isinstance(part, ast.Attribute) and part.attr == field
-                            and isinstance(part.ctx, ast.Store)):
-                        continue
-                    holder = ast.unparse(part.value)
-                    if HOLDER.search(holder) or (holder == "self" and module == owner_module):
-                        found.add(module)
+                    if isinstance(part, ast.Attribute) and isinstance(part.ctx, ast.Store):
+                        found.append((module, part.attr, ast.unparse(part.value)))
     return found
+
+
+def _writers(field: str, owner_module: str) -> set[str]:
+    return {module for module, attr, holder in _stores() if attr == field
+            and (HOLDER.search(holder) or (holder == "self" and module == owner_module))}
 
 
 def test_each_field_of_the_shared_call_state_has_one_writer():

@@ -21,7 +21,7 @@ from tests.chaos.database_faults import (
 )
 from tests.chaos.scenarios import kill_database_mid_call
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 async def test_a_killed_database_is_restarted_without_a_process_restart_and_nothing_is_lost():

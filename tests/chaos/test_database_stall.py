@@ -23,7 +23,7 @@ from tests.chaos.database_faults import (
 )
 from tests.chaos.scenarios import freeze_database_mid_call
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 FREEZE_S = 30.0
 PROBE_EVERY_S = 5.0

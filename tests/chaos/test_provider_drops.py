@@ -48,7 +48,7 @@ from tests.voice_fakes import (
     serve_elevenlabs,
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 RATE = 8000
 ANSWER_BOUND_S = 5.0  # the caller's turn ends → the agent's first audio reaches them

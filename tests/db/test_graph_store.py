@@ -10,6 +10,7 @@ from db import repositories as repo
 from db.graph_store import GraphVersionExists, latest_graph, save_graph
 from flows.graph import bundled_graph
 from runner.runtime import AppRuntime
+from tests.worker_pools import pools_left_to_the_next_app
 
 
 def definition(version: int, **changes) -> dict:
@@ -53,7 +54,8 @@ async def test_a_call_runs_the_stored_version_and_its_record_says_which(tmp_path
         profile = await runtime.resolve_profile("call", number)
         fallback = await runtime.resolve_profile("call", broken["phone_numbers"][0])
     finally:
-        await runtime.close()
+        with pools_left_to_the_next_app():
+            await runtime.close()
     assert profile.graph.version == 7
     assert runtime.snapshot(profile)["context_graph"]["version"] == 7
     assert fallback.graph.version == 1  # the bundled graph, and the reason is on record

@@ -22,6 +22,7 @@ from flows.graph import GRAPHS_DIR, ContextGraph, parse_graph
 from runner.call_setup import new_session
 from runner.runtime import AppRuntime
 from tests.flows.callers import GRAPH, PRIYA_PHONE, Caller, call_from
+from tests.worker_pools import pools_left_to_the_next_app
 
 DENVER = ZoneInfo("America/Denver")
 
@@ -218,7 +219,8 @@ async def test_the_greeting_says_when_the_clinic_opens_again_and_why_it_is_close
                 status="ringing")
             new_session(runtime, profile, SessionMode.TEXT)
     finally:
-        await runtime.close()
+        with pools_left_to_the_next_app():
+            await runtime.close()
 
     plain = ("Thank you for calling {}. This is the scheduling assistant. How can I help you "
              "today?").format(service["name"])

@@ -27,6 +27,7 @@ from processors.llm_context import guidance_message
 from processors.voice.agent_audio_end_processor import AgentAudioEndProcessor
 from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
 from tests.fakes import InstantSTT, InstantTTS, ScriptedLLM
+from tests.jobs import eventually
 
 RATE = 8000
 FRAME = b"\x01\x00" * (RATE // 50)  # 20 ms of near-silence
@@ -58,7 +59,11 @@ async def test_the_recording_has_every_caller_frame_the_transport_received(sessi
     await asyncio.sleep(0.2)
     for _ in range(100):  # two seconds of caller audio
         await transport.input().feed(FRAME, RATE)
-    await asyncio.sleep(0.3)
+
+    async def every_frame_handled() -> bool:  # however busy the machine is
+        return call.recording is not None and call.recording.seconds >= 2.0
+
+    await eventually(every_frame_handled, timeout=10)
     await call.worker.cancel()
     await asyncio.wait_for(running, 10)
     assert call.recording is not None and call.recording.seconds == 2.0

@@ -6,10 +6,9 @@ import wave
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
 from db import repositories as repo
+from tests.api.app_client import app_in_testclient
 from tests.recordings.audio import RATE, caller_tone_recording
 
 pytestmark = pytest.mark.timeout(60)
@@ -24,8 +23,8 @@ async def recorded(tmp_path, db, workspace_id, call_id):
 
 
 @pytest.fixture
-def client(settings):
-    with TestClient(create_app(settings)) as client:
+def client(settings, worker_pools_started):
+    with app_in_testclient(settings) as client:
         yield client
 
 

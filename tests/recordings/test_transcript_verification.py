@@ -7,9 +7,7 @@ import uuid
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from api.app import create_app
 from call.recording import interleave, write_wav
 from config import Settings
 from db import repositories as repo
@@ -18,6 +16,7 @@ from db.seed import seed_world
 from runner import transcript_verification as tv
 from runner.call_vocabulary import CallVocabulary
 from services.espeak.engine import synthesize_script
+from tests.api.app_client import app_in_testclient
 from tests.recordings.deepgram_fake import serve_deepgram
 
 pytestmark = pytest.mark.timeout(120)
@@ -122,6 +121,7 @@ def post(client, path, headers):
     return asyncio.to_thread(client.post, path, headers=headers)
 
 
+@pytest.mark.usefixtures("worker_pools_started")
 async def test_endpoint_with_deepgram_stores_the_verification(tmp_path, pg_dsn, db, workspace_id):
     call_id = await recorded_call(db, workspace_id, tmp_path, [
         ("caller", "I would love to book"), ("agent", "Which day?"), ("caller", "appointment")])
@@ -132,7 +132,7 @@ async def test_endpoint_with_deepgram_stores_the_verification(tmp_path, pg_dsn, 
         settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn,
                             stt_provider="local", deepgram_api_key="dg-key",
                             deepgram_base_url=deepgram.base_url, transcript_verify_timeout_s=3)
-        with TestClient(create_app(settings)) as client:
+        with app_in_testclient(settings) as client:
             url = f"/api/calls/{call_id}/verify-transcript"
             ok = await post(client, url, auth)
             stored = await repo.get_call(db.pool, call_id)
@@ -162,6 +162,7 @@ async def test_endpoint_with_deepgram_stores_the_verification(tmp_path, pg_dsn, 
     assert shown["verified_words"][0]["speaker"] == "caller"
 
 
+@pytest.mark.usefixtures("worker_pools_started")
 async def test_endpoint_local_auth_and_missing_recordings(tmp_path, pg_dsn, db, workspace_id):
     call_id = await recorded_call(db, workspace_id, tmp_path, [("caller", CALLER_LINE)])
     unrecorded = await repo.create_call(
@@ -172,7 +173,7 @@ async def test_endpoint_local_auth_and_missing_recordings(tmp_path, pg_dsn, db, 
     theirs = {"Authorization": f"Bearer {await repo.create_api_key(db.pool, other['id'])}"}
     settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn)
     url = f"/api/calls/{call_id}/verify-transcript"
-    with TestClient(create_app(settings)) as client:
+    with app_in_testclient(settings) as client:
         anonymous = await post(client, url, {})
         hidden = await post(client, url, theirs)
         no_recording = await post(client, f"/api/calls/{unrecorded}/verify-transcript", auth)
@@ -200,6 +201,7 @@ async def clinic_call(db, workspace_id, service_id, tmp_path, caller_turns):
     return call_id
 
 
+@pytest.mark.usefixtures("worker_pools_started")
 async def test_deepgram_is_told_the_clinic_vocabulary_and_misses_become_suggestions(
         tmp_path, pg_dsn, db, demo_clinic):
     workspace_id, service_id = demo_clinic
@@ -212,7 +214,7 @@ async def test_deepgram_is_told_the_clinic_vocabulary_and_misses_become_suggesti
     async with serve_deepgram([(said, 0.5), ("Of course.", 3.5)]) as deepgram:
         settings = Settings(_env_file=None, data_dir=tmp_path, database_url=pg_dsn,
                             deepgram_api_key="dg-key", deepgram_base_url=deepgram.base_url)
-        with TestClient(create_app(settings)) as client:
+        with app_in_testclient(settings) as client:
             answer = await post(client, f"/api/calls/{call_id}/verify-transcript", auth)
     proposed = await stt.list_suggestions(db.pool, workspace_id, service_id=service_id)
 
