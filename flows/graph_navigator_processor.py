@@ -8,18 +8,9 @@ navigates to the action to speak. Then either
   would be, so the TTS, the recorder and the call controller treat it like any other,
   and the context frame goes no further; or
 - an engage LLM: the decision becomes a `pipecat.flows` node (flows/compile), which the
-  Flows manager enters. The frames it queues for the node come here, not to the
-  pipeline's source (flows/node_worker.py): the state's task and tools are written into
-  the context at once, and the LLM runs on it from here — one context frame per turn,
-  which no processor before this one sees again. A tool's outcome that opens another
-  node (booked → wrap-up) enters it the same way. A filler the navigator produced is
-  spoken at once, while the LLM works.
-
-This processor is the one editor of the LLM context in a call with a graph
-(processors/llm_context.py): it writes the notes earlier layers attached to the turn
-(the emotion steering's voice note) after the caller's words, what the audio check found
-just before them, and each node's task and tools. A turn the agent gate let through is
-held back here too when the agent was suspended meanwhile (`withheld`).
+  Flows manager enters — the state's task and tools into the context, then an LLM run,
+  whose context frame passes through here untouched. A filler the navigator produced
+  is spoken at once, while the LLM works.
 
 The terminal state ends the call once its goodbye has been said. If the engine fails
 (the graph cannot be walked) the turn, and every turn after it, passes on to what
@@ -57,15 +48,8 @@ from flows.navigator import NavDecision
 from language.affirmation import Answer, classify_answer
 from language.fields import digits_in
 from lib.prompts import render_prompt
-from processors.conversation.agent_gate_processor import withheld
 from processors.emotion.call_emotion import CallEmotion
-from processors.llm_context import (
-    apply_context_frame,
-    insert_before_caller,
-    is_caller_turn,
-    last_user_text,
-    write_caller_notes,
-)
+from processors.llm_context import is_caller_turn, last_user_text
 from processors.voice.line_speaker_processor import LineSpeakerProcessor
 from processors.world.audio_check import (
     MIN_AUDIO_S,
@@ -96,39 +80,11 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
         self._audio_timeout_s = audio_timeout_s
         self._started: asyncio.Task | None = None
         self._flows: FlowManager | None = None
-        self._context: LLMContext | None = None
         self._nodes = EngageNodes(engine, end_call=self._end_after_goodbye)
 
-    def engage_with(self, flows: FlowManager, context: LLMContext) -> None:
-        """An LLM speaks for the agent: each decision becomes the Flows node it runs, on
-        the call's `context` (Flows' worker hands the node's frames to `from_flows`)."""
+    def engage_with(self, flows: FlowManager) -> None:
+        """An LLM speaks for the agent: each decision becomes the Flows node it runs."""
         self._flows = flows
-        self._context = context
-
-    async def from_flows(self, frame: Frame) -> None:
-        """A frame Flows queued for a node, handled where the turn is: task messages and
-        tools written into the context, an LLM run pushed from here, anything else (a
-        settings change, a function action to run once the reply has played) sent on."""
-        assert self._context is not None
-        if apply_context_frame(self._context, frame):
-            if getattr(frame, "run_llm", None):
-                await self._run_llm()
-        elif isinstance(frame, LLMRunFrame):
-            await self._run_llm()
-        else:
-            await self.push_frame(frame)
-
-    async def _run_llm(self) -> None:
-        """The LLM answers the context as it stands — unless the agent was held back
-        since the turn passed the gate (a human took the call, or the server is going)."""
-        assert self._context is not None
-        why = withheld(self._session)
-        if why == "suspended":
-            self._session.log.event("agent_held", answered="holding line")
-        elif why is not None:
-            self._session.log.event("turn_unanswered", why=why)
-        else:
-            await self.push_frame(LLMContextFrame(context=self._context))
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -139,15 +95,14 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
         elif (
             isinstance(frame, LLMContextFrame)
             and direction is FrameDirection.DOWNSTREAM
+            and not self._engine.failed
             and is_caller_turn(frame.context)
         ):
-            write_caller_notes(frame)
-            if not self._engine.failed:
-                answered = (await self._engage(last_user_text(frame), frame.context)
-                            if self._flows is not None
-                            else await self._answer(last_user_text(frame)))
-                if answered:
-                    return
+            answered = (await self._engage(last_user_text(frame), frame.context)
+                        if self._flows is not None
+                        else await self._answer(last_user_text(frame)))
+            if answered:
+                return
         await self.push_frame(frame, direction)
 
     async def _answer(self, caller_text: str) -> bool:
@@ -196,7 +151,9 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
         check = await self._check_audio(caller_text)
         if check is not None:
             # The LLM is told what the audio check found, beside the caller's words.
-            insert_before_caller(context, {"role": "user", "content": guidance(check)})
+            messages = context.get_messages()
+            context.set_messages(messages[:-1] + [
+                {"role": "user", "content": guidance(check)}, messages[-1]])
             if check.band == "use":
                 caller_text = check.said
         try:
@@ -222,8 +179,8 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
         return True
 
     async def _enter(self, decision: NavDecision) -> None:
-        """Flows sets the node's task and tools, then runs the LLM, through `from_flows`
-        (awaited off the frame path: a terminal node waits for its goodbye to play)."""
+        """Flows sets the node's task and tools, then runs the LLM (awaited off the frame
+        path: the node's frames enter at the pipeline source and pass this processor)."""
         assert self._flows is not None
         if self._emotion is not None:
             self._emotion.reply_requested_at = self._emotion.clock()
@@ -231,7 +188,7 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
             await self._flows.set_node_from_config(self._nodes.node(decision))
         except Exception as error:  # noqa: BLE001 - the LLM answers in static prompt mode
             self._static_from_here(error)
-            await self._run_llm()
+            await self.queue_frame_at_source(LLMRunFrame())
 
     async def _check_audio(self, caller_text: str) -> AudioCheck | None:
         """Hear the caller's last turn again when it answers a question for a name, a
@@ -284,7 +241,10 @@ class GraphNavigatorProcessor(LineSpeakerProcessor):
         """The terminal node's goodbye has played: transfer if asked, then hang up."""
         if self._engine.session.handoff_to:
             self._transfer(self._engine.session.handoff_to, self._engine.state)
-        await self.push_frame(EndCallFrame(reason=self._end_reason().value))
+        await self.queue_frame_at_source(EndCallFrame(reason=self._end_reason().value))
+
+    async def queue_frame_at_source(self, frame: Frame) -> None:
+        await self.pipeline_worker.queue_frame(frame)
 
     async def _model_filler(self, text: str) -> None:
         """The navigator model's filler (the first it gave this turn), offered at once."""

@@ -6,10 +6,8 @@ LLM and a voice whose volume the TTS cannot set) is built and never run: stand-i
 the transport and the STT, TTS and LLM services (which the provider plan chooses per
 process), the real context-graph engine on the bundled graph with no database behind it
 (nothing asks it anything). Its processors are listed in order with the file each lives
-in and the audio it is handed: the caller's from the transport input to where it ends,
-except inside a chain it passes by (pipeline/audio_bypass.py), and the agent's from the
-TTS to where it ends. Each call that lacks one feature is built too, so every processor
-says which calls have it.
+in. Each call that lacks one feature is built too, so every processor says which calls
+have it.
 
 `docs/ARCHITECTURE.md` holds this output; `tests/architecture/test_diagram.py` fails
 when the two differ.
@@ -42,13 +40,10 @@ from config import Settings
 from flows.graph import bundled_graph
 from flows.graph_engine import GraphEngine
 from flows.graph_session import GraphSession
-from pipeline.audio_bypass import AudioBypass
 from pipeline.call_deps import CallDeps, ServiceOverrides
 from pipeline.factory import CallPipeline, build_call_pipeline
 from pipeline.providers import ProviderPlan
 from processors.emotion.call_emotion import CallEmotion
-from processors.voice.agent_audio_end_processor import AgentAudioEndProcessor
-from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
 
 # Where the diagram sits in docs/ARCHITECTURE.md.
 BEGIN = "<!-- pipeline-diagram:start -->"
@@ -130,18 +125,7 @@ class Step:
     where: str
 
 
-@dataclass(frozen=True)
-class Built:
-    """A built call: its steps, the audio each is handed, and the chains audio passes by
-    (as step numbers, first and last)."""
-
-    steps: list[Step]
-    audio: list[str]
-    bypassed: list[tuple[int, int]]
-    pipeline: CallPipeline
-
-
-def _built(call: Call) -> Built:
+def _built(call: Call) -> tuple[list[Step], CallPipeline]:
     settings = Settings(_env_file=None)
     plan = ProviderPlan.from_settings(settings)
     # Stand-ins fill the STT, TTS and LLM rows; a call without the stand-in LLM must not
@@ -176,52 +160,23 @@ def _built(call: Call) -> Built:
         recordings_dir=Path("recordings") if call.recording else None,
         overrides=ServiceOverrides(stt=stt, tts=tts, llm=llm, llm_available=call.llm),
     ))
-    flow = _processors(built.worker.pipeline)
-    steps = [labels.get(id(p)) or _step(p) for p, _ in flow]
-    audio = _audio(flow, transport.input() if call.audio else None)
-    chains = [chain for _, chain in flow]
-    bypassed = [(chains.index(chain) + 1, len(chains) - chains[::-1].index(chain))
-                for chain in dict.fromkeys(c for c in chains if c is not None)]
-    return Built(steps, audio, bypassed, built)
+    steps = [labels.get(id(p)) or _step(p) for p in _processors(built.worker.pipeline)]
+    return steps, built
 
 
-def _processors(processor: FrameProcessor, chain: AudioBypass | None = None
-                ) -> list[tuple[FrameProcessor, AudioBypass | None]]:
-    """The processors frames pass through, in order (pipelines opened, their ends left
-    out), each with the audio-bypassing chain it is in."""
+def _processors(processor: FrameProcessor) -> list[FrameProcessor]:
+    """The processors frames pass through, in order (pipelines opened, their ends left out)."""
     if isinstance(processor, PipelineSource | PipelineSink):
         return []
-    if isinstance(processor, AudioBypass):
-        chain = processor
     if isinstance(processor, Pipeline):
-        return [p for child in processor.processors for p in _processors(child, chain)]
-    return [(processor, chain)]
-
-
-def _audio(flow: list[tuple[FrameProcessor, AudioBypass | None]],
-           caller_source: FrameProcessor | None) -> list[str]:
-    """The audio each processor is handed: the caller's from the transport input on, up to
-    and including where it ends, unless a chain passes it by; the agent's from the TTS on,
-    up to and including where it ends."""
-    audio, caller, agent = [], False, False
-    for processor, chain in flow:
-        caller = caller or processor is caller_source
-        heard = [name for name, on in (("caller", caller and chain is None), ("agent", agent))
-                 if on]
-        audio.append("+".join(heard))
-        caller = caller and not isinstance(processor, CallerAudioEndProcessor)
-        agent = (agent or isinstance(processor, TTSService)) and not isinstance(
-            processor, AgentAudioEndProcessor)
-    return audio
+        return [p for child in processor.processors for p in _processors(child)]
+    return [processor]
 
 
 def _step(processor: object) -> Step:
     kind = type(processor)
-    return Step(kind.__name__, _file(kind))
-
-
-def _file(kind: type) -> str:
-    return kind.__module__.replace(".", "/") + ".py"
+    path = kind.__module__.replace(".", "/") + ".py"
+    return Step(kind.__name__, path)
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -231,23 +186,18 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def diagram() -> str:
-    """The widest pipeline, top to bottom, each processor with the audio it is handed and
-    the calls that have it."""
-    built = _built(Call())
-    widest = built.steps
-    without = {feature: _built(call).steps for feature, call in FEATURES.items()}
+    """The widest pipeline, top to bottom, each processor with the calls that have it."""
+    widest, built = _built(Call())
+    without = {feature: _built(call)[0] for feature, call in FEATURES.items()}
     rows = []
-    for number, (step, audio) in enumerate(zip(widest, built.audio, strict=True), 1):
+    for number, step in enumerate(widest, 1):
         only = [f for f, steps in without.items()
                 if widest[:number].count(step) > steps.count(step)]
-        rows.append([f"{number:3}", audio, step.name, step.where, ", ".join(only)])
-    rows.insert(0, ["  #", "audio", "processor", "file", "only in calls with"])
+        rows.append([f"{number:3}", step.name, step.where, ", ".join(only)])
+    rows.insert(0, ["  #", "processor", "file", "only in calls with"])
     lines = _table(rows)
-    recorder = _step(built.pipeline.recorder)
-    lines += [""]
-    lines += [f"{first}-{last} run as one chain that caller audio passes by "
-              f"({_file(AudioBypass)})" for first, last in built.bypassed]
-    lines += [f"observer, off the voice path: {recorder.name} ({recorder.where})"]
+    recorder = _step(built.recorder)
+    lines += ["", f"observer, off the voice path: {recorder.name} ({recorder.where})"]
     for feature, steps in without.items():
         for index, step in enumerate(steps):
             if steps[: index + 1].count(step) > widest.count(step):

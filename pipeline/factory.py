@@ -3,18 +3,11 @@ tests and benchmarks.
 
 `build_call_pipeline(transport, session, deps)` assembles, in this order:
 
-    transport in -> [text bridge | STT] -> hearing layers
-    -> (before_context layers -> [world extractor]: caller audio passes them by)
+    transport in -> [text bridge | STT] -> before_context layers -> [world extractor]
     -> user aggregator (Silero VAD + smart-turn v3) -> [caller audio end] -> before_llm
-    layers -> [graph navigator (+ Flows) | caller notes] -> fallback responder -> [LLM]
+    layers -> [graph navigator (+ Flows)] -> fallback responder -> [LLM]
     -> after_llm layers -> TTS -> [voice volume] -> greeting player
-    -> transport out -> [agent audio end] -> call controller -> assistant aggregator
-
-Audio goes only where it is heard: caller audio past the words-only observers
-(pipeline/audio_bypass.py) and no further than the caller audio end, agent audio no
-further than the agent audio end. Each caller turn is one context frame from the user
-aggregator to the LLM: Flows' node frames start at the navigator (flows/node_worker.py),
-which is the context's one editor (processors/llm_context.py).
+    -> transport out -> [agent audio tap] -> call controller -> assistant aggregator
 
 The layers (pipeline/layers.py) are the intelligence processors of each feature, and
 `docs/ARCHITECTURE.md` shows the order as `python -m pipeline.diagram` prints it.
@@ -49,19 +42,16 @@ from call.call_session import CallSession, CompletionReason, SessionMode
 from call.recording import StereoRecording
 from flows.graph_engine import GraphEngine
 from flows.graph_navigator_processor import GraphNavigatorProcessor
-from flows.node_worker import NodeWorker
 from lib.prompts import render_prompt
 from observers.call_record_observer import CallRecordObserver
-from pipeline.audio_bypass import AudioBypass
 from pipeline.call_deps import CallDeps
 from pipeline.layers import conversation_layer, emotion_layer
 from pipeline.providers import build_llm, build_stt, build_tts
 from pipeline.stt_failover import announce_failover
 from processors.call_control.call_controller_processor import CallControllerProcessor
 from processors.call_control.fallback_responder_processor import FallbackResponderProcessor
-from processors.conversation.caller_notes_processor import CallerNotesProcessor
 from processors.emotion.call_emotion import CallEmotion
-from processors.voice.agent_audio_end_processor import AgentAudioEndProcessor
+from processors.voice.audio_tap_processor import agent_audio_tap
 from processors.voice.caller_audio_end_processor import CallerAudioEndProcessor
 from processors.voice.greeting_player_processor import GreetingPlayerProcessor
 from processors.voice.text_input_processor import TextInputProcessor
@@ -154,8 +144,7 @@ def build_call_pipeline(
 
     processors: list[FrameProcessor] = [transport.input()]
     processors.append(stt if stt is not None else TextInputProcessor())
-    processors += emotion.hearing + conversation.hearing
-    words_only = emotion.before_context + conversation.before_context
+    processors += emotion.before_context + conversation.before_context
     world_extractor = None
     if engine is not None and session.workspace_id is not None:
         # The world model's extracted facts: captured from each caller turn.
@@ -164,8 +153,7 @@ def build_call_pipeline(
                 engine.pool, session.workspace_id, session.call_id,
                 deps.extractor or RulesExtractor(country_code=settings.world.phone_country_code)),
             timeout_s=settings.world.extraction_timeout_s)
-        words_only.append(world_extractor)
-    processors.append(AudioBypass(words_only))
+        processors.append(world_extractor)
     processors.append(user_aggregator)
     if session.is_audio:
         processors.append(CallerAudioEndProcessor(recording, session.turn_audio))
@@ -176,8 +164,6 @@ def build_call_pipeline(
                                    audio_verifier=deps.audio_verifier,
                                    audio_timeout_s=settings.world.audio_verification_timeout_s)
         processors.append(navigator)
-    elif llm is not None:
-        processors.append(CallerNotesProcessor())  # the context's editor, without a graph
     processors.append(FallbackResponderProcessor(session, llm_available=llm_available,
                                                   call_backs=deps.call_backs))
     if llm is not None:
@@ -188,8 +174,8 @@ def build_call_pipeline(
         # The voice has no volume of its own.
         processors.append(VoiceVolumeProcessor(session.voice.volume))
     processors += [GreetingPlayerProcessor(session, deps.greeting), transport.output()]
-    if session.is_audio:
-        processors.append(AgentAudioEndProcessor(recording))
+    if recording is not None:
+        processors.append(agent_audio_tap(recording))
     processors += [controller, assistant_aggregator]
 
     recorder = CallRecordObserver(session, emotion=deps.emotion)
@@ -213,11 +199,8 @@ def build_call_pipeline(
         announce_failover(stt, faults=session.log.event,
                           say=lambda line: worker.queue_frame(TTSSpeakFrame(line)))
     if navigator is not None and llm is not None:
-        # Flows decides the engage LLM's task and tools, node by node; the navigator
-        # writes them into the context and runs the LLM from where the turn is.
-        flows = FlowManager(llm=llm, context_aggregator=aggregators,
-                            worker=NodeWorker(worker, navigator.from_flows))
-        navigator.engage_with(flows, context)
+        # Flows owns the engage LLM's context and tools, node by node.
+        navigator.engage_with(FlowManager(llm=llm, context_aggregator=aggregators, worker=worker))
     initial_frames: list[Frame] = []
     if deps.greeting is None and deps.greeting_text:
         # Not pre-rendered in time: synthesize it live, first thing after start.

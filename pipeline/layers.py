@@ -1,10 +1,9 @@
 """The intelligence layers between STT and TTS, feature by feature.
 
 Each layer puts its processors in three places of the pipeline, each list in pipeline
-order: beside the STT, where they see every caller transcript first (`hearing`: those
-that listen to the caller's audio too; `before_context`: those that read only words,
-which caller audio passes by, pipeline/audio_bypass.py), between the user aggregator and
-the engage LLM (`before_llm`) and between the LLM and the TTS (`after_llm`).
+order: beside the STT (`before_context`: they see every caller transcript first),
+between the user aggregator and the engage LLM (`before_llm`) and between the LLM and
+the TTS (`after_llm`).
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from services.prosody.emotion import LocalAudioProvider
 class Layer:
     """One feature's processors, at the three places of the pipeline."""
 
-    hearing: list[FrameProcessor] = field(default_factory=list)
     before_context: list[FrameProcessor] = field(default_factory=list)
     before_llm: list[FrameProcessor] = field(default_factory=list)
     after_llm: list[FrameProcessor] = field(default_factory=list)
@@ -91,9 +89,9 @@ def conversation_layer(session: CallSession, deps: CallDeps, *, can_regenerate: 
 
 
 def emotion_layer(session: CallSession, deps: CallDeps, tts: TTSService) -> Layer:
-    """The emotion layers, when the workspace has emotion on: the tap beside STT (it
-    hears the caller's audio), steering before the navigator, the voice tone just before
-    the TTS. A text session has no audio to hear, so its words alone are scored."""
+    """The emotion layers, when the workspace has emotion on: the tap beside STT, steering
+    before the navigator, the voice tone just before the TTS. A text session has no
+    audio to hear, so its words alone are scored."""
     emotion = deps.emotion
     if emotion is None:
         return Layer()
@@ -105,4 +103,4 @@ def emotion_layer(session: CallSession, deps: CallDeps, tts: TTSService) -> Laye
                      text=deps.overrides.emotion_text or providers.text)
     steering = EmotionSteeringProcessor(session, emotion)
     tone = ToneControllerProcessor(session, emotion, tts_settings=tone_settings_of(tts))
-    return Layer(hearing=[tap], before_llm=[steering], after_llm=[tone])
+    return Layer(before_context=[tap], before_llm=[steering], after_llm=[tone])

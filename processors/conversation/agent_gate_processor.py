@@ -13,10 +13,6 @@ Between the user aggregator and the navigator.
   reaches the agent after newer caller words were finalized is not answered — the newer
   turn will be (`superseded_reply`, stage `pre_generation`). The turn let through sets
   `conversation.answering`, against which the later stages judge the reply.
-
-A turn let through can still be held back before the LLM runs for it: the graph navigator
-asks `withheld` again when its node is ready (flows/graph_navigator_processor.py), since
-the safety monitor may suspend the agent while the turn is being navigated.
 """
 
 from __future__ import annotations
@@ -36,16 +32,6 @@ from processors.llm_context import is_caller_turn, last_user_text
 from processors.voice.line_speaker_processor import LineSpeakerProcessor
 
 
-def withheld(session: CallSession) -> str | None:
-    """Why the agent may generate no reply now: the call is ending for the server's
-    shutdown (`server_shutdown`) or a human holds it (`suspended`); None: it may."""
-    if session.completion_reason is CompletionReason.SERVER_SHUTDOWN:
-        return "server_shutdown"
-    if session.conversation.suspended:
-        return "suspended"
-    return None
-
-
 class AgentGateProcessor(LineSpeakerProcessor):
     def __init__(self, session: CallSession, *, transfer_number: str | None = None,
                  **kwargs) -> None:
@@ -60,14 +46,14 @@ class AgentGateProcessor(LineSpeakerProcessor):
         await super().process_frame(frame, direction)
         conversation = self._session.conversation
         downstream = direction is FrameDirection.DOWNSTREAM
-        why = (withheld(self._session) if downstream
-               and isinstance(frame, (LLMContextFrame, LLMRunFrame)) else None)
         if isinstance(frame, LLMContextUserTurnFrame) and downstream:
             self._turn_end = conversation.final_transcripts
-        elif why == "server_shutdown":
-            self._session.log.event("turn_unanswered", why=why)
+        elif (self._session.completion_reason is CompletionReason.SERVER_SHUTDOWN and downstream
+              and isinstance(frame, (LLMContextFrame, LLMRunFrame))):
+            self._session.log.event("turn_unanswered", why="server_shutdown")
             return
-        elif why == "suspended":
+        elif (conversation.suspended and downstream
+              and isinstance(frame, (LLMContextFrame, LLMRunFrame))):
             if isinstance(frame, LLMContextFrame):
                 await self._hold(last_user_text(frame))
             return

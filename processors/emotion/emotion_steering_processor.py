@@ -2,10 +2,9 @@
 
 Before the graph navigator. On each caller turn it:
 - notes the reply for the behavioural signals (a streak of very short replies);
-- notes how the caller sounded, `[VOICE: Anxiety, valence=-0.312]`, on the turn's context
-  frame for the one editor of the context (processors/llm_context.py), which writes it
-  after the caller's words — it stays in the history, so the model sees the trajectory
-  (the navigator and other readers strip it: `strip_voice_tag`);
+- tags the caller's message in the context with how they sounded, `[VOICE: Anxiety,
+  valence=-0.312]` — it stays in the history, so the model sees the trajectory (the
+  navigator and other readers strip it: `strip_voice_tag`);
 - refreshes the session-level block of the system instruction (dominant emotion, trend,
   the matrix's instruction, signals, call-phase urgency, masking) with an
   `LLMUpdateSettingsFrame` ahead of the turn, and records each change as a `steering`
@@ -22,7 +21,7 @@ from pipecat.services.settings import LLMSettings
 from call.call_session import CallSession
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.steering import annotation, session_steering
-from processors.llm_context import add_caller_note, is_caller_turn, last_user_text
+from processors.llm_context import is_caller_turn, last_user_text
 
 
 class EmotionSteeringProcessor(FrameProcessor):
@@ -45,7 +44,9 @@ class EmotionSteeringProcessor(FrameProcessor):
         emotion.note_turn(snapshot)
         tag = annotation(snapshot)
         if tag is not None:
-            add_caller_note(frame, tag)
+            message = frame.context.get_messages()[-1]
+            if isinstance(message.get("content"), str):
+                message["content"] = f"{message['content']} {tag}"
         steering = session_steering(snapshot, emotion.elapsed_s())
         text = steering.text if steering is not None else None
         if text == emotion.steering:

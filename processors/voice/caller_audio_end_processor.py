@@ -2,10 +2,9 @@
 
 Every 20 ms of caller audio is a frame, and every processor a frame crosses costs the
 event loop a queue hand-off: with dozens of calls that per-frame work is what limits calls
-per process. So caller audio crosses only the processors that listen to it (the STT, the
-emotion tap, then the user aggregator's VAD and turn model; the observers that read only
-words are passed by, pipeline/audio_bypass.py) and ends here, recorded on the way out,
-with the caller's last turn kept for audio verification.
+per process. So caller audio crosses only the processors that listen to it (STT, then the
+user aggregator's VAD and turn model) and ends here, recorded on the way out, with the
+caller's last turn kept for audio verification.
 """
 
 from __future__ import annotations

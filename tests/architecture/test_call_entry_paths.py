@@ -14,8 +14,8 @@ from tests.architecture.import_graph import project_modules
 from tests.worker_pools import pools_left_to_the_next_app
 
 # Only these differ with the way the caller reaches us: what hears them (the typed-text
-# bridge instead of an STT) and where the caller's and the agent's audio end.
-TRANSPORT_SPECIFIC = {"TextInputProcessor", "CallerAudioEndProcessor", "AgentAudioEndProcessor"}
+# bridge instead of an STT) and the taps on the caller's audio.
+TRANSPORT_SPECIFIC = {"TextInputProcessor", "CallerAudioEndProcessor", "AudioTapProcessor"}
 OURS = ("processors.", "flows.", "observers.", "turns.")
 
 

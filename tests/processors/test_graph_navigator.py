@@ -9,9 +9,7 @@ from pipecat.frames.frames import (
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
-    LLMMessagesAppendFrame,
     LLMRunFrame,
-    LLMSetToolsFrame,
     LLMTextFrame,
     TTSSpeakFrame,
 )
@@ -29,7 +27,6 @@ from flows.navigator import NavDecision
 from flows.router import NO_ROUTE
 from processors.emotion.call_emotion import CallEmotion
 from processors.emotion.fillers import filler_set
-from processors.llm_context import add_caller_note, write_caller_notes
 from services.emotion.reading import EmotionReading, Source
 from tests.fakes import ScriptedModel, choice
 
@@ -165,32 +162,6 @@ class RecordingFlows:
         self.nodes.append(node)
 
 
-class EnteringFlows(RecordingFlows):
-    """Stands in for the Flows manager: enters each node as `FlowManager` does, queueing
-    its task, its tools and the LLM run on the worker it was given (`deliver`, which the
-    call's `NodeWorker` points at the navigator). `meanwhile` happens before the run."""
-
-    def __init__(self, meanwhile=lambda: None) -> None:
-        super().__init__()
-        self.deliver = None
-        self.meanwhile = meanwhile
-
-    async def set_node_from_config(self, node) -> None:
-        self.nodes.append(node)
-        await self.deliver(LLMMessagesAppendFrame(messages=node["task_messages"]))
-        await self.deliver(LLMSetToolsFrame(tools=[f.to_function_schema()
-                                                   for f in node["functions"]]))
-        self.meanwhile()
-        await self.deliver(LLMRunFrame())
-
-
-def entering(session, flows: EnteringFlows, context: LLMContext) -> GraphNavigatorProcessor:
-    navigator = GraphNavigatorProcessor(session, engine_for(session))
-    navigator.engage_with(flows, context)
-    flows.deliver = navigator.from_flows
-    return navigator
-
-
 def engine_for(session, navigator=None) -> GraphEngine:
     graph = bundled_graph("clinic_booking")
     booking = GraphSession(identity=CallIdentity("call-1", "w", "s"),
@@ -203,7 +174,7 @@ def engine_for(session, navigator=None) -> GraphEngine:
 async def test_with_an_llm_the_turn_becomes_the_flows_node_the_llm_runs(session):
     flows = RecordingFlows()
     navigator = GraphNavigatorProcessor(session, engine_for(session))
-    navigator.engage_with(flows, LLMContext())
+    navigator.engage_with(flows)
     down, _ = await run_test(
         navigator,
         frames_to_send=[caller_says("I'd like to book an appointment"), SleepFrame(0.05)],
@@ -219,72 +190,27 @@ async def test_with_an_llm_the_turn_becomes_the_flows_node_the_llm_runs(session)
     assert not tools & {"CreateAppointment", "UpdatePatient", "CreateInsurance"}
 
 
-async def test_the_run_for_a_turn_with_nothing_said_passes_to_the_llm_unnavigated(session):
-    flows = RecordingFlows()
+async def test_a_flows_context_frame_passes_to_the_llm_untouched(session):
     navigator = GraphNavigatorProcessor(session, engine_for(session))
-    navigator.engage_with(flows, LLMContext())
-    empty_turn = LLMContextFrame(context=LLMContext(messages=[
+    navigator.engage_with(RecordingFlows())
+    task_run = LLMContextFrame(context=LLMContext(messages=[
         {"role": "user", "content": "I'd like to book"},
-        {"role": "assistant", "content": "Of course, what for?"},
-        {"role": "developer", "content": "The user started speaking but nothing was heard."},
+        {"role": "developer", "content": "Do now: ask_service"},
     ]))
-    await run_test(navigator, frames_to_send=[empty_turn], expected_down_frames=[LLMContextFrame])
-    assert flows.nodes == []
+    await run_test(navigator, frames_to_send=[task_run], expected_down_frames=[LLMContextFrame])
 
 
 async def test_when_flows_cannot_enter_the_node_the_llm_answers_in_static_prompt_mode(
     session, writer
 ):
-    context = LLMContext(messages=[{"role": "user", "content": "I'd like to book an appointment"}])
     navigator = GraphNavigatorProcessor(session, engine_for(session))
-    navigator.engage_with(RecordingFlows(fail=True), context)
-    down, _ = await run_test(
-        navigator,
-        frames_to_send=[LLMContextFrame(context=context), SleepFrame(0.1)],
-        expected_down_frames=[NavigationFrame, LLMContextFrame],
-    )
-    assert down[1].context is context  # the turn, answered from here
-    assert [e.data for e in writer.events("context_graph_failed")] == [{"error": "RuntimeError"}]
-
-
-async def test_the_node_is_written_into_the_turns_context_and_the_llm_runs_from_here(session):
-    context = LLMContext(messages=[{"role": "user", "content": "I'd like to book an appointment"}])
-    flows = EnteringFlows()
-    down, _ = await run_test(
-        entering(session, flows, context),
-        frames_to_send=[LLMContextFrame(context=context), SleepFrame(0.1)],
-        expected_down_frames=[NavigationFrame, LLMContextFrame],
-    )
-    [node] = flows.nodes
-    assert down[1].context is context  # the one context frame of the turn, from here
-    messages = context.get_messages()
-    assert messages[-1] == node["task_messages"][0]
-    assert {tool.name for tool in context.tools.standard_tools} == {
-        f.name for f in node["functions"]}
-
-
-async def test_a_turn_whose_agent_is_suspended_while_it_is_navigated_is_not_answered(
-    session, writer
-):
-    context = LLMContext(messages=[{"role": "user", "content": "I'd like to book an appointment"}])
-    flows = EnteringFlows(meanwhile=lambda: session.conversation.suspend())
+    navigator.engage_with(RecordingFlows(fail=True))
     await run_test(
-        entering(session, flows, context),
-        frames_to_send=[LLMContextFrame(context=context), SleepFrame(0.1)],
-        expected_down_frames=[NavigationFrame],
+        navigator,
+        frames_to_send=[caller_says("I'd like to book an appointment"), SleepFrame(0.1)],
+        expected_down_frames=[NavigationFrame, LLMRunFrame],
     )
-    assert [e.data for e in writer.events("agent_held")] == [{"answered": "holding line"}]
-
-
-async def test_the_voice_note_is_written_after_the_callers_words_once(session):
-    context = LLMContext(messages=[{"role": "user", "content": "I need an appointment"}])
-    turn = LLMContextFrame(context=context)
-    add_caller_note(turn, "[VOICE: Anger, valence=-0.600]")
-    await run_test(GraphNavigatorProcessor(session, ScriptedEngine(reply("Which day?"))),
-                   frames_to_send=[turn])
-    write_caller_notes(turn)  # handled again: nothing more is written
-    assert context.get_messages()[0]["content"] == (
-        "I need an appointment [VOICE: Anger, valence=-0.600]")
+    assert [e.data for e in writer.events("context_graph_failed")] == [{"error": "RuntimeError"}]
 
 
 def emotion_with(*readings: EmotionReading) -> CallEmotion:
@@ -309,7 +235,7 @@ async def test_the_wait_for_the_llm_is_covered_in_the_callers_register(
     now = time.monotonic()
     emotion = emotion_with(*(heard(label, now - i) for i, label in enumerate(caller)))
     navigator = GraphNavigatorProcessor(session, engine_for(session), emotion=emotion)
-    navigator.engage_with(RecordingFlows(), LLMContext())
+    navigator.engage_with(RecordingFlows())
     phrases = [] if register == "suppressed" else filler_set().registers[register].short
     expected = [NavigationFrame, TTSSpeakFrame] if phrases else [NavigationFrame]
     down, _ = await run_test(

@@ -40,7 +40,7 @@ async def first_turn_instruction(db, clinic: Clinic, writer, caller_phone: str,
                            clinic_name="Demo Clinic", emergency_number="911",
                            today=lambda: TODAY, dialled_number=dialled)
     navigator = GraphNavigatorProcessor(session, engine)
-    navigator.engage_with(RecordingFlows(), LLMContext())
+    navigator.engage_with(RecordingFlows())
     turn = LLMContextFrame(context=LLMContext(messages=[
         {"role": "user", "content": "Hi, I'd like to book a check-up"}]))
     down, _ = await run_test(navigator, frames_to_send=[turn, SleepFrame(0.2)],
